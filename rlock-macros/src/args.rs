@@ -1,0 +1,579 @@
+//! Parsing and validation of the attribute's options.
+//!
+//! Parsing (`impl Parse for Args`) reads `name = value` pairs, rejects repeats and unknown
+//! names, and turns durations into milliseconds. [`Args::validate`] then checks what only makes
+//! sense as a whole (a `key` is given, `max_hold` is not shorter than `ttl`, …).
+
+use proc_macro2::Span;
+use syn::ext::IdentExt as _;
+use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned as _;
+use syn::{Expr, Ident, Lit, LitBool, LitStr, Path, Token};
+
+use crate::duration::{self, Millis};
+use crate::suggest;
+
+mod kw {
+    syn::custom_keyword!(key);
+    syn::custom_keyword!(ttl);
+    syn::custom_keyword!(wait);
+    syn::custom_keyword!(renew);
+    syn::custom_keyword!(max_hold);
+    syn::custom_keyword!(on_lost);
+    syn::custom_keyword!(fence);
+    syn::custom_keyword!(client);
+}
+
+/// Every option, in the order the docs list them.
+pub(crate) const OPTIONS: &[&str] = &[
+    "key", "ttl", "wait", "renew", "max_hold", "on_lost", "fence", "client", "crate",
+];
+
+/// The shortest lease accepted: renewal runs every ttl/3, and below this a network round trip
+/// or a scheduler hiccup would regularly outlast the lease.
+pub(crate) const MIN_TTL: Millis = Millis(10);
+/// The longest lease accepted. A lock held for a day without renewal is a leak, not a lease.
+pub(crate) const MAX_TTL: Millis = Millis::DAY;
+/// The longest wait accepted.
+pub(crate) const MAX_WAIT: Millis = Millis::DAY;
+/// The longest `max_hold` accepted.
+pub(crate) const MAX_HOLD: Millis = Millis(7 * Millis::DAY.0);
+
+/// A duration option with the span of its literal.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DurationArg {
+    pub(crate) value: Millis,
+    pub(crate) span: Span,
+}
+
+/// `on_lost = "…"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnLost {
+    Abort,
+    Continue,
+}
+
+/// The options as written, each at most once.
+#[derive(Default)]
+pub(crate) struct Args {
+    pub(crate) key: Option<LitStr>,
+    pub(crate) ttl: Option<DurationArg>,
+    pub(crate) wait: Option<DurationArg>,
+    pub(crate) renew: Option<LitBool>,
+    pub(crate) max_hold: Option<DurationArg>,
+    pub(crate) on_lost: Option<OnLost>,
+    pub(crate) fence: Option<Ident>,
+    pub(crate) client: Option<Expr>,
+    pub(crate) krate: Option<Path>,
+}
+
+impl Parse for Args {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut args = Args::default();
+        if input.peek(LitStr) {
+            let lit: LitStr = input.parse()?;
+            return Err(syn::Error::new(
+                lit.span(),
+                format!(
+                    "the key must be named: write `key = \"{}\"`",
+                    lit.value().escape_debug()
+                ),
+            ));
+        }
+        while !input.is_empty() {
+            let lookahead = input.lookahead1();
+            if lookahead.peek(kw::key) {
+                let name = input.parse::<kw::key>()?;
+                let value = string_value(input, "key", "key = \"order:<user_id>\"", name.span)?;
+                set(&mut args.key, value, "key", name.span)?;
+            } else if lookahead.peek(kw::ttl) {
+                let name = input.parse::<kw::ttl>()?;
+                let value = duration_value(input, "ttl", name.span)?;
+                check_range(value, "ttl", MIN_TTL, MAX_TTL)?;
+                set(&mut args.ttl, value, "ttl", name.span)?;
+            } else if lookahead.peek(kw::wait) {
+                let name = input.parse::<kw::wait>()?;
+                let value = duration_value(input, "wait", name.span)?;
+                check_range(value, "wait", Millis(0), MAX_WAIT)?;
+                set(&mut args.wait, value, "wait", name.span)?;
+            } else if lookahead.peek(kw::renew) {
+                let name = input.parse::<kw::renew>()?;
+                let value = bool_value(input, "renew", name.span)?;
+                set(&mut args.renew, value, "renew", name.span)?;
+            } else if lookahead.peek(kw::max_hold) {
+                let name = input.parse::<kw::max_hold>()?;
+                let value = duration_value(input, "max_hold", name.span)?;
+                check_range(value, "max_hold", Millis(1), MAX_HOLD)?;
+                set(&mut args.max_hold, value, "max_hold", name.span)?;
+            } else if lookahead.peek(kw::on_lost) {
+                let name = input.parse::<kw::on_lost>()?;
+                let value = on_lost_value(input, name.span)?;
+                set(&mut args.on_lost, value, "on_lost", name.span)?;
+            } else if lookahead.peek(kw::fence) {
+                let name = input.parse::<kw::fence>()?;
+                let value = fence_value(input, name.span)?;
+                set(&mut args.fence, value, "fence", name.span)?;
+            } else if lookahead.peek(kw::client) {
+                let name = input.parse::<kw::client>()?;
+                let value = client_value(input, name.span)?;
+                set(&mut args.client, value, "client", name.span)?;
+            } else if lookahead.peek(Token![crate]) {
+                let name = input.parse::<Token![crate]>()?;
+                let value = crate_value(input, name.span)?;
+                set(&mut args.krate, value, "crate", name.span)?;
+            } else if input.peek(Ident::peek_any) {
+                let name = input.call(Ident::parse_any)?;
+                let written = name.unraw().to_string();
+                return Err(syn::Error::new(
+                    name.span(),
+                    format!(
+                        "unknown option `{written}`{} expected one of: {}",
+                        then(suggest::did_you_mean(&written, OPTIONS.iter().copied())),
+                        OPTIONS.join(", ")
+                    ),
+                ));
+            } else {
+                return Err(syn::Error::new(
+                    input.span(),
+                    format!(
+                        "expected an option such as `key = \"order:<user_id>\"`; \
+                         expected one of: {}",
+                        OPTIONS.join(", ")
+                    ),
+                ));
+            }
+            if input.is_empty() {
+                break;
+            }
+            if !input.peek(Token![,]) {
+                return Err(syn::Error::new(
+                    input.span(),
+                    "expected `,` between options, as in `key = \"order:<id>\", ttl = \"10s\"`",
+                ));
+            }
+            input.parse::<Token![,]>()?;
+        }
+        Ok(args)
+    }
+}
+
+/// Joins a "did you mean" suggestion and the sentence after it.
+fn then(suggestion: String) -> String {
+    if suggestion.is_empty() {
+        ";".to_string()
+    } else {
+        suggestion
+    }
+}
+
+/// Stores `value` in `slot` unless the option was given before.
+fn set<T>(slot: &mut Option<T>, value: T, name: &str, span: Span) -> syn::Result<()> {
+    if slot.is_some() {
+        return Err(syn::Error::new(
+            span,
+            format!("expected only a single `{name}` argument; remove the repeated one"),
+        ));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+/// Parses the `=` after an option name, with a message that shows the whole form.
+fn equals(input: ParseStream<'_>, name: &str, example: &str, span: Span) -> syn::Result<()> {
+    if input.peek(Token![=]) {
+        input.parse::<Token![=]>()?;
+        Ok(())
+    } else {
+        Err(syn::Error::new(
+            span,
+            format!("expected `=` after `{name}`; write `{example}`"),
+        ))
+    }
+}
+
+/// The value's span and a text for messages, consuming it; used to report a value of the
+/// wrong kind.
+fn bad_value(input: ParseStream<'_>) -> syn::Result<Expr> {
+    if input.is_empty() || input.peek(Token![,]) {
+        return Err(syn::Error::new(input.span(), "expected a value after `=`"));
+    }
+    input.parse::<Expr>()
+}
+
+fn string_value(
+    input: ParseStream<'_>,
+    name: &str,
+    example: &str,
+    span: Span,
+) -> syn::Result<LitStr> {
+    equals(input, name, example, span)?;
+    if input.peek(LitStr) {
+        return input.parse();
+    }
+    let value = bad_value(input)?;
+    Err(syn::Error::new(
+        value.span(),
+        format!("`{name}` must be a string literal, as in `{example}`"),
+    ))
+}
+
+fn duration_value(input: ParseStream<'_>, name: &str, span: Span) -> syn::Result<DurationArg> {
+    let example = format!("{name} = \"10s\"");
+    equals(input, name, &example, span)?;
+    if input.peek(LitStr) {
+        let lit: LitStr = input.parse()?;
+        return match duration::parse(&lit.value()) {
+            Ok(value) => Ok(DurationArg {
+                value,
+                span: lit.span(),
+            }),
+            Err(message) => Err(syn::Error::new(
+                lit.span(),
+                format!("invalid `{name}`: {message}"),
+            )),
+        };
+    }
+    let value = bad_value(input)?;
+    // `ttl = 10s` lexes as the integer 10 with suffix `s`: show the quoted form.
+    let quoted = match &value {
+        Expr::Lit(lit) => match &lit.lit {
+            Lit::Int(int) if int.suffix().is_empty() => Some(format!("{}s", int.base10_digits())),
+            Lit::Int(int) => Some(int.to_string()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let message = match quoted {
+        Some(text) => format!("`{name}` must be a string literal: write `{name} = \"{text}\"`"),
+        None => format!(
+            "`{name}` must be a string literal such as `{example}`; durations are checked \
+             at compile time, so they cannot come from an expression"
+        ),
+    };
+    Err(syn::Error::new(value.span(), message))
+}
+
+fn check_range(arg: DurationArg, name: &str, min: Millis, max: Millis) -> syn::Result<()> {
+    let value = arg.value;
+    let message = if value.0 == 0 && min.0 > 0 {
+        match name {
+            "ttl" => "`ttl` may not be 0: the lease would end before the body starts; \
+                      give it a lease such as `ttl = \"10s\"`"
+                .to_string(),
+            _ => format!(
+                "`{name}` may not be 0: nothing could ever be held; remove `{name}` for no cap, \
+                 or give it a length such as `{name} = \"5m\"`"
+            ),
+        }
+    } else if value < min {
+        format!(
+            "`{name}` = `{value}` is too short; it must be at least `{min}`, since the lease is \
+             renewed every ttl/3 and a network round trip can take longer than that"
+        )
+    } else if value > max {
+        format!(
+            "`{name}` = `{value}` is too long; it may be at most `{max}` ({}). {}",
+            match name {
+                "max_hold" => "7 days",
+                _ => "24 hours",
+            },
+            match name {
+                "ttl" => "For long work keep a short `ttl` and let renewal extend it",
+                "wait" => "A caller waiting this long is better served by a queue",
+                _ => "Hold a lock for less than a week, or manage it by hand",
+            }
+        )
+    } else {
+        return Ok(());
+    };
+    Err(syn::Error::new(arg.span, message))
+}
+
+fn bool_value(input: ParseStream<'_>, name: &str, span: Span) -> syn::Result<LitBool> {
+    equals(input, name, &format!("{name} = true"), span)?;
+    if input.peek(LitBool) {
+        return input.parse();
+    }
+    let value = bad_value(input)?;
+    let hint = match &value {
+        Expr::Lit(lit) => match &lit.lit {
+            Lit::Str(text) if text.value() == "true" || text.value() == "false" => {
+                format!("; write it without quotes: `{name} = {}`", text.value())
+            }
+            _ => String::new(),
+        },
+        _ => String::new(),
+    };
+    Err(syn::Error::new(
+        value.span(),
+        format!("`{name}` must be `true` or `false`{hint}"),
+    ))
+}
+
+fn on_lost_value(input: ParseStream<'_>, span: Span) -> syn::Result<OnLost> {
+    const EXPECTED: &str = "expected one of: abort, continue";
+    equals(input, "on_lost", "on_lost = \"abort\"", span)?;
+    if input.peek(LitStr) {
+        let lit: LitStr = input.parse()?;
+        let text = lit.value();
+        return match text.as_str() {
+            "abort" => Ok(OnLost::Abort),
+            "continue" => Ok(OnLost::Continue),
+            _ => Err(syn::Error::new(
+                lit.span(),
+                format!(
+                    "unknown `on_lost` value `{}`{} {EXPECTED} (`abort` drops the body and \
+                     returns `LockError::Lost`, `continue` lets the body finish)",
+                    text.escape_debug(),
+                    then(suggest::did_you_mean(&text, ["abort", "continue"]))
+                ),
+            )),
+        };
+    }
+    let value = bad_value(input)?;
+    let hint = match &value {
+        Expr::Path(path) if path.path.is_ident("abort") => "; write `on_lost = \"abort\"`",
+        Expr::Continue(_) => "; write `on_lost = \"continue\"`",
+        _ => "",
+    };
+    Err(syn::Error::new(
+        value.span(),
+        format!("`on_lost` must be a string literal{hint}; {EXPECTED}"),
+    ))
+}
+
+fn fence_value(input: ParseStream<'_>, span: Span) -> syn::Result<Ident> {
+    equals(input, "fence", "fence = token", span)?;
+    if input.peek(Ident) {
+        let ident: Ident = input.parse()?;
+        if !(input.is_empty() || input.peek(Token![,])) {
+            return Err(syn::Error::new(
+                ident.span(),
+                "`fence` must be a plain identifier, such as `fence = token`",
+            ));
+        }
+        return Ok(ident);
+    }
+    let what = if input.peek(Token![_]) {
+        "`_` binds nothing; name the local, as in `fence = token`, or remove `fence`"
+    } else if input.peek(Ident::peek_any) {
+        "a keyword cannot name the local; pick another name, as in `fence = token`"
+    } else if input.peek(LitStr) {
+        "write the name without quotes, as in `fence = token`"
+    } else {
+        "name the local that receives the fencing token (a `u64`), as in `fence = token`"
+    };
+    let value = if input.peek(Token![_]) {
+        let underscore: Token![_] = input.parse()?;
+        underscore.span
+    } else if input.peek(Ident::peek_any) {
+        input.call(Ident::parse_any)?.span()
+    } else {
+        bad_value(input)?.span()
+    };
+    Err(syn::Error::new(
+        value,
+        format!("`fence` must be an identifier: {what}"),
+    ))
+}
+
+fn client_value(input: ParseStream<'_>, span: Span) -> syn::Result<Expr> {
+    equals(input, "client", "client = self.locks", span)?;
+    if input.is_empty() || input.peek(Token![,]) {
+        return Err(syn::Error::new(
+            span,
+            "`client` needs an expression of type `LockClient` or `&LockClient`, \
+             as in `client = self.locks`",
+        ));
+    }
+    if input.peek(LitStr) {
+        let lit: LitStr = input.parse()?;
+        return Err(syn::Error::new(
+            lit.span(),
+            "`client` is an expression, not a string: write it without quotes, \
+             as in `client = self.locks`",
+        ));
+    }
+    input.parse()
+}
+
+fn crate_value(input: ParseStream<'_>, span: Span) -> syn::Result<Path> {
+    let lit = string_value(input, "crate", "crate = \"::rlock_runtime\"", span)?;
+    lit.parse_with(Path::parse_mod_style).map_err(|_| {
+        syn::Error::new(
+            lit.span(),
+            format!(
+                "`crate` must name the path of the runtime crate, such as `crate = \"::rlock_runtime\"` \
+                 or `crate = \"my_app::locks\"`; `{}` is not a path",
+                lit.value().escape_debug()
+            ),
+        )
+    })
+}
+
+impl Args {
+    /// Checks what only makes sense across options.
+    pub(crate) fn validate(&self) -> syn::Result<()> {
+        let mut errors: Option<syn::Error> = None;
+        let mut push = |err: syn::Error| match &mut errors {
+            Some(all) => all.combine(err),
+            None => errors = Some(err),
+        };
+        if self.key.is_none() {
+            push(syn::Error::new(
+                Span::call_site(),
+                "missing `key`: #[distributed_lock] needs the name of the lock, as in \
+                 `#[distributed_lock(key = \"order:<user_id>\")]`",
+            ));
+        }
+        if let Some(max_hold) = self.max_hold {
+            if let Some(renew) = self.renew.as_ref().filter(|renew| !renew.value) {
+                let mut err = syn::Error::new(
+                    max_hold.span,
+                    "`max_hold` caps how long renewals may keep the lock, but `renew = false` \
+                     turns renewal off, so the lease simply ends after `ttl`; remove `max_hold`, \
+                     or remove `renew = false`",
+                );
+                err.combine(syn::Error::new(renew.span, "renewal is turned off here"));
+                push(err);
+            } else if let Some(ttl) = self.ttl.filter(|ttl| max_hold.value < ttl.value) {
+                push(syn::Error::new(
+                    max_hold.span,
+                    format!(
+                        "`max_hold` (`{}`) is shorter than `ttl` (`{}`): the first lease would \
+                         already outlast the cap; make `max_hold` at least `{}`, or shorten `ttl`",
+                        max_hold.value, ttl.value, ttl.value
+                    ),
+                ));
+            }
+        }
+        match errors {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> syn::Result<Args> {
+        syn::parse_str::<Args>(text).and_then(|args| args.validate().map(|()| args))
+    }
+
+    fn error(text: &str) -> String {
+        match parse(text) {
+            Ok(_) => panic!("{text:?} parsed"),
+            Err(err) => err
+                .into_iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(" / "),
+        }
+    }
+
+    #[test]
+    fn parses_every_option() {
+        let args = parse(
+            r#"key = "order:<id>", ttl = "10s", wait = "1m30s", renew = true, max_hold = "1h",
+               on_lost = "continue", fence = token, client = self.locks, crate = "::my_rt","#,
+        )
+        .expect("valid options");
+        assert_eq!(args.key.map(|k| k.value()).as_deref(), Some("order:<id>"));
+        assert_eq!(args.ttl.map(|d| d.value), Some(Millis(10_000)));
+        assert_eq!(args.wait.map(|d| d.value), Some(Millis(90_000)));
+        assert_eq!(args.renew.map(|b| b.value), Some(true));
+        assert_eq!(args.max_hold.map(|d| d.value), Some(Millis::HOUR));
+        assert_eq!(args.on_lost, Some(OnLost::Continue));
+        assert_eq!(args.fence.map(|f| f.to_string()).as_deref(), Some("token"));
+        assert!(args.client.is_some());
+        assert!(args.krate.is_some());
+    }
+
+    #[test]
+    fn explains_mistakes() {
+        for (text, needle) in [
+            ("", "missing `key`"),
+            ("ttl = \"1s\"", "missing `key`"),
+            ("\"order:<id>\"", "write `key = \"order:<id>\"`"),
+            (
+                "key = \"a\", key = \"b\"",
+                "expected only a single `key` argument",
+            ),
+            (
+                "key = \"a\", tll = \"1s\"",
+                "unknown option `tll`; did you mean `ttl`? expected one of: key, ttl,",
+            ),
+            (
+                "key = \"a\", timeout = \"1s\"",
+                "unknown option `timeout`; expected one of",
+            ),
+            ("key = KEY", "`key` must be a string literal"),
+            ("key", "expected `=` after `key`"),
+            ("key = ", "expected a value after `=`"),
+            ("key = \"a\" ttl = \"1s\"", "expected `,` between options"),
+            ("key = \"a\", ttl = 10s", "write `ttl = \"10s\"`"),
+            ("key = \"a\", ttl = 10", "write `ttl = \"10s\"`"),
+            ("key = \"a\", ttl = TTL", "cannot come from an expression"),
+            ("key = \"a\", ttl = \"0s\"", "`ttl` may not be 0"),
+            ("key = \"a\", ttl = \"5ms\"", "too short"),
+            ("key = \"a\", ttl = \"25h\"", "at most `24h`"),
+            ("key = \"a\", wait = \"2d\"", "write `48h`"),
+            ("key = \"a\", wait = \"48h\"", "at most `24h`"),
+            ("key = \"a\", max_hold = \"0s\"", "`max_hold` may not be 0"),
+            ("key = \"a\", max_hold = \"200h\"", "7 days"),
+            (
+                "key = \"a\", ttl = \"10s\", max_hold = \"5s\"",
+                "shorter than `ttl`",
+            ),
+            (
+                "key = \"a\", renew = false, max_hold = \"5m\"",
+                "`renew = false` turns renewal off",
+            ),
+            ("key = \"a\", renew = \"true\"", "without quotes"),
+            ("key = \"a\", renew = 1", "must be `true` or `false`"),
+            (
+                "key = \"a\", on_lost = \"abrot\"",
+                "did you mean `abort`? expected one of: abort, continue",
+            ),
+            (
+                "key = \"a\", on_lost = abort",
+                "write `on_lost = \"abort\"`",
+            ),
+            ("key = \"a\", fence = \"t\"", "without quotes"),
+            ("key = \"a\", fence = _", "`_` binds nothing"),
+            ("key = \"a\", fence = self", "a keyword"),
+            ("key = \"a\", fence = a.b", "plain identifier"),
+            ("key = \"a\", client = \"c\"", "not a string"),
+            ("key = \"a\", client = ", "needs an expression"),
+            ("key = \"a\", crate = \"1x\"", "is not a path"),
+            (
+                "key = \"a\", crate = rt",
+                "`crate` must be a string literal",
+            ),
+            ("key = \"a\", 42", "expected an option"),
+        ] {
+            let err = error(text);
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn edge_values_are_accepted() {
+        for text in [
+            "key = \"a\", ttl = \"10ms\"",
+            "key = \"a\", ttl = \"24h\"",
+            "key = \"a\", wait = \"0s\"",
+            "key = \"a\", wait = \"24h\"",
+            "key = \"a\", max_hold = \"168h\"",
+            "key = \"a\", ttl = \"10s\", max_hold = \"10s\"",
+            "key = \"a\", renew = false",
+            "key = \"a\", max_hold = \"1s\"",
+            "key = \"a\", client = &state.locks",
+            "key = \"a\", crate = \"rlock_runtime\"",
+        ] {
+            assert!(parse(text).is_ok(), "{text}");
+        }
+    }
+}

@@ -1,0 +1,626 @@
+//! Code generation: the annotated function with its block wrapped in `run_locked`.
+//!
+//! The signature is emitted as written and only the block is replaced, so callers, trait
+//! impls and docs see the same function. The user's block is moved as tokens into an
+//! `async move` block (never re-printed), so errors and panics inside it keep pointing at the
+//! user's code. On any error the original item is emitted unchanged beside the
+//! `compile_error!`, so one mistake produces one error and IDEs keep working.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::spanned::Spanned as _;
+use syn::{Ident, ItemFn, LitStr, Member, Path, ReturnType, Signature, Type};
+
+use crate::args::{Args, OnLost};
+use crate::signature::Bindings;
+use crate::suggest;
+use crate::template::{self, Placeholder, Segment};
+
+/// The whole attribute: the expansion, or the unchanged item plus the errors.
+pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    match expand(args, item.clone()) {
+        Ok(tokens) => tokens,
+        Err(err) => {
+            let err = err.to_compile_error();
+            quote! { #item #err }
+        }
+    }
+}
+
+/// Collects independent errors so that several mistakes are reported in one build.
+#[derive(Default)]
+struct Errors(Option<syn::Error>);
+
+impl Errors {
+    fn push(&mut self, err: syn::Error) {
+        match &mut self.0 {
+            Some(all) => all.combine(err),
+            None => self.0 = Some(err),
+        }
+    }
+
+    fn finish(self) -> syn::Result<()> {
+        match self.0 {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+}
+
+fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let func: ItemFn = syn::parse2(item.clone()).map_err(|_| {
+        syn::Error::new_spanned(
+            &item,
+            "#[distributed_lock] applies to an `async fn` with a body: a free function, \
+             or a method in an `impl` block",
+        )
+    })?;
+
+    let mut errors = Errors::default();
+    if let Err(err) = check_async(&func.sig) {
+        errors.push(err);
+    }
+    let ret_ty = match return_type(&func.sig) {
+        Ok(ty) => Some(ty),
+        Err(err) => {
+            errors.push(err);
+            None
+        }
+    };
+    let args = match syn::parse2::<Args>(args).and_then(|args| args.validate().map(|()| args)) {
+        Ok(args) => Some(args),
+        Err(err) => {
+            errors.push(err);
+            None
+        }
+    };
+    let bindings = Bindings::of(&func.sig);
+    let key = match args.as_ref().and_then(|args| args.key.as_ref()) {
+        Some(key) => match resolve_key(key, &bindings, &func.sig) {
+            Ok(key) => Some(key),
+            Err(err) => {
+                errors.push(err);
+                None
+            }
+        },
+        None => None,
+    };
+    errors.finish()?;
+    match (args, ret_ty, key) {
+        (Some(args), Some(ret_ty), Some(key)) => Ok(generate(&func, &args, &ret_ty, &key)),
+        // Every `None` above pushed an error, so `finish` has returned already.
+        _ => Err(syn::Error::new(
+            Span::call_site(),
+            "invalid #[distributed_lock]",
+        )),
+    }
+}
+
+fn check_async(sig: &Signature) -> syn::Result<()> {
+    if sig.asyncness.is_some() {
+        return Ok(());
+    }
+    Err(syn::Error::new(
+        sig.fn_token.span,
+        format!(
+            "#[distributed_lock] needs an `async fn`: the lock is held across the body's awaits \
+             and released when it finishes; write `async fn {}(…)`",
+            sig.ident
+        ),
+    ))
+}
+
+/// The declared return type, if it can be a `Result`.
+///
+/// Only the shape is checked here: a path type (`Result<T, E>`, `io::Result<T>`, an alias)
+/// is accepted and then checked by the `LockResult` bound in the generated code.
+fn return_type(sig: &Signature) -> syn::Result<Type> {
+    const NEED: &str = "#[distributed_lock] needs the fn to return `Result<T, E>` with \
+                        `E: From<LockError>`, so that failing to acquire the lock can be returned";
+    let ty = match &sig.output {
+        ReturnType::Type(_, ty) => ty,
+        ReturnType::Default => {
+            return Err(syn::Error::new(
+                sig.paren_token.span.close(),
+                format!("{NEED}; add a return type, as in `-> Result<(), LockError>`"),
+            ));
+        }
+    };
+    let mut inner: &Type = ty;
+    loop {
+        match inner {
+            Type::Group(group) => inner = &group.elem,
+            Type::Paren(paren) => inner = &paren.elem,
+            _ => break,
+        }
+    }
+    let what = match inner {
+        Type::Path(_) | Type::Macro(_) => return Ok((**ty).clone()),
+        Type::Tuple(tuple) if tuple.elems.is_empty() => "`()`",
+        Type::Tuple(_) => "a tuple",
+        Type::Reference(_) => "a reference",
+        Type::ImplTrait(_) => "an `impl Trait`",
+        Type::TraitObject(_) => "a trait object",
+        Type::Never(_) => "`!`",
+        Type::Array(_) => "an array",
+        Type::Slice(_) => "a slice",
+        Type::Ptr(_) => "a raw pointer",
+        Type::BareFn(_) => "a function pointer",
+        _ => "not a `Result`",
+    };
+    let written = tidy(ty.to_token_stream().to_string());
+    let fix = match inner {
+        Type::ImplTrait(_) => {
+            "return the value itself, as in `-> Result<T, LockError>`".to_string()
+        }
+        _ => format!("wrap it, as in `-> Result<{written}, LockError>`"),
+    };
+    Err(syn::Error::new(
+        ty.span(),
+        format!("{NEED}; `{written}` is {what}: {fix}"),
+    ))
+}
+
+/// Token text as a person would write it (`Result<u8, E>` rather than `Result < u8 , E >`).
+fn tidy(text: String) -> String {
+    let mut out = text;
+    for (from, to) in [
+        (" < ", "<"),
+        (" <", "<"),
+        ("< ", "<"),
+        (" >", ">"),
+        (" ,", ","),
+        (" :: ", "::"),
+        (":: ", "::"),
+        ("& ", "&"),
+        ("( ", "("),
+        (" )", ")"),
+        ("' ", "'"),
+    ] {
+        out = out.replace(from, to);
+    }
+    out
+}
+
+/// A placeholder resolved against the signature.
+struct Value {
+    /// `user_id`, `req.user.id`, `self.tenant`.
+    expr: TokenStream,
+    /// Where a missing `Display` is reported, and the expression to check there, for
+    /// placeholders that are a whole parameter (fields' types are not written down).
+    display_check: Option<(Span, TokenStream)>,
+}
+
+enum KeyPart {
+    Literal(String),
+    Value(Value),
+}
+
+/// Parses the key template and resolves every placeholder.
+fn resolve_key(key: &LitStr, bindings: &Bindings, sig: &Signature) -> syn::Result<Vec<KeyPart>> {
+    let span = key.span();
+    let template = template::parse(&key.value())
+        .and_then(|template| template::check_separators(&template).map(|()| template))
+        .map_err(|message| syn::Error::new(span, message))?;
+    let mut errors = Errors::default();
+    let mut parts = Vec::new();
+    for segment in template.segments {
+        match segment {
+            Segment::Literal(text) => parts.push(KeyPart::Literal(text)),
+            Segment::Placeholder(placeholder) => match resolve(&placeholder, bindings, sig, span) {
+                Ok(value) => parts.push(KeyPart::Value(value)),
+                Err(err) => errors.push(err),
+            },
+        }
+    }
+    errors.finish()?;
+    Ok(parts)
+}
+
+fn resolve(
+    placeholder: &Placeholder,
+    bindings: &Bindings,
+    sig: &Signature,
+    span: Span,
+) -> syn::Result<Value> {
+    let written = placeholder.written();
+    let fn_name = &sig.ident;
+    let (root, root_check_span) = match placeholder.root.as_str() {
+        "self" => match &bindings.receiver {
+            Some(receiver) => {
+                let token = syn::token::SelfValue { span };
+                (token.into_token_stream(), receiver.self_token.span)
+            }
+            None => {
+                return Err(syn::Error::new(
+                    span,
+                    format!(
+                        "`{written}` uses `self`, but `{fn_name}` has no `self` receiver; \
+                         name one of its parameters instead{}",
+                        available(bindings)
+                    ),
+                ));
+            }
+        },
+        "_" => {
+            return Err(syn::Error::new(
+                span,
+                format!(
+                    "`{written}` names `_`, which binds no value; give the parameter a name \
+                     (e.g. `id: u64`) and write `<id>`"
+                ),
+            ));
+        }
+        name => match bindings.find(name) {
+            Some(binding) => {
+                let mut ident = binding.ident.clone();
+                ident.set_span(span);
+                (ident.into_token_stream(), binding.type_span())
+            }
+            None => {
+                let names = bindings.names();
+                let suggestion = suggest::did_you_mean(name, names.iter().map(String::as_str));
+                let reason = if suggestion.is_empty() {
+                    available(bindings)
+                } else {
+                    String::new()
+                };
+                return Err(syn::Error::new(
+                    span,
+                    format!(
+                        "`{written}`: `{fn_name}` has no parameter named `{name}`{suggestion}{reason}"
+                    ),
+                ));
+            }
+        },
+    };
+    let mut members = Vec::new();
+    for field in &placeholder.fields {
+        members.push(member(field, &written, span)?);
+    }
+    let expr = quote!(#root #(. #members)*);
+    let display_check = if members.is_empty() {
+        Some((root_check_span, expr.clone()))
+    } else {
+        None
+    };
+    Ok(Value {
+        expr,
+        display_check,
+    })
+}
+
+/// `; it can use: a, b` or `; it has no parameters to use`.
+fn available(bindings: &Bindings) -> String {
+    let names = bindings.names();
+    if names.is_empty() {
+        "; this fn has no parameters to put in the key".to_string()
+    } else {
+        format!(
+            "; the key can use: {}",
+            names
+                .iter()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+/// A field name or tuple index, as tokens spanned on the key.
+fn member(field: &str, written: &str, span: Span) -> syn::Result<Member> {
+    if field.bytes().all(|b| b.is_ascii_digit()) {
+        return match field.parse::<u32>() {
+            Ok(index) => Ok(Member::Unnamed(syn::Index { index, span })),
+            Err(_) => Err(syn::Error::new(
+                span,
+                format!("the tuple index `{field}` in `{written}` is too large"),
+            )),
+        };
+    }
+    // A keyword such as `type` is written `r#type` in Rust; `self` and friends cannot be fields.
+    let ident = syn::parse_str::<Ident>(field)
+        .or_else(|_| syn::parse_str::<Ident>(&format!("r#{field}")))
+        .map_err(|_| {
+            syn::Error::new(
+                span,
+                format!("`{field}` in `{written}` cannot be a field name"),
+            )
+        })?;
+    let mut ident = ident;
+    ident.set_span(span);
+    Ok(Member::Named(ident))
+}
+
+/// The runtime crate's path: `crate = "…"`, else the name it has in the user's Cargo.toml.
+fn runtime_path(explicit: Option<&Path>) -> Path {
+    if let Some(path) = explicit {
+        return path.clone();
+    }
+    let default = || syn::parse_quote!(::rlock_runtime);
+    match proc_macro_crate::crate_name("rlock-runtime") {
+        Ok(proc_macro_crate::FoundCrate::Name(name)) => match syn::parse_str::<Ident>(&name) {
+            Ok(ident) => syn::parse_quote!(::#ident),
+            Err(_) => default(),
+        },
+        // `Itself` (the runtime's own doc tests and examples) and errors: the runtime is
+        // reachable under its own name (it declares `extern crate self as rlock_runtime`).
+        _ => default(),
+    }
+}
+
+fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> TokenStream {
+    let krate = runtime_path(args.krate.as_ref());
+    let private = quote!(#krate::__private);
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+    } = func;
+
+    // Type checks, reported on the user's own tokens (the sqlx trick).
+    let mut checks = Vec::new();
+    for part in key {
+        if let KeyPart::Value(Value {
+            display_check: Some((span, expr)),
+            ..
+        }) = part
+        {
+            checks.push(quote_spanned!(*span=> #private::assert_display(&#expr);));
+        }
+    }
+    checks.push(quote_spanned!(ret_ty.span()=> #private::assert_lock_result::<#ret_ty>();));
+
+    let client = match &args.client {
+        Some(expr) => {
+            let to_client = quote_spanned!(expr.span()=> #private::ClientRef::to_client(&(#expr)));
+            quote!(::core::result::Result::Ok::<#private::LockClient, #private::LockError>(#to_client))
+        }
+        None => quote!(#private::default_client()),
+    };
+
+    let key_parts = key.iter().map(|part| match part {
+        KeyPart::Literal(text) => quote!(.literal(#text)),
+        KeyPart::Value(value) => {
+            let expr = &value.expr;
+            quote!(.value(&#expr))
+        }
+    });
+
+    let millis = |ms: u64| quote!(#private::Duration::from_millis(#ms));
+    let mut options = quote!(#private::LockOptions::new());
+    if let Some(ttl) = args.ttl {
+        let ttl = millis(ttl.value.0);
+        options.extend(quote!(.ttl(#ttl)));
+    }
+    let wait = millis(args.wait.map_or(0, |wait| wait.value.0));
+    let renew = args.renew.as_ref().is_none_or(|renew| renew.value);
+    options.extend(quote!(.wait(#wait).renew(#renew)));
+    if let Some(max_hold) = args.max_hold {
+        let max_hold = millis(max_hold.value.0);
+        options.extend(quote!(.max_hold(#max_hold)));
+    }
+    let on_lost = match args.on_lost.unwrap_or(OnLost::Abort) {
+        OnLost::Abort => quote!(#private::OnLost::Abort),
+        OnLost::Continue => quote!(#private::OnLost::Continue),
+    };
+    options.extend(quote!(.on_lost(#on_lost)));
+
+    let fence = args
+        .fence
+        .as_ref()
+        .map(|name| quote!(let #name: u64 = __rlock_fence;));
+
+    // Pins the async block's output to the declared return type, so `?` and `return` in the
+    // body convert errors exactly as they would in the original fn (tracing-attributes' trick).
+    let fake_return = quote_spanned! {ret_ty.span()=>
+        #[allow(
+            unknown_lints,
+            unreachable_code,
+            clippy::diverging_sub_expression,
+            clippy::empty_loop,
+            clippy::let_unit_value,
+            clippy::let_with_type_underscore,
+            clippy::needless_return,
+            clippy::unreachable
+        )]
+        if false {
+            let __rlock_return: #ret_ty = loop {};
+            return __rlock_return;
+        }
+    };
+
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #[allow(unreachable_code, clippy::unit_arg)]
+            if false {
+                #(#checks)*
+            }
+            let __rlock_client = #client;
+            let __rlock_key = #private::KeyBuilder::new() #(#key_parts)* .finish();
+            let __rlock_options = #options;
+            #private::run_locked(
+                __rlock_client,
+                __rlock_key,
+                __rlock_options,
+                move |__rlock_fence: u64| async move {
+                    #fake_return
+                    #fence
+                    #block
+                },
+            )
+            .await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expand_str(args: &str, item: &str) -> String {
+        let args: TokenStream = args.parse().expect("test args lex");
+        let item: TokenStream = item.parse().expect("test item lexes");
+        distributed_lock(args, item).to_string()
+    }
+
+    fn error_of(args: &str, item: &str) -> String {
+        let out = expand_str(args, item);
+        assert!(
+            out.contains("compile_error"),
+            "expected an error for {args:?} / {item:?}:\n{out}"
+        );
+        out
+    }
+
+    const ORDER: &str = "async fn create_order(user_id: u64, voucher_id: u64) -> Result<u64, AppError> { Ok(user_id) }";
+
+    #[test]
+    fn expands_the_documented_shape() {
+        let out = expand_str(
+            r#"key = "order:<user_id>", ttl = "10s", crate = "::rt""#,
+            ORDER,
+        );
+        for needle in [
+            "async fn create_order (user_id : u64 , voucher_id : u64) -> Result < u64 , AppError >",
+            ":: rt :: __private :: default_client ()",
+            ". literal (\"order:\") . value (& user_id) . finish ()",
+            ". ttl (:: rt :: __private :: Duration :: from_millis (10000u64))",
+            ". wait (:: rt :: __private :: Duration :: from_millis (0u64)) . renew (true)",
+            ". on_lost (:: rt :: __private :: OnLost :: Abort)",
+            ":: rt :: __private :: assert_display (& user_id)",
+            ":: rt :: __private :: assert_lock_result :: < Result < u64 , AppError > > ()",
+            "move | __rlock_fence : u64 | async move",
+            "let __rlock_return : Result < u64 , AppError > = loop { } ;",
+            "{ Ok (user_id) }",
+        ] {
+            assert!(out.contains(needle), "missing {needle:?} in\n{out}");
+        }
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(!out.contains("max_hold"), "{out}");
+    }
+
+    #[test]
+    fn client_fence_and_fields() {
+        let out = expand_str(
+            r#"key = "job:<self.name>:<req.user.0>", client = self.locks, fence = token, max_hold = "5m", on_lost = "continue", crate = "rt""#,
+            "pub async fn run(&mut self, req: Req) -> Result<(), E> { Ok(()) }",
+        );
+        for needle in [
+            "rt :: __private :: ClientRef :: to_client (& (self . locks))",
+            ". value (& self . name)",
+            ". value (& req . user . 0)",
+            "let token : u64 = __rlock_fence ;",
+            ". max_hold (rt :: __private :: Duration :: from_millis (300000u64))",
+            "OnLost :: Continue",
+        ] {
+            assert!(out.contains(needle), "missing {needle:?} in\n{out}");
+        }
+        // Fields' types are not written down, so there is no Display assertion for them.
+        assert!(!out.contains("assert_display"), "{out}");
+    }
+
+    #[test]
+    fn keyword_fields_are_raw() {
+        let out = expand_str(
+            r#"key = "k:<a.type>""#,
+            "async fn f(a: A) -> Result<(), E> { Ok(()) }",
+        );
+        assert!(out.contains("a . r#type"), "{out}");
+    }
+
+    #[test]
+    fn errors_keep_the_item_unchanged() {
+        let item = "async fn f(id: u64) -> Result<(), E> { Ok(()) }";
+        let out = error_of(r#"ttl = "1s""#, item);
+        assert!(
+            out.starts_with("async fn f (id : u64) -> Result < () , E > { Ok (()) }"),
+            "{out}"
+        );
+        assert!(out.contains("missing `key`"), "{out}");
+        assert!(!out.contains("run_locked"), "{out}");
+    }
+
+    #[test]
+    fn signature_errors() {
+        for (args, item, needle) in [
+            (
+                r#"key = "k""#,
+                "fn f() -> Result<(), E> { Ok(()) }",
+                "needs an `async fn`",
+            ),
+            (r#"key = "k""#, "async fn f() { }", "add a return type"),
+            (r#"key = "k""#, "async fn f() -> () { }", "`()` is `()`"),
+            (r#"key = "k""#, "async fn f() -> (u8, u8) { }", "is a tuple"),
+            (
+                r#"key = "k""#,
+                "async fn f() -> &'static str { }",
+                "`&'static str` is a reference",
+            ),
+            (
+                r#"key = "k""#,
+                "async fn f() -> impl Sized { }",
+                "an `impl Trait`",
+            ),
+            (r#"key = "k""#, "struct S;", "applies to an `async fn`"),
+            (
+                r#"key = "<user_di>""#,
+                ORDER,
+                "no parameter named `user_di`; did you mean `user_id`?",
+            ),
+            (
+                r#"key = "<zzz>""#,
+                ORDER,
+                "the key can use: `user_id`, `voucher_id`",
+            ),
+            (
+                r#"key = "<x>""#,
+                "async fn f() -> Result<(), E> { Ok(()) }",
+                "no parameters",
+            ),
+            (r#"key = "<self.id>""#, ORDER, "has no `self` receiver"),
+            (
+                r#"key = "<_>""#,
+                "async fn f(_: u8) -> Result<(), E> { Ok(()) }",
+                "binds no value",
+            ),
+            (
+                r#"key = "<user_id><voucher_id>""#,
+                ORDER,
+                "need a separator",
+            ),
+            (
+                r#"key = "<a.self>""#,
+                "async fn f(a: u8) -> Result<(), E> { Ok(()) }",
+                "cannot be a field",
+            ),
+            (
+                r#"key = "<a.99999999999>""#,
+                "async fn f(a: u8) -> Result<(), E> { Ok(()) }",
+                "too large",
+            ),
+        ] {
+            let out = error_of(args, item);
+            assert!(out.contains(needle), "{args} / {item}: {out}");
+        }
+    }
+
+    #[test]
+    fn independent_errors_are_all_reported() {
+        let out = error_of(r#"key = "<nope>""#, "fn f() { }");
+        assert!(out.contains("needs an `async fn`"), "{out}");
+        assert!(out.contains("add a return type"), "{out}");
+        assert!(out.contains("no parameter named `nope`"), "{out}");
+    }
+
+    #[test]
+    fn tidy_prints_types_as_written() {
+        assert_eq!(
+            tidy("Result < Vec < u8 > , E >".into()),
+            "Result<Vec<u8>, E>"
+        );
+        assert_eq!(tidy("& 'static str".into()), "&'static str");
+    }
+}

@@ -1,0 +1,335 @@
+//! The `#[distributed_lock]` attribute of rlock.
+//!
+//! Depend on `rlock-runtime`, which re-exports the attribute and holds everything the
+//! generated code calls; this crate only parses, checks and expands. The layout follows
+//! tracing-attributes and thiserror-impl: `args` parses the options, `duration` and
+//! `template` their values, `signature` collects the names a signature binds, and `expand`
+//! checks the pieces against each other and writes the code.
+
+mod args;
+mod duration;
+mod expand;
+#[cfg(test)]
+mod fuzz;
+mod signature;
+mod suggest;
+mod template;
+
+use proc_macro::TokenStream;
+
+/// Runs an `async fn` only while this process holds a distributed lock.
+///
+/// ```
+/// use rlock_runtime::{LockClient, LockError, distributed_lock};
+///
+/// #[derive(Debug)]
+/// enum AppError { Lock(LockError), SoldOut }
+/// impl From<LockError> for AppError {
+///     fn from(err: LockError) -> Self { AppError::Lock(err) }
+/// }
+///
+/// #[distributed_lock(key = "order:<user_id>", ttl = "10s")]
+/// async fn create_order(user_id: u64, voucher_id: u64) -> Result<u64, AppError> {
+///     // Runs only while this process holds the lock `order:<user_id>`.
+///     if voucher_id == 0 { return Err(AppError::SoldOut); }
+///     Ok(voucher_id)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// rlock_runtime::install(LockClient::in_memory()); // or LockClient::connect(url).await?
+/// assert_eq!(create_order(42, 7).await.unwrap(), 7);
+/// # }
+/// ```
+///
+/// The function keeps its signature, attributes, docs, visibility, generics and where-clause;
+/// only its body is wrapped. Before the body runs the lock is acquired; if that fails (busy
+/// after the wait budget, Redis unreachable, no client configured) the function returns
+/// `Err(LockError::….into())` and the body never runs. While the body runs the lease is renewed;
+/// when the body finishes, returns early, fails with `?` or panics, the lock is released (a
+/// cancelled or panicking call releases in the background). Calling another annotated function
+/// with the same key and client from inside the body re-enters the lock instead of deadlocking.
+///
+/// # What it applies to
+///
+/// An `async fn` with a body that returns `Result<T, E>` where `E: From<LockError>` (so
+/// `LockError` itself, or an application error with a `From` impl; type aliases such as
+/// `anyhow::Result<T>` work too): free functions, inherent methods and trait-impl methods
+/// (`&self`, `&mut self`, `self`), generic functions, `impl Trait` arguments, borrowed
+/// parameters and lifetimes. The returned future is `Send` whenever the body's is, so it can
+/// be `tokio::spawn`ed.
+///
+/// # Options
+///
+/// | option | meaning | default |
+/// |---|---|---|
+/// | [`key = "order:<user_id>"`](#key) | the lock's name: literal text plus placeholders | required |
+/// | [`ttl = "10s"`](#ttl) | lease length | the client's default ttl (30 s unless configured) |
+/// | [`wait = "2s"`](#wait) | how long to wait when the lock is busy | `0s`: try once |
+/// | [`renew = true`](#renew) | renew the lease while the body runs | `true` |
+/// | [`max_hold = "5m"`](#max_hold) | hard cap on holding, renewals included | none |
+/// | [`on_lost = "abort"`](#on_lost) | what happens when the lease is lost | `"abort"` |
+/// | [`fence = token`](#fence) | binds the fencing token (`u64`) as a local | none |
+/// | [`client = expr`](#client) | the `LockClient` to use | the installed default |
+/// | [`crate = "path"`](#crate) | path of the runtime crate | found automatically |
+///
+/// Durations are string literals checked at compile time: a number and a unit (`ms`, `s`, `m`,
+/// `h`), combinable from the largest unit to the smallest, each unit at most once: `500ms`,
+/// `10s`, `1m30s`, `2h`, `1h30m`. Limits: `ttl` from `10ms` to `24h` (renewal runs every
+/// ttl/3, so a shorter lease cannot be kept; a longer one is a leak, not a lease: keep `ttl`
+/// short and let renewal extend it), `wait` from `0s` to `24h`, `max_hold` from `1ms` to
+/// `168h` (7 days) and at least `ttl`.
+///
+/// ## `key`
+///
+/// The lock's name. Literal text is used as written; a placeholder in angle brackets is
+/// replaced by a value rendered through its `Display` impl:
+///
+/// - `<param>`: a parameter, or any name a parameter pattern binds
+///   (`Path(user_id): Path<u64>` makes `<user_id>` usable, as do tuple and struct patterns,
+///   `mut x` and `ref x`);
+/// - `<param.field.field>`, `<param.0>`: a field path (fields are reached through references
+///   and `Deref` like ordinary field access);
+/// - `<self.field>`: a field of the receiver, in methods.
+///
+/// `<<` and `>>` stand for a literal `<` and `>`. Rendered values are escaped by the runtime
+/// (`KeyBuilder::value`): the characters `% : { } * ? [ ] \ / | # ,`, whitespace and
+/// control characters are percent-encoded, so `order:<id>` with `id = "1:2"` becomes
+/// `order:1%3A2`. A value therefore cannot forge a separator, pick a cluster hash slot or act
+/// as a glob, and plain values stay readable (`order:42`). For the same reason two placeholders
+/// must be separated by literal text containing one of `:` `/` `|` `#` `,` `{` `}` `*` `?`
+/// `[` `]` `\`: `<a><b>` would render `1`,`23` and `12`,`3` to the same key.
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, distributed_lock};
+/// struct Path<T>(T);
+/// struct Cart { owner: u64 }
+///
+/// #[distributed_lock(key = "cart:<cart.owner>:<sku>", client = client)]
+/// async fn add_item(client: &LockClient, cart: &Cart, Path(sku): Path<String>) -> Result<(), LockError> {
+///     Ok(())
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # add_item(&LockClient::in_memory(), &Cart { owner: 1 }, Path("a:b".into())).await.unwrap();
+/// # }
+/// ```
+///
+/// Without the macro (the key `cart:1:a%3Ab`):
+///
+/// ```
+/// # use rlock_runtime::{KeyBuilder, LockClient, LockError, LockOptions};
+/// # struct Cart { owner: u64 }
+/// async fn add_item(client: &LockClient, cart: &Cart, sku: String) -> Result<(), LockError> {
+///     let key = KeyBuilder::new().literal("cart:").value(&cart.owner).literal(":").value(&sku).finish()?;
+///     client.with_lock(key, LockOptions::new(), async {
+///         Ok(())
+///     }).await?
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # add_item(&LockClient::in_memory(), &Cart { owner: 1 }, "a:b".into()).await.unwrap();
+/// # }
+/// ```
+///
+/// ## `ttl`
+///
+/// How long the lease lasts if it is not renewed (the `PX` of `SET NX PX`). With renewal on,
+/// it is also how quickly the lock frees itself after this process dies. Without `ttl` the
+/// client's default applies (`LockClientBuilder::default_ttl`, 30 s unless configured).
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, distributed_lock};
+/// #[distributed_lock(key = "report:<day>", ttl = "1m30s")]
+/// async fn build_report(day: u32) -> Result<(), LockError> { Ok(()) }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # rlock_runtime::install(LockClient::in_memory()); build_report(1).await.unwrap();
+/// # }
+/// ```
+///
+/// Without the macro:
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError};
+/// # use std::time::Duration;
+/// async fn build_report(client: &LockClient, day: u32) -> Result<(), LockError> {
+///     let guard = client.lock(format!("report:{day}")).ttl(Duration::from_secs(90)).acquire().await?;
+///     // … the body …
+///     guard.release().await
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # build_report(&LockClient::in_memory(), 1).await.unwrap();
+/// # }
+/// ```
+///
+/// ## `wait`
+///
+/// How long to wait for a busy lock before returning `LockError::Busy`. `0s` (the default)
+/// tries once. Waiters are woken by the holder's release rather than by polling.
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, distributed_lock};
+/// #[distributed_lock(key = "stock:<sku>", wait = "2s")]
+/// async fn reserve(sku: u32) -> Result<(), LockError> { Ok(()) }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # rlock_runtime::install(LockClient::in_memory()); reserve(1).await.unwrap();
+/// # }
+/// ```
+///
+/// Without the macro: `client.lock(key).wait(Duration::from_secs(2)).acquire().await?`.
+///
+/// ## `renew`
+///
+/// Whether the watchdog renews the lease (every ttl/3) while the body runs. With
+/// `renew = false` the lease ends after `ttl` even if the body is still running, so pick a
+/// `ttl` longer than the body can take.
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, distributed_lock};
+/// #[distributed_lock(key = "once-a-minute", ttl = "1m", renew = false)]
+/// async fn tick() -> Result<(), LockError> { Ok(()) }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # rlock_runtime::install(LockClient::in_memory()); tick().await.unwrap();
+/// # }
+/// ```
+///
+/// Without the macro: `client.lock(key).ttl(Duration::from_secs(60)).renew(false).acquire().await?`.
+///
+/// ## `max_hold`
+///
+/// A hard cap on how long the lock is held, renewals included: renewal stops extending the
+/// lease past it, so a stuck body cannot hold the lock forever. Must be at least `ttl`, and
+/// cannot be combined with `renew = false` (without renewal the lease already ends at `ttl`).
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, distributed_lock};
+/// #[distributed_lock(key = "import:<batch>", ttl = "10s", max_hold = "5m")]
+/// async fn import(batch: u64) -> Result<(), LockError> { Ok(()) }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # rlock_runtime::install(LockClient::in_memory()); import(1).await.unwrap();
+/// # }
+/// ```
+///
+/// Without the macro: `client.lock(key).ttl(Duration::from_secs(10)).max_hold(Duration::from_secs(300)).acquire().await?`.
+///
+/// ## `on_lost`
+///
+/// What happens when the lease is known lost while the body runs (a renewal found another
+/// owner, or Redis stayed unreachable past the lease):
+///
+/// - `"abort"` (default): the body's future is dropped at its next `.await` and the call
+///   returns `LockError::Lost`; a loss found at release also turns `Ok` into `Lost`.
+/// - `"continue"`: the body runs to completion and its result is returned; the loss is
+///   reported through `tracing` and the counters. Use it with a fencing token.
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, distributed_lock};
+/// #[distributed_lock(key = "ledger:<id>", on_lost = "continue", fence = token)]
+/// async fn append(id: u64) -> Result<u64, LockError> { Ok(token) }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # rlock_runtime::install(LockClient::in_memory()); append(1).await.unwrap();
+/// # }
+/// ```
+///
+/// Without the macro: `LockOptions::new().on_lost(OnLost::Continue)` given to
+/// `client.with_lock(key, options, body)`.
+///
+/// ## `fence`
+///
+/// Binds the fencing token of this acquisition as a `u64` local with the given name inside
+/// the body. Tokens of a key strictly increase across holders and lease expiries: pass it to
+/// the storage you write to, and have it reject writes with a token lower than one it has seen,
+/// so a holder whose lease silently ended cannot overwrite its successor's work.
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, distributed_lock};
+/// #[distributed_lock(key = "doc:<id>", client = client, fence = token)]
+/// async fn save(client: &LockClient, id: u64) -> Result<u64, LockError> {
+///     // e.g. UPDATE docs SET body = $1, fence = $token WHERE id = $id AND fence < $token
+///     Ok(token)
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # let client = LockClient::in_memory();
+/// # let first = save(&client, 1).await.unwrap();
+/// # assert!(save(&client, 1).await.unwrap() > first);
+/// # }
+/// ```
+///
+/// Without the macro: `let token = guard.fence().get();`.
+///
+/// ## `client`
+///
+/// The client to lock with: an expression of type `LockClient`, `&LockClient` or
+/// `Arc<LockClient>`, evaluated before the body runs and able to use the parameters
+/// (`self.locks`, `state.locks`, a `&LockClient` parameter). Without it the client installed
+/// with `rlock_runtime::install` is used, and a call before `install` returns
+/// `LockError::NotConfigured`.
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, distributed_lock};
+/// struct Orders { locks: LockClient, placed: u32 }
+///
+/// impl Orders {
+///     #[distributed_lock(key = "order:<user_id>", client = self.locks)]
+///     async fn place(&mut self, user_id: u64) -> Result<u32, LockError> {
+///         self.placed += 1;
+///         Ok(self.placed)
+///     }
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # let mut orders = Orders { locks: LockClient::in_memory(), placed: 0 };
+/// # assert_eq!(orders.place(1).await.unwrap(), 1);
+/// # }
+/// ```
+///
+/// Without the macro: `self.locks.lock(format!("order:{user_id}")).acquire().await?`.
+///
+/// ## `crate`
+///
+/// The path of the runtime crate in generated code. It is found automatically, also when the
+/// dependency is renamed in `Cargo.toml` (`locks = { package = "rlock-runtime", … }`); set it
+/// when the runtime is reached through a re-export.
+///
+/// ```
+/// mod infra { pub use ::rlock_runtime as locks; }
+///
+/// #[rlock_runtime::distributed_lock(key = "job:<id>", crate = "crate::infra::locks")]
+/// async fn job(id: u32) -> Result<(), rlock_runtime::LockError> { Ok(()) }
+/// # fn main() {}
+/// ```
+///
+/// # Equivalent code
+///
+/// The function
+///
+/// ```ignore
+/// #[distributed_lock(key = "order:<user_id>", ttl = "10s", fence = token)]
+/// async fn create_order(user_id: u64, voucher_id: u64) -> Result<OrderId, AppError> {
+///     body
+/// }
+/// ```
+///
+/// expands to (modulo type checks that report mistakes on your own tokens)
+///
+/// ```ignore
+/// async fn create_order(user_id: u64, voucher_id: u64) -> Result<OrderId, AppError> {
+///     let client = rlock_runtime::installed().ok_or(LockError::NotConfigured);
+///     let key = KeyBuilder::new().literal("order:").value(&user_id).finish();
+///     let options = LockOptions::new().ttl(Duration::from_secs(10)) /* .wait(..) .renew(..) .on_lost(..) */;
+///     run_locked(client, key, options, move |token: u64| async move { body }).await
+/// }
+/// ```
+///
+/// # Compile-time checks
+///
+/// Mistakes are reported where they are written, with the fix in the message: a missing,
+/// repeated or unknown option (with "did you mean"), a key that is not a string literal, a
+/// malformed placeholder (`<`, `<>`, `< a>`, `>`, `<a.>`, `<a..b>`, `<1a>`), a placeholder
+/// that names no parameter (with the closest name) or `_`, `<self…>` without a receiver,
+/// placeholders without a separator, a function that is not `async` or does not return a
+/// `Result`, an unparsable, zero or out-of-range duration, `max_hold` below `ttl` or with
+/// `renew = false`, an unknown `on_lost`, a `fence` that is not a name, a `crate` that is not
+/// a path, a placeholder whose type does not implement `Display` (reported on the parameter's
+/// type) and a `client` that is not a lock client. After an error the function is still
+/// emitted unchanged, so one mistake gives one error.
+#[proc_macro_attribute]
+pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::distributed_lock(args.into(), item.into()).into()
+}

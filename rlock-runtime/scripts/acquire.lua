@@ -1,0 +1,21 @@
+-- Acquire a lock and issue its fencing token, atomically.
+-- KEYS[1]: lock key   KEYS[2]: fence key (same cluster slot)
+-- ARGV[1]: owner token   ARGV[2]: lease in milliseconds
+-- Returns {1, fence} when acquired, {0, pttl} when another owner holds the lock.
+--
+-- The lock key holds the plain token with a PX expiry, the format redis-py's Lock and the
+-- SET NX PX + Lua release recipe use, so other clients locking the same key exclude us.
+-- Fence = max(last fence + 1, server time in microseconds). The fence record expires with the
+-- lease, so no per-key record outlives its lock; once it is gone, the server clock (which
+-- moved on by at least the lease) keeps the next fence above every earlier one.
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local now = redis.call('TIME')
+  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if last and last >= fence then
+    fence = last + 1
+  end
+  redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[2])
+  return {1, fence}
+end
+return {0, redis.call('PTTL', KEYS[1])}

@@ -1,0 +1,165 @@
+//! A single Redis node (or a Sentinel-managed master) through one auto-reconnecting,
+//! multiplexed connection shared by every task of the client.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, Script};
+
+use std::sync::Arc;
+
+use super::subscriber::{Subscriber, release_channel};
+use super::{Attempt, Renewal, millis};
+use crate::error::LockError;
+use crate::key::fence_key;
+use crate::queue::WaitQueues;
+
+// Each script is hashed once; calls go out as EVALSHA and fall back to loading on NOSCRIPT.
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/acquire.lua")));
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/release.lua")));
+static EXTEND: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/extend.lua")));
+static RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/renew.lua")));
+
+#[derive(Clone)]
+pub(crate) struct RedisBackend {
+    client: redis::Client,
+    conn: ConnectionManager,
+    /// The driver's own response timeout, reported as ours when it fires first.
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend").finish_non_exhaustive()
+    }
+}
+
+impl RedisBackend {
+    /// Opens the connection. `timeout` bounds the first connection and every later command at
+    /// the driver level; the client bounds each call again with its own timer.
+    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Self, LockError> {
+        let client = redis::Client::open(url).map_err(|e| config_error(url, &e))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(3)
+            .set_max_delay(Duration::from_secs(1));
+        let conn = tokio::time::timeout(
+            timeout,
+            ConnectionManager::new_with_config(client.clone(), config),
+        )
+        .await
+        .map_err(|_| LockError::Timeout {
+            operation: "connect",
+            timeout,
+        })?
+        .map_err(|e| failure("connect", timeout, e))?;
+        Ok(Self {
+            client,
+            conn,
+            timeout,
+        })
+    }
+
+    pub(crate) async fn try_acquire(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<Attempt, LockError> {
+        let mut conn = self.conn.clone();
+        let (acquired, value): (i64, i64) = ACQUIRE
+            .key(key)
+            .key(fence_key(key))
+            .arg(token)
+            .arg(millis(ttl))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| failure("acquire", self.timeout, e))?;
+        Ok(if acquired == 1 {
+            // The script's fences are positive; a negative one cannot come from it.
+            Attempt::Acquired {
+                fence: u64::try_from(value).unwrap_or(0),
+            }
+        } else {
+            // PTTL is -1 for a key without expiry (set by someone else) and -2 when it just
+            // vanished; neither tells how long to wait.
+            Attempt::Busy {
+                remaining: u64::try_from(value).ok().map(Duration::from_millis),
+            }
+        })
+    }
+
+    pub(crate) async fn release(&self, key: &str, token: &str) -> Result<bool, LockError> {
+        let mut conn = self.conn.clone();
+        let deleted: i64 = RELEASE
+            .key(key)
+            .arg(token)
+            .arg(release_channel(key))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| failure("release", self.timeout, e))?;
+        Ok(deleted == 1)
+    }
+
+    pub(crate) async fn renew(&self, batch: &[Renewal<'_>]) -> Result<Vec<bool>, LockError> {
+        let mut invocation = RENEW.prepare_invoke();
+        for &(key, token, ttl) in batch {
+            invocation.key(key).arg(token).arg(millis(ttl));
+        }
+        let mut conn = self.conn.clone();
+        let renewed: Vec<i64> = invocation
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| failure("renew", self.timeout, e))?;
+        Ok(renewed.into_iter().map(|r| r == 1).collect())
+    }
+
+    /// A release feed for one client's waiters, on its own pub/sub connection.
+    pub(crate) fn subscriber(&self, queues: &Arc<WaitQueues>) -> Subscriber {
+        Subscriber::new(self.client.clone(), self.timeout, queues)
+    }
+
+    pub(crate) async fn extend(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<bool, LockError> {
+        let mut conn = self.conn.clone();
+        let extended: i64 = EXTEND
+            .key(key)
+            .arg(token)
+            .arg(millis(ttl))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| failure("extend", self.timeout, e))?;
+        Ok(extended == 1)
+    }
+}
+
+fn failure(operation: &'static str, timeout: Duration, e: RedisError) -> LockError {
+    if e.is_timeout() {
+        LockError::Timeout { operation, timeout }
+    } else {
+        LockError::Unavailable {
+            operation,
+            source: Box::new(e),
+        }
+    }
+}
+
+/// A URL the driver refused. The URL itself is left out: it may carry a password.
+fn config_error(url: &str, e: &RedisError) -> LockError {
+    let hint = if url.starts_with("rediss://") && !cfg!(feature = "tls") {
+        "; `rediss://` needs rlock-runtime's `tls` feature"
+    } else {
+        "; expected redis://[user:password@]host[:port][/db] or rediss://…"
+    };
+    LockError::InvalidConfig(format!("unusable Redis URL: {e}{hint}"))
+}

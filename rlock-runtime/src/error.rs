@@ -1,0 +1,123 @@
+//! The one error type of rlock.
+
+use std::time::Duration;
+
+/// The boxed cause of a backend failure (a `redis::RedisError` for the Redis backends).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong while locking.
+///
+/// Every message says what happened and what to do about it. Functions annotated with
+/// `#[distributed_lock]` return it through their own error type (`E: From<LockError>`).
+///
+/// ```
+/// use rlock_runtime::{LockClient, LockError};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let client = LockClient::in_memory();
+/// let _held = client.lock("stock:7").acquire().await.unwrap();
+/// match client.lock("stock:7").acquire().await {
+///     Err(LockError::Busy { key, .. }) => assert_eq!(key, "stock:7"),
+///     other => panic!("expected busy, got {other:?}"),
+/// }
+/// # }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// Another owner holds the lock and the wait budget ran out.
+    #[error(
+        "lock `{key}` is held by another owner (gave up after waiting {waited:?}); \
+         retry later, or allow waiting with `wait = \"…\"`"
+    )]
+    Busy {
+        /// The lock key, without the client's namespace.
+        key: String,
+        /// How long this call waited before giving up.
+        waited: Duration,
+    },
+
+    /// The lease ended while we believed we held it: it expired, or another owner took it.
+    #[error(
+        "the lease on lock `{key}` was lost (it expired or another owner took it); \
+         work done under it may overlap another holder's, so use the fencing token or retry"
+    )]
+    Lost {
+        /// The lock key, without the client's namespace.
+        key: String,
+    },
+
+    /// Redis did not answer within the per-command timeout.
+    #[error(
+        "Redis did not answer `{operation}` within {timeout:?}; check that the server is up \
+         and reachable, or raise the client's command timeout"
+    )]
+    Timeout {
+        /// What rlock was doing (`acquire`, `release`, `extend`, `connect`).
+        operation: &'static str,
+        /// The timeout that elapsed.
+        timeout: Duration,
+    },
+
+    /// Redis answered with an error or the connection failed.
+    #[error("Redis is unavailable during `{operation}`: {source}; check the server and the URL")]
+    Unavailable {
+        /// What rlock was doing.
+        operation: &'static str,
+        /// The driver's error.
+        #[source]
+        source: BoxError,
+    },
+
+    /// Redlock: fewer than a majority of the masters granted the lock in time.
+    #[error(
+        "lock `{key}` reached {granted} of the {needed} masters it needs; \
+         another owner holds it or the masters are unreachable"
+    )]
+    QuorumNotReached {
+        /// The lock key, without the client's namespace.
+        key: String,
+        /// How many masters granted the lock.
+        granted: usize,
+        /// The majority required.
+        needed: usize,
+    },
+
+    /// No client was given and none was installed.
+    #[error(
+        "no lock client is configured; call `rlock_runtime::install(LockClient::connect(url).await?)` \
+         at start-up, or pass one with `client = …`"
+    )]
+    NotConfigured,
+
+    /// The key is empty, too long, or otherwise unusable.
+    #[error("invalid lock key {key:?}: {reason}")]
+    InvalidKey {
+        /// The offending key (shortened when very long).
+        key: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+
+    /// A client option or URL is unusable.
+    #[error("invalid lock client configuration: {0}")]
+    InvalidConfig(String),
+}
+
+impl LockError {
+    /// Whether the lock was held by someone else ([`LockError::Busy`]).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Self::Busy { .. })
+    }
+
+    /// Whether the lease was lost ([`LockError::Lost`]).
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Self::Lost { .. })
+    }
+
+    /// Whether the backend failed (timeout or unavailable); retrying later may help.
+    pub fn is_backend(&self) -> bool {
+        matches!(self, Self::Timeout { .. } | Self::Unavailable { .. })
+    }
+}

@@ -1,0 +1,369 @@
+//! Lock keys: validation, the namespace prefix and the injective escaping of template values.
+//!
+//! A key template such as `order:<user_id>:<item>` is rendered by writing its literal parts as
+//! they are and every value through [`KeyBuilder::value`], which percent-encodes the characters
+//! listed in [`RESERVED`]. Because a rendered value never contains a raw reserved character,
+//! and the macro requires at least one reserved character (a separator such as `:`) between two
+//! placeholders, different argument tuples always render to different keys, and no value can
+//! inject a Redis Cluster hash tag (`{…}`) or a glob character (`*?[]`).
+
+use std::fmt::{self, Display, Write as _};
+
+use crate::error::LockError;
+
+/// Characters a rendered template value never contains raw; they are written as `%XX`.
+///
+/// `%` is here so that the encoding stays reversible, `{` and `}` so that a value cannot pick a
+/// cluster slot, `* ? [ ] \` so that a value cannot act as a `SCAN`/`KEYS` glob, and the common
+/// separators `: / | # ,` so that a literal separator in the template is never forged by a
+/// value. ASCII whitespace and control characters are encoded too, to keep keys printable.
+pub const RESERVED: &[char] = &[
+    '%', ':', '{', '}', '*', '?', '[', ']', '\\', '/', '|', '#', ',',
+];
+
+/// The longest key rlock accepts, in bytes. Redis allows far more, but a key this long is a
+/// template bug, and every byte travels with every command.
+pub const MAX_KEY_LEN: usize = 4096;
+
+/// Whether `c` is encoded inside a rendered value (see [`RESERVED`]).
+pub fn is_reserved(c: char) -> bool {
+    RESERVED.contains(&c) || c.is_ascii_whitespace() || c.is_ascii_control()
+}
+
+/// A validated lock key, before the client's namespace is applied.
+///
+/// ```
+/// use rlock_runtime::LockKey;
+///
+/// let key = LockKey::new("order:42").unwrap();
+/// assert_eq!(key.as_str(), "order:42");
+/// assert!(LockKey::new("").is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LockKey(String);
+
+impl LockKey {
+    /// Checks `key`: it must be non-empty and at most [`MAX_KEY_LEN`] bytes long.
+    pub fn new(key: impl Into<String>) -> Result<Self, LockError> {
+        let key = key.into();
+        if key.is_empty() {
+            return Err(LockError::InvalidKey {
+                key,
+                reason: "a lock key may not be empty",
+            });
+        }
+        if key.len() > MAX_KEY_LEN {
+            return Err(LockError::InvalidKey {
+                key: key.chars().take(64).collect::<String>() + "…",
+                reason: "a lock key may be at most 4096 bytes long",
+            });
+        }
+        Ok(Self(key))
+    }
+
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The key as stored in Redis: `namespace:key`, or the key itself without a namespace.
+    pub(crate) fn in_namespace(&self, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) => format!("{ns}:{}", self.0),
+            None => self.0.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for LockKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl Display for LockKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for LockKey {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Anything that names a lock: `&str`, `String`, or an already checked [`LockKey`].
+///
+/// A bad key is reported when the lock is acquired, as [`LockError::InvalidKey`].
+pub trait IntoLockKey {
+    /// Validates and converts.
+    fn into_lock_key(self) -> Result<LockKey, LockError>;
+}
+
+impl IntoLockKey for LockKey {
+    fn into_lock_key(self) -> Result<LockKey, LockError> {
+        Ok(self)
+    }
+}
+
+impl IntoLockKey for &LockKey {
+    fn into_lock_key(self) -> Result<LockKey, LockError> {
+        Ok(self.clone())
+    }
+}
+
+impl IntoLockKey for &str {
+    fn into_lock_key(self) -> Result<LockKey, LockError> {
+        LockKey::new(self)
+    }
+}
+
+impl IntoLockKey for String {
+    fn into_lock_key(self) -> Result<LockKey, LockError> {
+        LockKey::new(self)
+    }
+}
+
+impl IntoLockKey for &String {
+    fn into_lock_key(self) -> Result<LockKey, LockError> {
+        LockKey::new(self.as_str())
+    }
+}
+
+/// Renders a key template: literal parts as written, values escaped.
+///
+/// This is what `#[distributed_lock(key = "…")]` generates; it is public so that the manual API
+/// can build keys from untrusted values with the same guarantees.
+///
+/// ```
+/// use rlock_runtime::KeyBuilder;
+///
+/// let a = KeyBuilder::new().literal("a:").value(&"1:2").literal(":").value(&3).finish();
+/// let b = KeyBuilder::new().literal("a:").value(&1).literal(":").value(&"2:3").finish();
+/// assert_eq!(a.unwrap().as_str(), "a:1%3A2:3");
+/// assert_eq!(b.unwrap().as_str(), "a:1:2%3A3");
+///
+/// // Plain values stay readable.
+/// let key = KeyBuilder::new().literal("order:").value(&42).finish().unwrap();
+/// assert_eq!(key.as_str(), "order:42");
+/// ```
+#[derive(Debug, Default)]
+pub struct KeyBuilder {
+    buf: String,
+}
+
+impl KeyBuilder {
+    /// An empty key.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends template text exactly as written.
+    pub fn literal(mut self, text: &str) -> Self {
+        self.buf.push_str(text);
+        self
+    }
+
+    /// Appends a value through its `Display`, escaping the [`RESERVED`] characters.
+    pub fn value<T: Display + ?Sized>(mut self, value: &T) -> Self {
+        // Writing into a String cannot fail; a Display impl that returns Err anyway leaves
+        // whatever it wrote, which is still escaped.
+        let _ = write!(Escaper(&mut self.buf), "{value}");
+        self
+    }
+
+    /// The finished key, checked like [`LockKey::new`].
+    pub fn finish(self) -> Result<LockKey, LockError> {
+        LockKey::new(self.buf)
+    }
+}
+
+/// A `fmt::Write` that percent-encodes reserved characters on their way into the key.
+struct Escaper<'a>(&'a mut String);
+
+impl fmt::Write for Escaper<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for c in s.chars() {
+            if is_reserved(c) {
+                let mut bytes = [0u8; 4];
+                for b in c.encode_utf8(&mut bytes).bytes() {
+                    write!(self.0, "%{b:02X}")?;
+                }
+            } else {
+                self.0.push(c);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The key that stores the fencing counter of `lock_key`, in the same Redis Cluster slot.
+///
+/// A key with a hash tag keeps it (`lock_key:fence` hashes like `lock_key`); any other key is
+/// wrapped as `{lock_key}:fence`, whose tag is the whole lock key. A key with a `}` but no valid
+/// tag cannot be wrapped that way; it gets `lock_key:fence`, which is right on a single node and
+/// documented as unsupported on a cluster.
+pub(crate) fn fence_key(lock_key: &str) -> String {
+    if has_hash_tag(lock_key) || lock_key.contains('}') {
+        format!("{lock_key}:fence")
+    } else {
+        format!("{{{lock_key}}}:fence")
+    }
+}
+
+/// Redis Cluster's rule: a `{` followed later by a `}` with at least one byte between them.
+fn has_hash_tag(key: &str) -> bool {
+    match key.find('{') {
+        Some(open) => match key[open + 1..].find('}') {
+            Some(len) => len > 0,
+            None => false,
+        },
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Redis Cluster slot of `key` (CRC16/XMODEM of its hash tag, modulo 16384).
+    fn cluster_slot(key: &str) -> u16 {
+        let bytes = key.as_bytes();
+        let hashed = match key.find('{') {
+            Some(open) => match key[open + 1..].find('}') {
+                Some(len) if len > 0 => &bytes[open + 1..open + 1 + len],
+                _ => bytes,
+            },
+            None => bytes,
+        };
+        crc16_xmodem(hashed) % 16384
+    }
+
+    fn crc16_xmodem(data: &[u8]) -> u16 {
+        let mut crc: u16 = 0;
+        for &byte in data {
+            crc ^= u16::from(byte) << 8;
+            for _ in 0..8 {
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
+            }
+        }
+        crc
+    }
+
+    #[test]
+    fn crc16_matches_the_cluster_spec() {
+        // The example given in the Redis Cluster specification.
+        assert_eq!(crc16_xmodem(b"123456789"), 0x31C3);
+        assert_eq!(
+            cluster_slot("{user1000}.following"),
+            cluster_slot("user1000")
+        );
+    }
+
+    #[test]
+    fn fence_key_shares_the_lock_slot() {
+        for key in [
+            "order:42", "{tag}:x", "a{b", "a{}b", "x}{y}", "}", "{", "{}", "a}b",
+        ] {
+            let fence = fence_key(key);
+            if !key.contains('}') || has_hash_tag(key) {
+                assert_eq!(cluster_slot(&fence), cluster_slot(key), "{key} -> {fence}");
+            }
+        }
+    }
+
+    #[test]
+    fn reserved_characters_are_encoded() {
+        let key = KeyBuilder::new()
+            .value("{a}*?[b]\\ c%:/|#,\n")
+            .finish()
+            .unwrap();
+        assert!(!key.as_str().chars().any(is_reserved_but_percent));
+        assert_eq!(
+            key.as_str(),
+            "%7Ba%7D%2A%3F%5Bb%5D%5C%20c%25%3A%2F%7C%23%2C%0A"
+        );
+    }
+
+    fn is_reserved_but_percent(c: char) -> bool {
+        c != '%' && is_reserved(c)
+    }
+
+    #[test]
+    fn unicode_stays_readable() {
+        let key = KeyBuilder::new()
+            .literal("user:")
+            .value("Zoë")
+            .finish()
+            .unwrap();
+        assert_eq!(key.as_str(), "user:Zoë");
+    }
+}
+
+#[cfg(test)]
+mod injectivity {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Values drawn mostly from separators and escape-like text, where collisions would hide.
+    fn random_value(rng: &mut fastrand::Rng) -> String {
+        const ALPHABET: &[&str] = &[
+            "1", "2", "a", ":", "%", "%3A", "3A", "{", "}", "*", "/", "|", "#", ",", " ", "é", "",
+        ];
+        (0..rng.usize(0..5))
+            .map(|_| ALPHABET[rng.usize(..ALPHABET.len())])
+            .collect()
+    }
+
+    #[test]
+    fn distinct_argument_tuples_render_distinct_keys() {
+        let mut rng = fastrand::Rng::with_seed(0x5EED);
+        let templates: [&[&str]; 4] = [
+            &["a:", ":", ""],
+            &["", "/", ":x"],
+            &["k|", "#", "|"],
+            &["{t}:", ",", ""],
+        ];
+        for literals in templates {
+            let mut seen: HashMap<String, (String, String)> = HashMap::new();
+            for _ in 0..20_000 {
+                let (x, y) = (random_value(&mut rng), random_value(&mut rng));
+                let key = KeyBuilder::new()
+                    .literal(literals[0])
+                    .value(&x)
+                    .literal(literals[1])
+                    .value(&y)
+                    .literal(literals[2])
+                    .finish();
+                let Ok(key) = key else { continue };
+                if let Some(earlier) = seen.insert(key.as_str().to_owned(), (x.clone(), y.clone()))
+                {
+                    assert_eq!(earlier, (x, y), "two tuples rendered {key:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn values_cannot_inject_hash_tags_or_globs() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..20_000 {
+            let v = random_value(&mut rng);
+            let key = KeyBuilder::new()
+                .literal("order:")
+                .value(&v)
+                .finish()
+                .unwrap();
+            let rendered = &key.as_str()["order:".len()..];
+            assert!(
+                !rendered.contains(['{', '}', '*', '?', '[', ']', ':']),
+                "{rendered}"
+            );
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! Counters a user can read from a client.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// What one client has done since it was built; read with [`LockClient::metrics`].
+///
+/// [`LockClient::metrics`]: crate::LockClient::metrics
+///
+/// ```
+/// use rlock_runtime::LockClient;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let client = LockClient::in_memory();
+/// client.lock("a").acquire().await.unwrap().release().await.unwrap();
+/// let m = client.metrics();
+/// assert_eq!((m.acquired, m.released, m.busy), (1, 1, 0));
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct LockMetrics {
+    /// Successful acquisitions (reentries not counted).
+    pub acquired: u64,
+    /// Acquisitions that gave up with [`LockError::Busy`](crate::LockError::Busy).
+    pub busy: u64,
+    /// Holds whose lease was found lost.
+    pub lost: u64,
+    /// Releases that deleted our lock.
+    pub released: u64,
+    /// Leases renewed by the watchdog.
+    pub renewed: u64,
+    /// Watchdog calls that failed (Redis unreachable or erroring).
+    pub renew_failures: u64,
+    /// Total time spent waiting for busy locks, by acquisitions that waited.
+    pub total_wait: Duration,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    acquired: AtomicU64,
+    busy: AtomicU64,
+    lost: AtomicU64,
+    released: AtomicU64,
+    renewed: AtomicU64,
+    renew_failures: AtomicU64,
+    wait_micros: AtomicU64,
+}
+
+/// Which counter to bump.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Count {
+    Acquired,
+    Busy,
+    Lost,
+    Released,
+    Renewed,
+    RenewFailure,
+}
+
+impl Counters {
+    pub(crate) fn add(&self, count: Count, n: u64) {
+        let counter = match count {
+            Count::Acquired => &self.acquired,
+            Count::Busy => &self.busy,
+            Count::Lost => &self.lost,
+            Count::Released => &self.released,
+            Count::Renewed => &self.renewed,
+            Count::RenewFailure => &self.renew_failures,
+        };
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn waited(&self, waited: Duration) {
+        let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+        self.wait_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> LockMetrics {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        LockMetrics {
+            acquired: get(&self.acquired),
+            busy: get(&self.busy),
+            lost: get(&self.lost),
+            released: get(&self.released),
+            renewed: get(&self.renewed),
+            renew_failures: get(&self.renew_failures),
+            total_wait: Duration::from_micros(get(&self.wait_micros)),
+        }
+    }
+}

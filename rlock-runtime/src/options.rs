@@ -1,0 +1,90 @@
+//! Per-lock options: lease length, wait budget, renewal and what to do when the lease is lost.
+
+use std::time::Duration;
+
+/// What a locked body does when its lease is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnLost {
+    /// Drop the body future and return [`LockError::Lost`](crate::LockError::Lost).
+    #[default]
+    Abort,
+    /// Let the body finish; the loss is reported through `tracing` and the counters.
+    Continue,
+}
+
+/// How one lock is taken. The defaults match `#[distributed_lock]`'s: the client's default
+/// ttl (30 s unless configured), no waiting, renewal on, no cap, abort on loss.
+///
+/// ```
+/// use rlock_runtime::LockOptions;
+/// use std::time::Duration;
+///
+/// let opts = LockOptions::new()
+///     .ttl(Duration::from_secs(10))
+///     .wait(Duration::from_secs(2));
+/// assert_eq!(opts.wait_budget(), Duration::from_secs(2));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockOptions {
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) wait: Duration,
+    pub(crate) renew: bool,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) on_lost: OnLost,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        Self {
+            ttl: None,
+            wait: Duration::ZERO,
+            renew: true,
+            max_hold: None,
+            on_lost: OnLost::Abort,
+        }
+    }
+}
+
+impl LockOptions {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The lease length; without it the client's default ttl applies.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// How long to wait for a busy lock; zero tries once.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Whether the watchdog renews the lease while it is held.
+    pub fn renew(mut self, renew: bool) -> Self {
+        self.renew = renew;
+        self
+    }
+
+    /// A hard cap on the total time held, renewals included.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// What a locked body does when the lease is lost.
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.on_lost = on_lost;
+        self
+    }
+
+    /// The configured wait budget.
+    pub fn wait_budget(&self) -> Duration {
+        self.wait
+    }
+}

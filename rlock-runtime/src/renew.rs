@@ -1,0 +1,289 @@
+//! The watchdog: one task per client that keeps every held lease alive and notices losses.
+//!
+//! Each lease is renewed about every ttl/3. To batch, a round renews every lease due within
+//! the next ttl/6 too, in calls of up to [`BATCH`] keys (Redisson renews 100 per call), all
+//! sent at once, so that thousands of locks cost a few dozen commands per period. The task
+//! also watches deadlines: a lease whose last confirmed renewal is a full ttl old is marked
+//! lost (Redis has been unreachable too long, or renewal is off), and a lease past its
+//! `max_hold` is marked lost and released. Times are measured from when a request was *sent*,
+//! so the client's idea of the lease never outlives Redis's.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::client::{ClientShared, LockClient};
+use crate::guard::HeldLock;
+use crate::metrics::Count;
+
+/// Most keys renewed by one script call.
+pub(crate) const BATCH: usize = 200;
+
+static NEXT_LEASE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh identity for a hold, unique in the process.
+pub(crate) fn next_lease_id() -> u64 {
+    NEXT_LEASE_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// How a hold is kept.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeasePlan {
+    pub(crate) ttl: Duration,
+    pub(crate) renew: bool,
+    pub(crate) max_hold: Option<Duration>,
+}
+
+#[derive(Debug)]
+struct Lease {
+    lock: Weak<HeldLock>,
+    ttl: Duration,
+    renew: bool,
+    /// When the lease ends unless renewed, as far as we can prove.
+    expires: Instant,
+    /// When to renew next.
+    renew_at: Instant,
+    hold_until: Option<Instant>,
+    /// A renewal is on its way; don't send another.
+    in_flight: bool,
+}
+
+impl Lease {
+    fn confirmed(&mut self, sent_at: Instant) {
+        self.expires = sent_at + self.ttl;
+        self.renew_at = sent_at + self.ttl / 3;
+        self.in_flight = false;
+    }
+
+    /// The next moment the watchdog must look at this lease.
+    fn next_event(&self) -> Instant {
+        let mut next = self.expires;
+        if self.renew && !self.in_flight {
+            next = next.min(self.renew_at);
+        }
+        if let Some(cap) = self.hold_until {
+            next = next.min(cap);
+        }
+        next
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Leases {
+    state: Mutex<State>,
+    changed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    leases: HashMap<u64, Lease>,
+    /// Whether a watchdog task is alive for this client.
+    running: bool,
+}
+
+impl Leases {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Updates are single inserts, removals or field writes: a poisoned map is intact.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts watching a hold granted by a request sent at `sent_at`.
+    pub(crate) fn watch(
+        &self,
+        client: &LockClient,
+        lock: &Arc<HeldLock>,
+        plan: LeasePlan,
+        sent_at: Instant,
+    ) {
+        let lease = Lease {
+            lock: Arc::downgrade(lock),
+            ttl: plan.ttl,
+            renew: plan.renew,
+            expires: sent_at + plan.ttl,
+            renew_at: sent_at + plan.ttl / 3,
+            hold_until: plan.max_hold.map(|cap| sent_at + cap),
+            in_flight: false,
+        };
+        let start = {
+            let mut state = self.state();
+            state.leases.insert(lock.lease_id(), lease);
+            !std::mem::replace(&mut state.running, true)
+        };
+        if start {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(watchdog(client.clone()));
+                }
+                // Acquiring is async, so a runtime is there; if not, nothing can renew.
+                Err(_) => self.state().running = false,
+            }
+        } else {
+            self.changed.notify_one();
+        }
+    }
+
+    /// The hold was extended by hand to `ttl` by a request sent at `sent_at`.
+    pub(crate) fn extended(&self, lease_id: u64, ttl: Duration, sent_at: Instant) {
+        if let Some(lease) = self.state().leases.get_mut(&lease_id) {
+            lease.ttl = ttl;
+            lease.confirmed(sent_at);
+        }
+        self.changed.notify_one();
+    }
+
+    /// Stops watching a hold (it was released).
+    pub(crate) fn forget(&self, lease_id: u64) {
+        self.state().leases.remove(&lease_id);
+    }
+}
+
+/// Clears `running` if the task is dropped with its runtime, so the next hold restarts it.
+struct Running {
+    shared: Arc<ClientShared>,
+    armed: bool,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.armed {
+            self.shared.leases.state().running = false;
+        }
+    }
+}
+
+/// One pass's findings, gathered under the lock and acted on after it.
+#[derive(Default)]
+struct Pass {
+    renew: Vec<(u64, Arc<HeldLock>, Duration)>,
+    expired: Vec<Arc<HeldLock>>,
+    capped: Vec<Arc<HeldLock>>,
+    next: Option<Instant>,
+}
+
+async fn watchdog(client: LockClient) {
+    let shared = client.shared().clone();
+    let mut running = Running {
+        shared: shared.clone(),
+        armed: true,
+    };
+    loop {
+        let now = Instant::now();
+        let pass = {
+            let mut state = shared.leases.state();
+            if state.leases.is_empty() {
+                // Cleared under the same lock `watch` checks, so a hold registered right
+                // after this starts a new task.
+                state.running = false;
+                running.armed = false;
+                return;
+            }
+            survey(&mut state, now)
+        };
+        for lock in &pass.expired {
+            lock.mark_lost();
+        }
+        for lock in pass.capped {
+            lock.mark_lost();
+            client.release_in_background(lock.redis_key().to_owned(), lock.token().to_owned());
+        }
+        for chunk in pass.renew.chunks(BATCH) {
+            tokio::spawn(renew_batch(client.clone(), chunk.to_vec(), now));
+        }
+        let changed = shared.leases.changed.notified();
+        match pass.next {
+            Some(next) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(next) => {}
+                    () = changed => {}
+                }
+            }
+            None => changed.await,
+        }
+    }
+}
+
+/// Sorts every lease into renew-now, expired, capped or later, removing the finished ones.
+fn survey(state: &mut State, now: Instant) -> Pass {
+    let mut pass = Pass::default();
+    state.leases.retain(|&id, lease| {
+        let Some(lock) = lease.lock.upgrade() else {
+            return false;
+        };
+        if lock.is_lost() {
+            return false;
+        }
+        if lease.hold_until.is_some_and(|cap| cap <= now) {
+            pass.capped.push(lock);
+            return false;
+        }
+        if lease.expires <= now {
+            pass.expired.push(lock);
+            return false;
+        }
+        if lease.renew && !lease.in_flight && lease.renew_at <= now + lease.ttl / 6 {
+            lease.in_flight = true;
+            pass.renew.push((id, lock, lease.ttl));
+        }
+        let next = lease.next_event();
+        pass.next = Some(pass.next.map_or(next, |n| n.min(next)));
+        true
+    });
+    pass
+}
+
+/// Renews one batch and records the outcome of each lease.
+async fn renew_batch(
+    client: LockClient,
+    batch: Vec<(u64, Arc<HeldLock>, Duration)>,
+    sent_at: Instant,
+) {
+    let result = client.renew_raw(&batch).await;
+    let shared = client.shared();
+    let mut lost = Vec::new();
+    {
+        let mut state = shared.leases.state();
+        match &result {
+            Ok(renewed) => {
+                for ((id, lock, _), &ok) in batch.iter().zip(renewed) {
+                    if ok {
+                        if let Some(lease) = state.leases.get_mut(id) {
+                            lease.confirmed(sent_at);
+                        }
+                    } else {
+                        state.leases.remove(id);
+                        lost.push(lock.clone());
+                    }
+                }
+            }
+            Err(_) => {
+                // Try again soon; the lease's deadline decides when it counts as lost.
+                let now = Instant::now();
+                for (id, _, ttl) in &batch {
+                    if let Some(lease) = state.leases.get_mut(id) {
+                        lease.in_flight = false;
+                        lease.renew_at = now + (*ttl / 10).min(Duration::from_millis(500));
+                    }
+                }
+            }
+        }
+    }
+    match result {
+        Ok(renewed) => {
+            let n = renewed.iter().filter(|&&ok| ok).count();
+            shared.counters.add(Count::Renewed, n as u64);
+            crate::trace::debug_event!(renewed = n, lost = lost.len(), "rlock: leases renewed");
+        }
+        Err(e) => {
+            shared.counters.add(Count::RenewFailure, 1);
+            crate::trace::warn_event!(error = %e, leases = batch.len(), "rlock: lease renewal failed");
+        }
+    }
+    for lock in lost {
+        lock.mark_lost();
+    }
+    shared.leases.changed.notify_one();
+}

@@ -1,0 +1,51 @@
+//! Reentrancy: which locks the current task's call chain holds.
+//!
+//! A locked body runs inside a task-local scope that lists the locks held around it. A lock
+//! request for a key already in the list (same client) re-enters without any Redis command.
+//! The list belongs to the task, not the thread: a task moved between worker threads keeps
+//! it, and a task spawned from inside the body starts with an empty list, so it cannot
+//! piggyback on a hold it does not own.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::guard::HeldLock;
+
+tokio::task_local! {
+    static HELD: Chain;
+}
+
+/// An immutable list, innermost hold first; entering a scope shares the outer list.
+#[derive(Clone, Default)]
+struct Chain(Option<Arc<Link>>);
+
+struct Link {
+    lock: Arc<HeldLock>,
+    outer: Chain,
+}
+
+/// The hold of `key` by `client` in the current call chain, if any and not yet lost.
+pub(crate) fn find(client: Uuid, redis_key: &str) -> Option<Arc<HeldLock>> {
+    HELD.try_with(|chain| {
+        let mut link = chain.0.as_ref();
+        while let Some(l) = link {
+            if l.lock.client_id() == client && l.lock.redis_key() == redis_key && !l.lock.is_lost()
+            {
+                return Some(l.lock.clone());
+            }
+            link = l.outer.0.as_ref();
+        }
+        None
+    })
+    .ok()
+    .flatten()
+}
+
+/// Runs `fut` with `lock` added to the current call chain's holds.
+pub(crate) async fn enter<F: Future>(lock: Arc<HeldLock>, fut: F) -> F::Output {
+    let outer = HELD.try_with(Chain::clone).unwrap_or_default();
+    let chain = Chain(Some(Arc::new(Link { lock, outer })));
+    HELD.scope(chain, fut).await
+}

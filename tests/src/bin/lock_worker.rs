@@ -1,0 +1,214 @@
+//! One OS process of the multi-process mutual-exclusion test.
+//!
+//! ```text
+//! lock_worker --redis URL --key K --tasks N --iterations M --ttl-ms T --wait-ms W --counter C
+//!             [--no-lock]
+//! ```
+//!
+//! Spawns `N` tokio tasks; each enters the critical section of lock `K` `M` times. Inside, it
+//! increments the plain Redis key `C` with a deliberately racy read-sleep-write, so any two
+//! overlapping holders lose an increment. Acquisitions that give up with `Busy` are retried and
+//! counted.
+//!
+//! Output (stdout), one line per critical section, then a summary:
+//!
+//! ```text
+//! H <fence> <start_us> <end_us>
+//! DONE entered=<n> busy=<n>
+//! ```
+//!
+//! `start_us` is taken right after `acquire` returned and `end_us` right before `release`, both
+//! as wall-clock microseconds since the UNIX epoch, so histories of several processes on one
+//! machine can be merged. Any error other than `Busy` exits with status 1.
+//!
+//! `--no-lock` skips the lock (fence 0 on every line): the negative control that shows the
+//! checks catch a broken lock.
+
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::aio::MultiplexedConnection;
+use rlock_runtime::{LockClient, LockError};
+
+#[derive(Debug, Clone)]
+struct Args {
+    redis: String,
+    key: String,
+    tasks: usize,
+    iterations: usize,
+    ttl: Duration,
+    wait: Duration,
+    counter: String,
+    no_lock: bool,
+}
+
+/// One critical section: fence, start and end in microseconds since the UNIX epoch.
+type Entry = (u64, u64, u64);
+
+fn parse_args() -> Result<Args, String> {
+    let mut redis = None;
+    let mut key = None;
+    let mut tasks = None;
+    let mut iterations = None;
+    let mut ttl = None;
+    let mut wait = None;
+    let mut counter = None;
+    let mut no_lock = false;
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        if flag == "--no-lock" {
+            no_lock = true;
+            continue;
+        }
+        let value = it
+            .next()
+            .ok_or_else(|| format!("missing value after {flag}"))?;
+        let number = || {
+            value
+                .parse::<u64>()
+                .map_err(|e| format!("{flag} {value}: {e}"))
+        };
+        match flag.as_str() {
+            "--redis" => redis = Some(value.clone()),
+            "--key" => key = Some(value.clone()),
+            "--counter" => counter = Some(value.clone()),
+            "--tasks" => tasks = Some(usize::try_from(number()?).map_err(|e| e.to_string())?),
+            "--iterations" => {
+                iterations = Some(usize::try_from(number()?).map_err(|e| e.to_string())?);
+            }
+            "--ttl-ms" => ttl = Some(Duration::from_millis(number()?)),
+            "--wait-ms" => wait = Some(Duration::from_millis(number()?)),
+            _ => return Err(format!("unknown argument {flag}")),
+        }
+    }
+    let missing = |name: &str| format!("missing --{name}");
+    Ok(Args {
+        redis: redis.ok_or_else(|| missing("redis"))?,
+        key: key.ok_or_else(|| missing("key"))?,
+        tasks: tasks.ok_or_else(|| missing("tasks"))?,
+        iterations: iterations.ok_or_else(|| missing("iterations"))?,
+        ttl: ttl.ok_or_else(|| missing("ttl-ms"))?,
+        wait: wait.ok_or_else(|| missing("wait-ms"))?,
+        counter: counter.ok_or_else(|| missing("counter"))?,
+        no_lock,
+    })
+}
+
+fn now_us() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The racy increment: a lost update shows up as a counter below the number of entries.
+async fn racy_increment(raw: &mut MultiplexedConnection, counter: &str) -> Result<(), String> {
+    let value: Option<u64> = redis::cmd("GET")
+        .arg(counter)
+        .query_async(raw)
+        .await
+        .map_err(|e| format!("GET {counter}: {e}"))?;
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let () = redis::cmd("SET")
+        .arg(counter)
+        .arg(value.unwrap_or(0) + 1)
+        .query_async(raw)
+        .await
+        .map_err(|e| format!("SET {counter}: {e}"))?;
+    Ok(())
+}
+
+/// One task's loop; returns its history and how many acquisitions gave up with `Busy`.
+async fn run_task(
+    client: LockClient,
+    mut raw: MultiplexedConnection,
+    args: Args,
+) -> Result<(Vec<Entry>, u64), String> {
+    let mut history = Vec::with_capacity(args.iterations);
+    let mut busy = 0;
+    while history.len() < args.iterations {
+        if args.no_lock {
+            let start = now_us();
+            racy_increment(&mut raw, &args.counter).await?;
+            history.push((0, start, now_us()));
+            continue;
+        }
+        let guard = match client
+            .lock(args.key.as_str())
+            .ttl(args.ttl)
+            .wait(args.wait)
+            .acquire()
+            .await
+        {
+            Ok(guard) => guard,
+            Err(LockError::Busy { .. }) => {
+                busy += 1;
+                continue;
+            }
+            Err(e) => return Err(format!("acquire: {e}")),
+        };
+        let start = now_us();
+        let work = racy_increment(&mut raw, &args.counter).await;
+        let end = now_us();
+        let fence = guard.fence().get();
+        let released = guard.release().await;
+        work?;
+        released.map_err(|e| format!("release (fence {fence}): {e}"))?;
+        history.push((fence, start, end));
+    }
+    Ok((history, busy))
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let client = LockClient::connect(&args.redis)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let raw = redis::Client::open(args.redis.as_str())
+        .map_err(|e| format!("bad url {}: {e}", args.redis))?
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| format!("raw connection: {e}"))?;
+
+    let tasks: Vec<_> = (0..args.tasks)
+        .map(|_| tokio::spawn(run_task(client.clone(), raw.clone(), args.clone())))
+        .collect();
+    let mut entered = 0;
+    let mut busy = 0;
+    let mut first_error = None;
+    for task in tasks {
+        match task.await {
+            Ok(Ok((history, task_busy))) => {
+                for (fence, start, end) in &history {
+                    println!("H {fence} {start} {end}");
+                }
+                entered += history.len();
+                busy += task_busy;
+            }
+            Ok(Err(e)) => first_error = first_error.or(Some(e)),
+            Err(e) => first_error = first_error.or(Some(format!("task panicked: {e}"))),
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    println!("DONE entered={entered} busy={busy}");
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("lock_worker: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lock_worker: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

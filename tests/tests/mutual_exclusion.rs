@@ -1,0 +1,165 @@
+//! Mutual exclusion across OS processes, checked from the recorded history.
+//!
+//! Eight `lock_worker` processes, each with several tasks, contend for one lock on a real Redis.
+//! Inside the lock every holder does a racy read-sleep-write increment of a plain counter key.
+//! The test then proves exclusion three ways: no increment was lost, no two recorded critical
+//! sections overlap in wall-clock time, and fencing tokens increase in the order the sections
+//! happened. A negative control runs the same workers without the lock and shows that these
+//! checks catch it.
+#![allow(clippy::unwrap_used)]
+
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use rlock_tests::RedisServer;
+use rlock_tests::history::{
+    Section, WorkerReport, check_mutual_exclusion, owner_switches, parse_worker_output,
+};
+
+const PROCESSES: usize = 8;
+const TASKS: usize = 4;
+const ITERATIONS: usize = 40;
+/// Generous: the run normally takes a few seconds.
+const DEADLINE: Duration = Duration::from_secs(90);
+/// The lease outlives any critical section of this test by far.
+const TTL_MS: &str = "10000";
+/// Short on purpose, so that some acquisitions give up with `Busy` and the retry path runs too.
+const WAIT_MS: &str = "250";
+
+/// Kills and reaps every child that is still running when dropped (also on panic).
+struct Workers(Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            if let Ok(None) = child.try_wait() {
+                let _ = child.kill();
+            }
+            let _ = child.wait();
+        }
+    }
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
+    thread::spawn(move || {
+        let mut out = String::new();
+        let _ = pipe.read_to_string(&mut out);
+        out
+    })
+}
+
+/// Runs `processes` workers against `server` until all exit (or kills them after
+/// [`DEADLINE`] and panics); asserts each succeeded and returns their parsed reports.
+fn run_workers(
+    server: &RedisServer,
+    processes: usize,
+    tasks: usize,
+    iterations: usize,
+    extra: &[&str],
+) -> Vec<WorkerReport> {
+    let mut workers = Workers(Vec::new());
+    let mut outputs = Vec::new();
+    for _ in 0..processes {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lock_worker"))
+            .args(["--redis", &server.url(), "--key", "mx:shared"])
+            .args(["--counter", "mx:counter"])
+            .args(["--tasks", &tasks.to_string()])
+            .args(["--iterations", &iterations.to_string()])
+            .args(["--ttl-ms", TTL_MS, "--wait-ms", WAIT_MS])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn lock_worker");
+        let stdout = drain(child.stdout.take().unwrap());
+        let stderr = drain(child.stderr.take().unwrap());
+        outputs.push((stdout, stderr));
+        workers.0.push(child);
+    }
+
+    let started = Instant::now();
+    let mut statuses = vec![None; processes];
+    while statuses.iter().any(Option::is_none) {
+        for (child, status) in workers.0.iter_mut().zip(&mut statuses) {
+            if status.is_none() {
+                *status = child.try_wait().expect("try_wait");
+            }
+        }
+        if started.elapsed() > DEADLINE {
+            drop(workers);
+            panic!("lock_worker processes did not finish within {DEADLINE:?}; killed them");
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+
+    let mut reports = Vec::new();
+    for (i, ((stdout, stderr), status)) in outputs.into_iter().zip(statuses).enumerate() {
+        let stdout = stdout.join().unwrap();
+        let stderr = stderr.join().unwrap();
+        let status = status.unwrap();
+        assert!(
+            status.success(),
+            "worker {i} failed with {status}:\n{stderr}"
+        );
+        let report = parse_worker_output(i, &stdout).unwrap();
+        assert_eq!(report.entered, (tasks * iterations) as u64, "worker {i}");
+        reports.push(report);
+    }
+    reports
+}
+
+fn counter(server: &RedisServer) -> u64 {
+    let mut con = server.redis_client().get_connection().unwrap();
+    redis::cmd("GET").arg("mx:counter").query(&mut con).unwrap()
+}
+
+#[test]
+fn lock_excludes_across_processes() {
+    let server = RedisServer::start();
+    let started = Instant::now();
+    let reports = run_workers(&server, PROCESSES, TASKS, ITERATIONS, &[]);
+    let elapsed = started.elapsed();
+
+    let entered: u64 = reports.iter().map(|r| r.entered).sum();
+    let busy: u64 = reports.iter().map(|r| r.busy).sum();
+    let sections: Vec<Section> = reports.into_iter().flat_map(|r| r.sections).collect();
+    assert_eq!(entered, (PROCESSES * TASKS * ITERATIONS) as u64);
+
+    assert_eq!(
+        counter(&server),
+        entered,
+        "lost updates: two holders were inside the critical section at once"
+    );
+    check_mutual_exclusion(&sections).unwrap();
+
+    // The processes really contended: in time order the holder changed process many times.
+    let switches = owner_switches(&sections);
+    assert!(
+        switches >= PROCESSES,
+        "only {switches} hand-overs between processes; the run did not interleave"
+    );
+    eprintln!(
+        "{entered} critical sections by {PROCESSES} processes in {elapsed:?}, \
+         {switches} cross-process hand-overs, {busy} busy retries"
+    );
+}
+
+/// Without the lock, the same workers and checks must report lost updates and overlaps;
+/// otherwise the test above would prove nothing.
+#[test]
+fn checks_catch_workers_without_the_lock() {
+    let server = RedisServer::start();
+    let reports = run_workers(&server, 2, 4, 20, &["--no-lock"]);
+    let entered: u64 = reports.iter().map(|r| r.entered).sum();
+    let sections: Vec<Section> = reports.into_iter().flat_map(|r| r.sections).collect();
+
+    let count = counter(&server);
+    assert!(
+        count < entered,
+        "expected lost updates, counter {count} of {entered}"
+    );
+    assert!(check_mutual_exclusion(&sections).is_err());
+}

@@ -1,0 +1,407 @@
+//! Each hole of the naive Redis lock recipes, reproduced against a real `redis-server` and
+//! shown closed: atomic value+expiry, owner-checked release (also across a real process
+//! pause), reentry without round trips, bounded fence storage, interop with the plain
+//! `SET NX PX` format, and bounded errors when Redis is down or paused.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use rlock_runtime::{LockClient, LockError, LockOptions};
+use rlock_tests::RedisServer;
+
+const SHORT: Duration = Duration::from_millis(300);
+
+async fn client_for(server: &RedisServer) -> LockClient {
+    LockClient::builder()
+        .url(server.url())
+        .command_timeout(SHORT)
+        .connect()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn acquire_sets_value_and_expiry_in_one_atomic_round_trip() {
+    let server = RedisServer::start();
+    let client = client_for(&server).await;
+    // Warm up the script cache so the measured call is the steady-state one.
+    client
+        .lock("warm")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+    let (guard, counts) = server
+        .commands_during(async {
+            client
+                .lock("order:42")
+                .ttl(Duration::from_secs(10))
+                .acquire()
+                .await
+                .unwrap()
+        })
+        .await;
+    // One EVALSHA; the SET NX PX inside it carries the expiry, no separate EXPIRE exists.
+    assert_eq!(counts.calls("evalsha"), 1, "{counts:?}");
+    assert_eq!(
+        counts.calls("expire") + counts.calls("pexpire"),
+        0,
+        "{counts:?}"
+    );
+    assert_eq!(counts.calls("setnx"), 0, "{counts:?}");
+
+    let mut raw = server.raw().await;
+    let pttl: i64 = raw.pttl("order:42").await.unwrap();
+    assert!(pttl > 0 && pttl <= 10_000, "pttl {pttl}");
+    let stored: String = raw.get("order:42").await.unwrap();
+    assert_eq!(stored, guard.token());
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn plain_set_nx_px_clients_and_rlock_exclude_each_other() {
+    let server = RedisServer::start();
+    let client = client_for(&server).await;
+    let mut raw = server.raw().await;
+
+    // Another service (redis-py's Lock, a Go service) holds the key in the common format.
+    let set: Option<String> = redis::cmd("SET")
+        .arg("voucher:1")
+        .arg("python-owner")
+        .arg("NX")
+        .arg("PX")
+        .arg(10_000)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(set.as_deref(), Some("OK"));
+    assert!(
+        client
+            .lock("voucher:1")
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+    let _: () = raw.del("voucher:1").await.unwrap();
+
+    // rlock holds it: the other client's SET NX fails, and its owner-checked release with
+    // its own token deletes nothing.
+    let guard = client.lock("voucher:1").acquire().await.unwrap();
+    let set: Option<String> = redis::cmd("SET")
+        .arg("voucher:1")
+        .arg("python-owner")
+        .arg("NX")
+        .arg("PX")
+        .arg(10_000)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(set, None);
+    let foreign_release = redis::Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+    );
+    let deleted: i64 = foreign_release
+        .key("voucher:1")
+        .arg("python-owner")
+        .invoke_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 0);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn nested_relock_sends_no_command_and_only_the_outer_release_deletes() {
+    let server = RedisServer::start();
+    let client = client_for(&server).await;
+    let mut raw = server.raw().await;
+
+    client
+        .with_lock("cart:1", LockOptions::new(), async {
+            let (inner, counts) = server
+                .commands_during(async {
+                    let inner = client.lock("cart:1").acquire().await.unwrap();
+                    let nested = client
+                        .with_lock("cart:1", LockOptions::new(), async { 7 })
+                        .await
+                        .unwrap();
+                    assert_eq!(nested, 7);
+                    inner
+                })
+                .await;
+            assert!(inner.is_reentrant());
+            assert_eq!(counts.total, 0, "reentry reached Redis: {counts:?}");
+
+            let (released, counts) = server.commands_during(inner.release()).await;
+            released.unwrap();
+            assert_eq!(counts.total, 0, "inner release reached Redis: {counts:?}");
+            let exists: bool = raw.exists("cart:1").await.unwrap();
+            assert!(exists, "an inner release deleted the outer hold");
+        })
+        .await
+        .unwrap();
+    let exists: bool = raw.exists("cart:1").await.unwrap();
+    assert!(!exists, "the outermost release did not delete the lock");
+}
+
+#[tokio::test]
+async fn fence_records_expire_with_their_lease() {
+    let server = RedisServer::start();
+    let client = client_for(&server).await;
+    let mut last = 0;
+    for i in 0..50 {
+        let guard = client
+            .lock(format!("item:{i}"))
+            .ttl(Duration::from_millis(100))
+            .acquire()
+            .await
+            .unwrap();
+        assert!(guard.fence().get() > last);
+        last = guard.fence().get();
+        guard.release().await.unwrap();
+    }
+    let mut raw = server.raw().await;
+    let fence_ttl: i64 = raw.pttl("{item:0}:fence").await.unwrap();
+    assert!(
+        fence_ttl > 0 && fence_ttl <= 100,
+        "fence record ttl {fence_ttl}"
+    );
+    // Nothing per key outlives its lease: after it, the database is empty again.
+    let mut keys = usize::MAX;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        keys = redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap();
+        if keys == 0 {
+            break;
+        }
+    }
+    assert_eq!(keys, 0, "fence or lock records outlived their lease");
+    // And the next token still exceeds every earlier one.
+    let guard = client.lock("item:0").acquire().await.unwrap();
+    assert!(guard.fence().get() > last);
+    guard.release().await.unwrap();
+}
+
+/// A holder in its own process, talked to over its stdin/stdout.
+struct Holder {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    token: String,
+}
+
+impl Holder {
+    fn start(url: &str, key: &str, ttl_ms: u64, renew: bool) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_holder"))
+            .args([url, key, &ttl_ms.to_string(), if renew { "1" } else { "0" }])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let token = line
+            .strip_prefix("ACQUIRED ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("holder did not acquire: {line:?}"))
+            .to_owned();
+        Self {
+            child,
+            stdin,
+            stdout,
+            token,
+        }
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn ask(&mut self, command: &str) -> String {
+        writeln!(self.stdin, "{command}").unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        line.trim().to_owned()
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn holder_process_paused_past_its_ttl_cannot_delete_the_next_holders_lock() {
+    let server = RedisServer::start();
+    let mut holder = Holder::start(&server.url(), "stock:1", 300, false);
+    holder.signal("-STOP");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+
+    let client = client_for(&server).await;
+    let guard = client
+        .lock("stock:1")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap();
+    assert_ne!(guard.token(), holder.token);
+
+    holder.signal("-CONT");
+    assert_eq!(holder.ask("release"), "RELEASED lost");
+    let mut raw = server.raw().await;
+    let stored: String = raw.get("stock:1").await.unwrap();
+    assert_eq!(
+        stored,
+        guard.token(),
+        "the paused holder deleted the new lock"
+    );
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn paused_redis_gives_timeouts_and_service_resumes() {
+    let server = RedisServer::start();
+    let client = client_for(&server).await;
+    let held = client.lock("a").acquire().await.unwrap();
+
+    server.pause();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), async {
+        let acquire = client.lock("b").acquire().await;
+        let release = held.release().await;
+        (acquire, release)
+    })
+    .await
+    .expect("calls to a paused Redis must end by themselves");
+    server.resume();
+
+    let (acquire, release) = outcome;
+    assert!(
+        matches!(acquire, Err(LockError::Timeout { operation: "acquire", timeout }) if timeout == SHORT),
+        "{acquire:?}"
+    );
+    assert!(
+        matches!(
+            release,
+            Err(LockError::Timeout {
+                operation: "release",
+                ..
+            })
+        ),
+        "{release:?}"
+    );
+    let guard = client.lock("c").acquire().await.unwrap();
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn acquire_whose_reply_never_came_leaves_no_orphan_lock() {
+    let server = RedisServer::start();
+    let client = client_for(&server).await;
+    client
+        .lock("warm")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+    // The request reaches the paused server's socket; our timeout fires before the reply.
+    server.pause();
+    let err = client
+        .lock("orphan:1")
+        .ttl(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::Timeout { .. }), "{err:?}");
+    server.resume();
+
+    // The server then grants the lock to a token nobody holds; the background release of
+    // that token must delete it well before its 60 s lease.
+    let other = client_for(&server).await;
+    let guard = other
+        .lock("orphan:1")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn killed_redis_gives_errors_and_a_restart_needs_no_new_client() {
+    let server = RedisServer::start();
+    let client = client_for(&server).await;
+    client
+        .lock("k")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+    server.kill();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), client.lock("k").acquire())
+        .await
+        .expect("calls to a dead Redis must end by themselves");
+    let err = outcome.unwrap_err();
+    assert!(err.is_backend(), "{err:?}");
+
+    server.restart();
+    // The connection comes back on its own; a few attempts may still see the old failure.
+    let mut last = None;
+    for _ in 0..50 {
+        match client.lock("k").acquire().await {
+            Ok(guard) => {
+                guard.release().await.unwrap();
+                return;
+            }
+            Err(e) => {
+                assert!(e.is_backend(), "{e:?}");
+                last = Some(e);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    panic!("the client never recovered after the restart: {last:?}");
+}
+
+#[tokio::test]
+async fn unreachable_redis_fails_to_connect_in_bounded_time() {
+    // Reserve a port, then close it: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        LockClient::builder()
+            .url(format!("redis://127.0.0.1:{port}/"))
+            .command_timeout(SHORT)
+            .connect(),
+    )
+    .await
+    .expect("connecting must end by itself");
+    assert!(result.unwrap_err().is_backend());
+
+    let bad = LockClient::connect("http://example").await.unwrap_err();
+    assert!(matches!(bad, LockError::InvalidConfig(_)), "{bad:?}");
+}

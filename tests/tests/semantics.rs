@@ -1,0 +1,396 @@
+//! The lock's semantics, run once against a real `redis-server` and once against the in-memory
+//! backend: every test here is one `async fn check_…(&Fixture)`, and `both!` makes the pair.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use rlock_runtime::{LockClient, LockError, LockOptions};
+use rlock_tests::RedisServer;
+
+/// One backend under test: a client, and the server behind it when there is one.
+struct Fixture {
+    client: LockClient,
+    server: Option<RedisServer>,
+}
+
+impl Fixture {
+    async fn redis() -> Self {
+        let server = RedisServer::start();
+        let client = LockClient::connect(&server.url()).await.unwrap();
+        Self {
+            client,
+            server: Some(server),
+        }
+    }
+
+    fn memory() -> Self {
+        Self {
+            client: LockClient::in_memory(),
+            server: None,
+        }
+    }
+
+    /// Another service instance on the same backend.
+    fn other_instance(&self) -> LockClient {
+        self.client.sibling()
+    }
+}
+
+macro_rules! both {
+    ($($check:ident),* $(,)?) => {
+        mod on_redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $check() {
+                    super::$check(&super::Fixture::redis().await).await;
+                }
+            )*
+        }
+        mod in_memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $check() {
+                    super::$check(&super::Fixture::memory()).await;
+                }
+            )*
+        }
+    };
+}
+
+both!(
+    busy_while_held_and_free_after_release,
+    stale_holder_cannot_release_the_next_holders_lock,
+    stale_holder_cannot_extend_the_next_holders_lock,
+    lease_expires_on_its_own,
+    waiting_gets_the_lock_when_released,
+    reentry_in_the_same_call_chain,
+    spawned_task_does_not_inherit_the_hold,
+    fences_strictly_increase_across_holders_and_expiry,
+    dropped_guard_releases_in_the_background,
+    extend_keeps_the_lock_past_its_first_lease,
+    namespace_separates_clients,
+    invalid_keys_are_errors,
+);
+
+async fn busy_while_held_and_free_after_release(f: &Fixture) {
+    let a = &f.client;
+    let b = f.other_instance();
+    let guard = a.lock("order:1").acquire().await.unwrap();
+    let err = b.lock("order:1").acquire().await.unwrap_err();
+    assert!(
+        matches!(&err, LockError::Busy { key, .. } if key == "order:1"),
+        "{err:?}"
+    );
+    guard.release().await.unwrap();
+    b.lock("order:1")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+async fn stale_holder_cannot_release_the_next_holders_lock(f: &Fixture) {
+    // Holder A's lease ends while it is still "working" (a GC pause, a slow call); B takes
+    // the lock; A's late release must report the loss and leave B's lock alone.
+    // Renewal off: this holder's lease really ends (the watchdog case is tested apart).
+    let a = f
+        .client
+        .lock("stock:9")
+        .ttl(Duration::from_millis(100))
+        .renew(false);
+    let a = a.acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let b_client = f.other_instance();
+    let b = b_client.lock("stock:9").acquire().await.unwrap();
+
+    let err = a.release().await.unwrap_err();
+    assert!(err.is_lost(), "{err:?}");
+
+    let c = f.other_instance();
+    assert!(c.lock("stock:9").acquire().await.unwrap_err().is_busy());
+    if let Some(server) = &f.server {
+        let mut raw = server.raw().await;
+        let stored: Option<String> = redis::cmd("GET")
+            .arg("stock:9")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert_eq!(stored.as_deref(), Some(b.token()));
+    }
+    b.release().await.unwrap();
+}
+
+async fn stale_holder_cannot_extend_the_next_holders_lock(f: &Fixture) {
+    let a = f
+        .client
+        .lock("stock:10")
+        .ttl(Duration::from_millis(100))
+        .renew(false)
+        .acquire()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let b_client = f.other_instance();
+    let b = b_client
+        .lock("stock:10")
+        .ttl(Duration::from_millis(500))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(
+        a.extend(Duration::from_secs(60))
+            .await
+            .unwrap_err()
+            .is_lost()
+    );
+    assert!(a.is_lost());
+    b.release().await.unwrap();
+}
+
+async fn lease_expires_on_its_own(f: &Fixture) {
+    let guard = f
+        .client
+        .lock("crash:1")
+        .ttl(Duration::from_millis(150))
+        .renew(false)
+        .acquire()
+        .await
+        .unwrap();
+    // The holder "crashes": the guard is forgotten, so nothing ever releases or renews it.
+    std::mem::forget(guard);
+    let other = f.other_instance();
+    let got = other
+        .lock("crash:1")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap();
+    got.release().await.unwrap();
+}
+
+async fn waiting_gets_the_lock_when_released(f: &Fixture) {
+    let holder = f.client.lock("queue:1").acquire().await.unwrap();
+    let waiter = f.other_instance();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter
+            .lock("queue:1")
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await?;
+        guard.release().await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    holder.release().await.unwrap();
+    waiting.await.unwrap().unwrap();
+
+    // A waiter whose budget runs out is told how long it waited.
+    let _holder = f.client.lock("queue:2").acquire().await.unwrap();
+    let err = f
+        .other_instance()
+        .lock("queue:2")
+        .wait(Duration::from_millis(120))
+        .acquire()
+        .await
+        .unwrap_err();
+    match err {
+        LockError::Busy { waited, .. } => assert!(waited >= Duration::from_millis(120)),
+        other => panic!("expected busy, got {other:?}"),
+    }
+}
+
+async fn reentry_in_the_same_call_chain(f: &Fixture) {
+    let client = &f.client;
+    let outer_fence = client
+        .with_lock("cart:5", LockOptions::new(), async {
+            let outer = client.lock("cart:5").acquire().await.unwrap();
+            assert!(outer.is_reentrant());
+            let inner_fence = client
+                .with_lock("cart:5", LockOptions::new(), async {
+                    let again = client.lock("cart:5").acquire().await.unwrap();
+                    let fence = again.fence();
+                    again.release().await.unwrap();
+                    fence
+                })
+                .await
+                .unwrap();
+            assert_eq!(inner_fence, outer.fence());
+            outer.release().await.unwrap();
+            // Inner releases only drop the hold count: the lock is still held.
+            assert!(
+                f.other_instance()
+                    .lock("cart:5")
+                    .acquire()
+                    .await
+                    .unwrap_err()
+                    .is_busy()
+            );
+            inner_fence
+        })
+        .await
+        .unwrap();
+    assert!(outer_fence.get() > 0);
+    // The outermost release deleted it.
+    f.other_instance()
+        .lock("cart:5")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+async fn spawned_task_does_not_inherit_the_hold(f: &Fixture) {
+    let client = f.client.clone();
+    f.client
+        .with_lock("job:1", LockOptions::new(), async move {
+            let spawned = tokio::spawn(async move { client.lock("job:1").acquire().await });
+            let err = spawned.await.unwrap().unwrap_err();
+            assert!(err.is_busy(), "{err:?}");
+        })
+        .await
+        .unwrap();
+}
+
+async fn fences_strictly_increase_across_holders_and_expiry(f: &Fixture) {
+    let mut last = 0;
+    for round in 0..6 {
+        let client = if round % 2 == 0 {
+            f.client.clone()
+        } else {
+            f.other_instance()
+        };
+        let guard = client
+            .lock("ledger:1")
+            .ttl(Duration::from_millis(60))
+            .renew(false)
+            .wait(Duration::from_secs(5))
+            .acquire()
+            .await
+            .unwrap();
+        let fence = guard.fence().get();
+        assert!(fence > last, "fence {fence} after {last} in round {round}");
+        last = fence;
+        match round % 3 {
+            0 => guard.release().await.unwrap(),
+            // Let the lease (and the fence record with it) expire.
+            1 => {
+                std::mem::forget(guard);
+                tokio::time::sleep(Duration::from_millis(150)).await;
+            }
+            _ => drop(guard),
+        }
+    }
+    // A client connected afresh continues the sequence.
+    if let Some(server) = &f.server {
+        let fresh = LockClient::connect(&server.url()).await.unwrap();
+        let guard = fresh
+            .lock("ledger:1")
+            .wait(Duration::from_secs(5))
+            .acquire()
+            .await
+            .unwrap();
+        assert!(guard.fence().get() > last);
+        guard.release().await.unwrap();
+    }
+}
+
+async fn dropped_guard_releases_in_the_background(f: &Fixture) {
+    let guard = f
+        .client
+        .lock("drop:1")
+        .ttl(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    drop(guard);
+    // Released well before the 60 s lease: a second instance gets it while waiting briefly.
+    f.other_instance()
+        .lock("drop:1")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+async fn extend_keeps_the_lock_past_its_first_lease(f: &Fixture) {
+    let guard = f
+        .client
+        .lock("long:1")
+        .ttl(Duration::from_millis(150))
+        .renew(false)
+        .acquire()
+        .await
+        .unwrap();
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(75)).await;
+        guard.extend(Duration::from_millis(150)).await.unwrap();
+    }
+    assert!(
+        f.other_instance()
+            .lock("long:1")
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+    guard.release().await.unwrap();
+}
+
+async fn namespace_separates_clients(f: &Fixture) {
+    let (shop, billing) = match &f.server {
+        Some(server) => (
+            LockClient::builder()
+                .url(server.url())
+                .namespace("shop")
+                .connect()
+                .await
+                .unwrap(),
+            LockClient::builder()
+                .url(server.url())
+                .namespace("billing")
+                .connect()
+                .await
+                .unwrap(),
+        ),
+        None => (
+            LockClient::builder().namespace("shop").in_memory(),
+            LockClient::builder().namespace("billing").in_memory(),
+        ),
+    };
+    let a = shop.lock("order:1").acquire().await.unwrap();
+    let b = billing.lock("order:1").acquire().await.unwrap();
+    assert_eq!(shop.redis_key(a.key()), "shop:order:1");
+    if let Some(server) = &f.server {
+        let mut raw = server.raw().await;
+        let stored: Option<String> = redis::cmd("GET")
+            .arg("shop:order:1")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert_eq!(stored.as_deref(), Some(a.token()));
+    }
+    a.release().await.unwrap();
+    b.release().await.unwrap();
+}
+
+async fn invalid_keys_are_errors(f: &Fixture) {
+    let err = f.client.lock("").acquire().await.unwrap_err();
+    assert!(matches!(err, LockError::InvalidKey { .. }), "{err:?}");
+    let long = "k".repeat(5000);
+    let err = f.client.lock(long).acquire().await.unwrap_err();
+    assert!(matches!(err, LockError::InvalidKey { .. }), "{err:?}");
+    let err = f
+        .client
+        .lock("zero")
+        .ttl(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::InvalidConfig(_)), "{err:?}");
+}

@@ -1,0 +1,13 @@
+//! Compile-time checks of `#[distributed_lock]`: every mistake in `ui/fail` must be rejected
+//! with the message checked in beside it, and every supported shape in `ui/pass` must compile
+//! and run.
+//!
+//! Regenerate the expected messages with `TRYBUILD=overwrite cargo test -p rlock-tests --test ui`
+//! and read the diff before committing it.
+
+#[test]
+fn ui() {
+    let cases = trybuild::TestCases::new();
+    cases.compile_fail("ui/fail/*.rs");
+    cases.pass("ui/pass/*.rs");
+}

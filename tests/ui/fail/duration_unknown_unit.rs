@@ -1,0 +1,9 @@
+use rlock_runtime::{distributed_lock, LockError};
+
+#[distributed_lock(key = "order:<user_id>", max_hold = "2d")]
+async fn create_order(user_id: u64) -> Result<(), LockError> {
+    let _ = user_id;
+    Ok(())
+}
+
+fn main() {}

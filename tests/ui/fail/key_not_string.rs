@@ -1,0 +1,11 @@
+use rlock_runtime::{distributed_lock, LockError};
+
+const KEY: &str = "order";
+
+#[distributed_lock(key = KEY)]
+async fn create_order(user_id: u64) -> Result<(), LockError> {
+    let _ = user_id;
+    Ok(())
+}
+
+fn main() {}

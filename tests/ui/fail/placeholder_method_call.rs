@@ -1,0 +1,18 @@
+use rlock_runtime::{distributed_lock, LockError};
+
+struct User {
+    id: u64,
+}
+
+impl User {
+    fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+#[distributed_lock(key = "user:<user.id()>")]
+async fn load(user: User) -> Result<u64, LockError> {
+    Ok(user.id())
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+use rlock_runtime::{distributed_lock, LockError};
+
+struct UserId(u64);
+
+#[distributed_lock(key = "order:<user_id>")]
+async fn create_order(user_id: UserId) -> Result<u64, LockError> {
+    Ok(user_id.0)
+}
+
+fn main() {}

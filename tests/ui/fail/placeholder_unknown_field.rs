@@ -1,0 +1,12 @@
+use rlock_runtime::{distributed_lock, LockError};
+
+struct User {
+    id: u64,
+}
+
+#[distributed_lock(key = "user:<user.name>")]
+async fn load(user: User) -> Result<u64, LockError> {
+    Ok(user.id)
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use rlock_runtime::distributed_lock;
+
+#[distributed_lock(key = "order:<user_di>")]
+fn create_order(user_id: u64) {
+    let _ = user_id;
+}
+
+fn main() {}

@@ -1,0 +1,29 @@
+//! Attributes, docs, visibility and `#[must_use]` are kept; `crate = "…"` points at a re-export.
+#![deny(unused_must_use)]
+
+mod locks {
+    pub use ::rlock_runtime as rt;
+}
+
+mod service {
+    use rlock_runtime::{LockError, distributed_lock};
+
+    /// Documented, crate-visible, with extra attributes.
+    #[must_use = "the order id tells which order was made"]
+    #[inline]
+    #[allow(clippy::needless_pass_by_value)]
+    #[distributed_lock(key = "order:<user_id>", crate = "crate::locks::rt")]
+    pub(crate) async fn create_order(user_id: u64) -> Result<u64, LockError> {
+        Ok(user_id)
+    }
+
+    #[cfg(any())]
+    #[distributed_lock(key = "never:<compiled>")]
+    pub async fn compiled_out(compiled: u64) -> Result<u64, LockError> {
+        Ok(compiled)
+    }
+}
+
+fn main() {
+    let _future = service::create_order(1);
+}
