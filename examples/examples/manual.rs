@@ -1,4 +1,43 @@
-//! The manual API in thirty lines: connect (or fall back to memory), lock, re-enter, release.
-#![allow(clippy::unwrap_used)]
+//! The manual API: connect, lock, re-enter, see the fence, release.
+//!
+//! `cargo run -p rlock-examples --example manual [-- REDIS_URL]`
 
-fn main() {}
+use std::time::Duration;
+
+use rlock_runtime::{LockError, LockOptions};
+
+#[tokio::main]
+async fn main() -> Result<(), LockError> {
+    let backend = rlock_examples::backend(std::env::args().nth(1)).await?;
+    println!("locking on {}", backend.description);
+    let client = backend.client.clone();
+
+    // Take the lock by hand: one round trip when it is free.
+    let guard = client
+        .lock("order:42")
+        .ttl(Duration::from_secs(10))
+        .acquire()
+        .await?;
+    println!("acquired `{}` with fencing token {}", guard.key(), guard.fence());
+
+    // Another instance of the service is turned away while we hold it.
+    let other = client.sibling();
+    match other.lock("order:42").acquire().await {
+        Err(e @ LockError::Busy { .. }) => println!("another instance: {e}"),
+        other => println!("unexpected: {other:?}"),
+    }
+    guard.release().await?;
+
+    // The scoped form: nested locking of the same key re-enters without a round trip.
+    let fence = client
+        .with_lock("order:42", LockOptions::new(), async {
+            let inner = client.lock("order:42").acquire().await?;
+            println!("re-entered: reentrant={}", inner.is_reentrant());
+            inner.release().await?;
+            Ok::<_, LockError>(42)
+        })
+        .await??;
+    println!("body returned {fence}");
+    println!("metrics: {:?}", client.metrics());
+    Ok(())
+}

@@ -1,1 +1,125 @@
-//! Shared helpers for the rlock examples.
+//! Shared helpers for the rlock examples: finding a Redis to run against.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rlock_runtime::{LockClient, LockError};
+
+/// Where an example's locks live, and what to tell the user about it.
+#[derive(Debug)]
+pub struct Backend {
+    /// The client to lock with.
+    pub client: LockClient,
+    /// The Redis URL, when there is a Redis (`None` for the in-memory backend).
+    pub url: Option<String>,
+    /// One line saying which backend this is and how it was chosen.
+    pub description: String,
+    /// A `redis-server` started for this run, stopped on drop.
+    pub server: Option<LocalRedis>,
+}
+
+/// A `redis-server` child process on a free loopback port, killed on drop.
+#[derive(Debug)]
+pub struct LocalRedis {
+    child: Child,
+    /// Its URL.
+    pub url: String,
+}
+
+impl LocalRedis {
+    /// Starts `redis-server` without persistence on a free loopback port; `None` when it is
+    /// not installed or does not come up within five seconds.
+    pub fn start() -> Option<Self> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let mut server = Self {
+            child,
+            url: format!("redis://127.0.0.1:{port}/"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(server);
+            }
+            if let Ok(Some(_)) = server.child.try_wait() {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for LocalRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The Redis named by `url` or `REDIS_URL`; else a `redis-server` started here; else the
+/// in-memory backend.
+pub async fn backend(url: Option<String>) -> Result<Backend, LockError> {
+    let named = url.or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()));
+    if let Some(url) = named {
+        let client = LockClient::connect(&url).await?;
+        return Ok(Backend {
+            client,
+            description: format!("Redis at {}", redact(&url)),
+            url: Some(url),
+            server: None,
+        });
+    }
+    if let Some(server) = LocalRedis::start() {
+        let client = LockClient::connect(&server.url).await?;
+        return Ok(Backend {
+            client,
+            description: format!(
+                "a local redis-server started for this run at {} (give --redis URL or REDIS_URL to use yours)",
+                server.url
+            ),
+            url: Some(server.url.clone()),
+            server: Some(server),
+        });
+    }
+    Ok(Backend {
+        client: LockClient::in_memory(),
+        url: None,
+        description: "the in-memory backend (no redis-server found; install it with \
+                      `apt-get install -y redis-server` to run against Redis)"
+            .to_owned(),
+        server: None,
+    })
+}
+
+/// The URL without its password, for printing.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_not_printed() {
+        assert_eq!(redact("redis://:secret@host:6379/0"), "redis://***@host:6379/0");
+        assert_eq!(redact("redis://127.0.0.1/"), "redis://127.0.0.1/");
+    }
+}

@@ -3,8 +3,9 @@
 //! Each lease is renewed about every ttl/3. To batch, a round renews every lease due within
 //! the next ttl/6 too, in calls of up to [`BATCH`] keys (Redisson renews 100 per call), all
 //! sent at once, so that thousands of locks cost a few dozen commands per period. The task
-//! also watches deadlines: a lease whose last confirmed renewal is a full ttl old is marked
-//! lost (Redis has been unreachable too long, or renewal is off), and a lease past its
+//! also watches deadlines: a lease whose last confirmed renewal is a full ttl old, with no
+//! renewal on its way, is marked lost (Redis has been unreachable too long, or renewal is
+//! off), and a lease past its
 //! `max_hold` is marked lost and released. Times are measured from when a request was *sent*,
 //! so the client's idea of the lease never outlives Redis's.
 
@@ -59,16 +60,20 @@ impl Lease {
         self.in_flight = false;
     }
 
-    /// The next moment the watchdog must look at this lease.
-    fn next_event(&self) -> Instant {
-        let mut next = self.expires;
-        if self.renew && !self.in_flight {
-            next = next.min(self.renew_at);
+    /// The next moment the watchdog must look at this lease, if any. While a renewal is in
+    /// flight only the `max_hold` cap is, since the renewal's outcome wakes the watchdog.
+    fn next_event(&self) -> Option<Instant> {
+        let due = if self.in_flight {
+            None
+        } else if self.renew {
+            Some(self.expires.min(self.renew_at))
+        } else {
+            Some(self.expires)
+        };
+        match (due, self.hold_until) {
+            (Some(due), Some(cap)) => Some(due.min(cap)),
+            (due, cap) => due.or(cap),
         }
-        if let Some(cap) = self.hold_until {
-            next = next.min(cap);
-        }
-        next
     }
 }
 
@@ -83,6 +88,15 @@ struct State {
     leases: HashMap<u64, Lease>,
     /// Whether a watchdog task is alive for this client.
     running: bool,
+    /// When the watchdog will look next; it is woken early only for a lease due before.
+    next_pass: Option<Instant>,
+}
+
+impl State {
+    /// Whether a lease whose next event is `at` needs the watchdog sooner than planned.
+    fn needs_earlier_pass(&self, at: Instant) -> bool {
+        self.next_pass.is_none_or(|planned| at < planned)
+    }
 }
 
 impl Leases {
@@ -108,10 +122,12 @@ impl Leases {
             hold_until: plan.max_hold.map(|cap| sent_at + cap),
             in_flight: false,
         };
-        let start = {
+        let next_event = lease.next_event();
+        let (start, wake) = {
             let mut state = self.state();
+            let wake = next_event.is_some_and(|at| state.needs_earlier_pass(at));
             state.leases.insert(lock.lease_id(), lease);
-            !std::mem::replace(&mut state.running, true)
+            (!std::mem::replace(&mut state.running, true), wake)
         };
         if start {
             match tokio::runtime::Handle::try_current() {
@@ -121,18 +137,26 @@ impl Leases {
                 // Acquiring is async, so a runtime is there; if not, nothing can renew.
                 Err(_) => self.state().running = false,
             }
-        } else {
+        } else if wake {
             self.changed.notify_one();
         }
     }
 
     /// The hold was extended by hand to `ttl` by a request sent at `sent_at`.
     pub(crate) fn extended(&self, lease_id: u64, ttl: Duration, sent_at: Instant) {
-        if let Some(lease) = self.state().leases.get_mut(&lease_id) {
+        let wake = {
+            let mut state = self.state();
+            let Some(lease) = state.leases.get_mut(&lease_id) else {
+                return;
+            };
             lease.ttl = ttl;
             lease.confirmed(sent_at);
+            let next_event = lease.next_event();
+            next_event.is_some_and(|at| state.needs_earlier_pass(at))
+        };
+        if wake {
+            self.changed.notify_one();
         }
-        self.changed.notify_one();
     }
 
     /// Stops watching a hold (it was released).
@@ -181,7 +205,9 @@ async fn watchdog(client: LockClient) {
                 running.armed = false;
                 return;
             }
-            survey(&mut state, now)
+            let pass = survey(&mut state, now);
+            state.next_pass = pass.next;
+            pass
         };
         for lock in &pass.expired {
             lock.mark_lost();
@@ -220,7 +246,10 @@ fn survey(state: &mut State, now: Instant) -> Pass {
             pass.capped.push(lock);
             return false;
         }
-        if lease.expires <= now {
+        // A renewal in flight decides for itself: if it finds our token, the key never
+        // expired (nobody else has the token), and if it fails, the lease is lost on the next
+        // pass. So a slow reply delays the verdict by at most the command timeout.
+        if lease.expires <= now && !lease.in_flight {
             pass.expired.push(lock);
             return false;
         }
@@ -228,8 +257,9 @@ fn survey(state: &mut State, now: Instant) -> Pass {
             lease.in_flight = true;
             pass.renew.push((id, lock, lease.ttl));
         }
-        let next = lease.next_event();
-        pass.next = Some(pass.next.map_or(next, |n| n.min(next)));
+        if let Some(next) = lease.next_event() {
+            pass.next = Some(pass.next.map_or(next, |n| n.min(next)));
+        }
         true
     });
     pass
@@ -244,19 +274,32 @@ async fn renew_batch(
     let result = client.renew_raw(&batch).await;
     let shared = client.shared();
     let mut lost = Vec::new();
+    let mut wake = false;
     {
         let mut state = shared.leases.state();
         match &result {
             Ok(renewed) => {
+                let mut earliest: Option<Instant> = None;
                 for ((id, lock, _), &ok) in batch.iter().zip(renewed) {
                     if ok {
                         if let Some(lease) = state.leases.get_mut(id) {
                             lease.confirmed(sent_at);
+                            if let Some(next) = lease.next_event() {
+                                earliest = Some(earliest.map_or(next, |e| e.min(next)));
+                            }
                         }
                     } else {
                         state.leases.remove(id);
                         lost.push(lock.clone());
                     }
+                }
+                // The watchdog planned its next pass while these were in flight, without
+                // their next renewal; make sure it comes back in time for it.
+                if let Some(at) = earliest
+                    && state.needs_earlier_pass(at)
+                {
+                    state.next_pass = None;
+                    wake = true;
                 }
             }
             Err(_) => {
@@ -268,8 +311,14 @@ async fn renew_batch(
                         lease.renew_at = now + (*ttl / 10).min(Duration::from_millis(500));
                     }
                 }
+                // The retries are due before whatever the watchdog planned.
+                state.next_pass = None;
+                wake = true;
             }
         }
+    }
+    if wake {
+        shared.leases.changed.notify_one();
     }
     match result {
         Ok(renewed) => {
@@ -285,5 +334,4 @@ async fn renew_batch(
     for lock in lost {
         lock.mark_lost();
     }
-    shared.leases.changed.notify_one();
 }

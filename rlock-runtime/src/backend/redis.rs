@@ -59,6 +59,18 @@ impl RedisBackend {
             timeout,
         })?
         .map_err(|e| failure("connect", timeout, e))?;
+        // Load the scripts up front, so the first calls do not all miss at once and load them
+        // again one by one. (After a server restart the cache is empty; EVALSHA reloads then.)
+        for script in [&*ACQUIRE, &*RELEASE, &*EXTEND, &*RENEW] {
+            let mut conn = conn.clone();
+            tokio::time::timeout(timeout, script.load_async(&mut conn))
+                .await
+                .map_err(|_| LockError::Timeout {
+                    operation: "connect",
+                    timeout,
+                })?
+                .map_err(|e| failure("connect", timeout, e))?;
+        }
         Ok(Self {
             client,
             conn,

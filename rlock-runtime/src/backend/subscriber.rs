@@ -1,6 +1,7 @@
 //! The release feed of a Redis client: one pub/sub connection, shared by all its waiters,
 //! subscribed to the release channel of every key that has a waiter and to no other.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -110,6 +111,9 @@ async fn feed(
         };
         backoff = Duration::from_millis(50);
         let (mut sink, mut stream) = pubsub.split();
+        // Channels subscribed on this connection, so a request for one already there (the
+        // resubscription below races with queued requests) costs no second SUBSCRIBE.
+        let mut subscribed: HashSet<String> = HashSet::new();
 
         // Subscribe again to every key waited on, and let each queue retry once, since
         // releases during the outage were not announced to us.
@@ -120,13 +124,12 @@ async fn feed(
             .map(|k| release_channel(k))
             .collect();
         drop(live);
-        if !channels.is_empty()
-            && !matches!(
-                tokio::time::timeout(timeout, sink.subscribe(&channels)).await,
-                Ok(Ok(()))
-            )
-        {
-            continue;
+        if !channels.is_empty() {
+            let r = tokio::time::timeout(timeout, sink.subscribe(&channels)).await;
+            if !matches!(r, Ok(Ok(()))) {
+                continue;
+            }
+            subscribed.extend(channels);
         }
         if let Some(live) = queues.upgrade() {
             live.wake_all_heads();
@@ -138,14 +141,18 @@ async fn feed(
                     let done = match op {
                         None => return,
                         Some(Op::Subscribe(channel, ack)) => {
-                            let r = tokio::time::timeout(timeout, sink.subscribe(&channel)).await;
-                            let ok = matches!(r, Ok(Ok(())));
+                            let ok = subscribed.contains(&channel) || {
+                                let r = tokio::time::timeout(timeout, sink.subscribe(&channel)).await;
+                                matches!(r, Ok(Ok(())))
+                            };
                             if ok {
+                                subscribed.insert(channel);
                                 let _ = ack.send(());
                             }
                             ok
                         }
                         Some(Op::Unsubscribe(channel)) => {
+                            subscribed.remove(&channel);
                             let r = tokio::time::timeout(timeout, sink.unsubscribe(&channel)).await;
                             matches!(r, Ok(Ok(())))
                         }

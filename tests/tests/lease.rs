@@ -1,0 +1,452 @@
+//! Lease management against a real `redis-server`: the watchdog keeps long bodies safe, a
+//! lost lease aborts the body, waiters are woken by release announcements rather than
+//! polling, and a failed or cancelled body frees its lock at once.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use rlock_runtime::{LockClient, LockError, LockOptions};
+use rlock_tests::RedisServer;
+
+async fn client_for(server: &RedisServer) -> LockClient {
+    LockClient::builder()
+        .url(server.url())
+        .command_timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// A `#[distributed_lock]` body running in its own process (`src/bin/body_holder.rs`).
+struct Body {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Body {
+    fn start(url: &str, id: u64, body_ms: u64, renew: bool, on_lost: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_body_holder"))
+            .args([
+                url,
+                &id.to_string(),
+                &body_ms.to_string(),
+                if renew { "1" } else { "0" },
+                on_lost,
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut body = Self { child, stdout };
+        let started = body.line();
+        assert!(started.starts_with("STARTED "), "{started:?}");
+        body
+    }
+
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        line.trim().to_owned()
+    }
+
+    /// Every line until `RESULT …`, which is returned last.
+    fn rest(&mut self) -> Vec<String> {
+        let mut lines = Vec::new();
+        loop {
+            let line = self.line();
+            let done = line.starts_with("RESULT") || line.is_empty();
+            lines.push(line);
+            if done {
+                return lines;
+            }
+        }
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A manual-API holder in its own process (`src/bin/holder.rs`).
+struct Holder {
+    child: Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Holder {
+    fn start(url: &str, key: &str, ttl_ms: u64, renew: bool) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_holder"))
+            .args([url, key, &ttl_ms.to_string(), if renew { "1" } else { "0" }])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(line.starts_with("ACQUIRED "), "{line:?}");
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn ask(&mut self, command: &str) -> String {
+        writeln!(self.stdin, "{command}").unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        line.trim().to_owned()
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Tries to take `key` every 100 ms for `span`; returns how many tries succeeded.
+async fn steal_attempts(client: &LockClient, key: &str, span: Duration) -> usize {
+    let until = Instant::now() + span;
+    let mut stolen = 0;
+    while Instant::now() < until {
+        if let Ok(guard) = client
+            .lock(key)
+            .ttl(Duration::from_secs(30))
+            .acquire()
+            .await
+        {
+            stolen += 1;
+            std::mem::forget(guard);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stolen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_keeps_a_long_body_exclusive() {
+    let server = RedisServer::start();
+    let other = client_for(&server).await;
+
+    // ttl 1 s, body 3.5 s, renewal on: nobody else gets in during the body.
+    let mut body = Body::start(&server.url(), 1, 3500, true, "abort");
+    assert_eq!(
+        steal_attempts(&other, "job:1", Duration::from_millis(3000)).await,
+        0
+    );
+    assert_eq!(body.rest(), ["FINISHED", "RESULT ok"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_renewal_the_lease_ends_and_the_late_release_reports_it() {
+    let server = RedisServer::start();
+    let other = client_for(&server).await;
+
+    // ttl 1 s, renewal off, work of ~3.5 s: another process gets in after about 1 s, and
+    // the first holder's release reports the loss and deletes nothing.
+    let mut holder = Holder::start(&server.url(), "job:2", 1000, false);
+    assert_eq!(
+        steal_attempts(&other, "job:2", Duration::from_millis(3500)).await,
+        1
+    );
+    assert_eq!(holder.ask("release"), "RELEASED lost");
+    let mut raw = server.raw().await;
+    let exists: bool = raw.exists("job:2").await.unwrap();
+    assert!(exists, "the late release deleted the new holder's lock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_lease_aborts_the_body_or_lets_it_continue_as_asked() {
+    let server = RedisServer::start();
+
+    // `abort` (the default): the body is dropped when its 1 s lease ends.
+    let mut aborted = Body::start(&server.url(), 20, 3000, false, "abort");
+    assert_eq!(aborted.rest(), ["RESULT lost"]);
+
+    // `continue`: the body runs to its end and its result stands.
+    let mut continued = Body::start(&server.url(), 21, 1500, false, "continue");
+    assert_eq!(continued.rest(), ["FINISHED", "RESULT ok"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_holder_is_aborted_and_deletes_nothing() {
+    let server = RedisServer::start();
+    let mut body = Body::start(&server.url(), 3, 10_000, true, "abort");
+
+    // The holder's process stops past its lease (a GC pause, a VM migration).
+    body.signal("-STOP");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let other = client_for(&server).await;
+    let guard = other
+        .lock("job:3")
+        .ttl(Duration::from_secs(30))
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap();
+
+    body.signal("-CONT");
+    // The body never reaches its end: it is dropped when the loss is noticed.
+    assert_eq!(body.rest(), ["RESULT lost"]);
+    let mut raw = server.raw().await;
+    let stored: String = raw.get("job:3").await.unwrap();
+    assert_eq!(
+        stored,
+        guard.token(),
+        "the aborted holder deleted the new lock"
+    );
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_while_held_fires_lost_and_restart_needs_no_new_client() {
+    let server = RedisServer::start();
+    let client = client_for(&server).await;
+    let guard = client
+        .lock("held:1")
+        .ttl(Duration::from_secs(1))
+        .acquire()
+        .await
+        .unwrap();
+
+    server.kill();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("lost() must fire once the lease must have expired");
+    assert!(client.metrics().lost >= 1);
+    assert!(client.metrics().renew_failures >= 1);
+
+    server.restart();
+    let mut last = None;
+    for _ in 0..50 {
+        match client.lock("held:2").acquire().await {
+            Ok(g) => {
+                g.release().await.unwrap();
+                drop(guard);
+                return;
+            }
+            Err(e) => {
+                last = Some(e);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    panic!("no lock after the restart: {last:?}");
+}
+
+/// Round trips the lock made: script calls and subscription changes. (Commands run inside a
+/// script are counted by Redis too, but they cost no round trip.)
+fn round_trips(counts: &rlock_tests::Counts) -> u64 {
+    ["evalsha", "eval", "script|load", "subscribe", "unsubscribe"]
+        .iter()
+        .map(|c| counts.calls(c))
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_served_in_turn_by_announcements_not_polling() {
+    let server = RedisServer::start();
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(client_for(&server).await);
+    }
+    clients[0]
+        .lock("warm")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let holder = clients[0]
+        .lock("hot")
+        .ttl(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
+
+    let served = Arc::new(AtomicU64::new(0));
+    // Arrival: every waiter tries once, queues, and its client subscribes to the key.
+    let (waiters, arrival) = server
+        .commands_during(async {
+            let mut waiters = Vec::new();
+            for i in 0..8 {
+                let client = clients[i % 4].clone();
+                let served = served.clone();
+                waiters.push(tokio::spawn(async move {
+                    let guard = client
+                        .lock("hot")
+                        .ttl(Duration::from_secs(10))
+                        .wait(Duration::from_secs(20))
+                        .acquire()
+                        .await?;
+                    // Long enough that a waiter polling every few tens of ms would show.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    served.fetch_add(1, Ordering::SeqCst);
+                    guard.release().await
+                }));
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            waiters
+        })
+        .await;
+    assert!(round_trips(&arrival) <= 8 * 2 + 4, "arrival: {arrival:?}");
+
+    // Handoffs: the first release, then each waiter in turn.
+    let (_, handoffs) = server
+        .commands_during(async {
+            holder.release().await.unwrap();
+            for w in waiters {
+                w.await.unwrap().unwrap();
+            }
+        })
+        .await;
+    assert_eq!(served.load(Ordering::SeqCst), 8);
+
+    // Per handoff: one release, one winning attempt, at most one losing attempt per other
+    // client that waits. The leases are 10 s, so no timer fired either.
+    let per_handoff = round_trips(&handoffs) as f64 / 8.0;
+    eprintln!("round trips per handoff: {per_handoff:.2} ({handoffs:?})");
+    assert!(
+        per_handoff <= 6.0,
+        "{per_handoff:.2} round trips per handoff: {handoffs:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_locks_are_renewed_in_batches() {
+    let server = RedisServer::start();
+    let client = LockClient::builder()
+        .url(server.url())
+        .command_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .unwrap();
+    let ttl = Duration::from_secs(3);
+    let mut acquiring = tokio::task::JoinSet::new();
+    for i in 0..10_000 {
+        let client = client.clone();
+        acquiring.spawn(async move { client.lock(format!("bulk:{i}")).ttl(ttl).acquire().await });
+    }
+    let mut guards = Vec::new();
+    while let Some(g) = acquiring.join_next().await {
+        guards.push(g.unwrap().unwrap());
+    }
+
+    // Four periods of ttl/3 under observation.
+    let window = ttl * 4 / 3;
+    let (_, counts) = server.commands_during(tokio::time::sleep(window)).await;
+    tokio::time::sleep(ttl).await;
+
+    let lost = guards.iter().filter(|g| g.is_lost()).count();
+    assert_eq!(lost, 0, "{:?} {counts:?}", client.metrics());
+    let mut raw = server.raw().await;
+    let keys: usize = redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap();
+    assert!(keys >= 10_000, "only {keys} keys survived");
+    let periods = 4;
+    let calls = round_trips(&counts);
+    eprintln!("renewal round trips in {periods} periods: {calls} ({counts:?})");
+    assert!(
+        calls <= periods * 10_000 / 50,
+        "{calls} renewal calls in {periods} periods: {counts:?}"
+    );
+    assert!(client.metrics().renewed >= 10_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panicking_or_cancelled_bodies_release_at_once() {
+    let server = RedisServer::start();
+    let client = client_for(&server).await;
+    let other = client_for(&server).await;
+    let long = LockOptions::new().ttl(Duration::from_secs(60));
+
+    let panicking = {
+        let client = client.clone();
+        let long = long.clone();
+        tokio::spawn(async move {
+            client
+                .with_lock("fragile:1", long, async {
+                    panic!("the body failed");
+                })
+                .await
+        })
+    };
+    assert!(panicking.await.unwrap_err().is_panic());
+    // Well before the 60 s lease: within a 5 s wait budget.
+    other
+        .lock("fragile:1")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(200),
+        client.with_lock(
+            "fragile:2",
+            long,
+            tokio::time::sleep(Duration::from_secs(30)),
+        ),
+    )
+    .await;
+    assert!(cancelled.is_err());
+    other
+        .lock("fragile:2")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_hold_ends_the_hold_even_with_renewal() {
+    let server = RedisServer::start();
+    let client = client_for(&server).await;
+    let result = client
+        .with_lock(
+            "capped:1",
+            LockOptions::new()
+                .ttl(Duration::from_millis(300))
+                .max_hold(Duration::from_millis(900)),
+            tokio::time::sleep(Duration::from_secs(5)),
+        )
+        .await;
+    assert!(matches!(result, Err(LockError::Lost { .. })), "{result:?}");
+    let other = client_for(&server).await;
+    other
+        .lock("capped:1")
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
