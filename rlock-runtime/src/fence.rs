@@ -12,7 +12,6 @@ use std::fmt;
 /// On Redis the token is `max(previous + 1, server time in µs)`, computed by the acquire script.
 /// The previous value is kept only as long as the lease, so no per-key record lives forever;
 /// the scheme assumes the Redis server's clock does not step backwards by more than a lease.
-/// On Redlock, tokens come from independent masters and are **not** safe for fencing.
 ///
 /// ```
 /// use rlock_runtime::LockClient;

@@ -25,27 +25,87 @@
 //! ```
 //!
 //! The same semantics are available by hand through [`LockClient::lock`] (a [`LockGuard`])
-//! and [`LockClient::with_lock`] (a closure-like scope).
+//! and [`LockClient::with_lock`] (a future run under the lock).
 //!
-//! ## What a lock is
+//! # Quick start
+//! 1. Build a client once: [`LockClient::connect`] for one Redis (or
+//!    [`LockClient::builder`] for a namespace, default ttl and command timeout), or
+//!    [`LockClient::in_memory`] in unit tests.
+//! 2. [`install`] it as the default, or name it per function with `client = …`.
+//! 3. Annotate: `#[distributed_lock(key = "…")]` on an `async fn` returning `Result<T, E>`
+//!    where `E: From<LockError>`.
+//! 4. Map [`LockError`] at the edge: [`LockError::Busy`] is "try again" (HTTP 409),
+//!    [`LockError::Timeout`]/[`LockError::Unavailable`] are "the lock service is down" (503),
+//!    [`LockError::Lost`] is "the work may have overlapped another holder's".
+//!
+//! # What a lock is
 //! - **Acquire** is one atomic `SET key token NX PX ttl` inside a Lua script that also issues
 //!   the [`Fence`]: one round trip when the lock is free. The token is unguessable and unique
 //!   per acquisition. The key holds the plain token with an expiry, the format redis-py's
 //!   `Lock` and the common `SET NX PX` recipe use, so those clients exclude rlock and back.
 //! - **Release** deletes the key only if it still holds our token (compare-and-delete in
 //!   Lua), and reports [`LockError::Lost`] when it did not: a holder whose lease ended never
-//!   deletes the next holder's lock.
+//!   deletes the next holder's lock. Release announces itself on a pub/sub channel.
 //! - **Reentrancy** belongs to the task's call chain: inside a locked body, locking the same
 //!   key with the same client re-enters without a Redis command, and only the outermost
-//!   release deletes. A task spawned from the body does not inherit the hold.
-//! - **Fencing**: every acquisition of a key gets a token strictly greater than all earlier
-//!   ones for that key. See [`Fence`] for the scheme and its assumption.
-//! - **Bounded**: every Redis call is bounded by the client's command timeout; a dead or
-//!   paused Redis gives [`LockError::Timeout`] or [`LockError::Unavailable`], never a hang or
-//!   a panic. A guard dropped without release (panic, cancellation) releases in the
-//!   background; an acquisition whose reply never came releases its token in the background.
+//!   release deletes. A task spawned from the body does not inherit the hold; a nested lock
+//!   keeps the outer hold's ttl and renewal.
+//! - **Waiting** (`wait` > 0): waiters are woken by release announcements, one connection per
+//!   client; within a client only the first waiter of a key retries per announcement, in
+//!   arrival order. A timer set to the holder's remaining lease (plus jitter) covers holders
+//!   that die without releasing and clients that do not announce.
+//! - **Renewal**: while a hold lives, one watchdog task per client renews every lease about
+//!   every ttl/3, batching up to 200 keys per script call. `max_hold` caps the total hold:
+//!   then the hold is released and counted as lost.
+//! - **Bounded**: every Redis call is bounded by the client's command timeout
+//!   ([`DEFAULT_COMMAND_TIMEOUT`]); a dead or paused Redis gives [`LockError::Timeout`] or
+//!   [`LockError::Unavailable`], never a hang or a panic, and the connection recovers on its
+//!   own once Redis is back. A guard dropped without release (a panic, a cancelled future, an
+//!   early return) is released in the background; an acquisition whose reply never came
+//!   releases its token in the background, so no orphan lock blocks others for a lease.
 //!
-//! ## Keys
+//! # When the lease is lost
+//! The lease is known lost when a renewal or release finds another token (or none) under the
+//! key, when the last confirmed renewal is a full ttl old with no renewal on its way (Redis
+//! unreachable, or this process paused), when a lease without renewal reaches its end, or at
+//! `max_hold`. Then [`LockGuard::lost`] resolves and, under `on_lost = "abort"` (the default),
+//! the body's future is dropped at its next `.await` and [`LockError::Lost`] returned.
+//!
+//! What the body may assume: while it runs and `lost()` has not fired, no other rlock client
+//! has been *granted* the key since this hold began, **as far as this process can prove**. A
+//! process paused longer than the lease (GC, swap, a stopped VM) cannot notice anything until
+//! it runs again: by then another holder may have started, and whatever the paused body does
+//! before its next `.await` happens outside the lease. Aborting narrows that window; it cannot
+//! close it, because nothing running on the client can. That is what fencing is for.
+//!
+//! # What fencing adds
+//! Every acquisition of a key gets a [`Fence`] strictly greater than every earlier one for
+//! that key. Pass it with each write to the store the lock protects, and have the store keep
+//! the highest token it has seen and reject writes carrying a lower one. Then a holder that
+//! lost its lease without knowing (the pause above) has its late write refused, whatever the
+//! timing. Fences need the store's cooperation; locks alone cannot give that guarantee. See
+//! [`Fence`] for how tokens are made and the assumption they rest on.
+//!
+//! # Failure modes
+//! - **Redis down or unreachable**: acquisition fails with a backend error within the command
+//!   timeout; held leases are reported lost once they must have expired.
+//! - **Redis paused** (SIGSTOP, a long fork): commands time out; after the pause, renewals
+//!   resume if the leases had not ended.
+//! - **Failover** of a replicated Redis: replication is asynchronous, so a lock granted just
+//!   before the master failed may be missing on the promoted replica, and two holders can
+//!   coexist until the first lease ends. Fencing tokens still increase if the new master's
+//!   clock does not lag the old one's by more than a lease. Use fencing where this matters.
+//! - **Client clock**: never used for ownership; only to decide when to renew and when a
+//!   lease can no longer be proven held (measured from when requests were sent).
+//!
+//! # Choosing `ttl` and `wait`
+//! With renewal on (the default), `ttl` is how long a crashed holder blocks others: a few
+//! seconds to tens of seconds (Redisson uses 30 s), comfortably above the worst Redis round
+//! trip. With renewal off it must exceed the longest body, pauses included. `wait` is how long
+//! a caller may queue: `0s` for "one at a time, reject the rest" (one order per user), about
+//! the body's typical duration times the expected queue length for "serialize them".
+//!
+//! # Keys
 //! Key template values are percent-encoded for [`key::RESERVED`] characters, so distinct
 //! argument tuples render distinct keys and no value can inject a cluster hash tag or a glob.
 //! See [`KeyBuilder`].

@@ -450,3 +450,55 @@ async fn max_hold_ends_the_hold_even_with_renewal() {
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_waiter_leaves_no_subscription_behind() {
+    let server = RedisServer::start();
+    let holder = client_for(&server).await;
+    let waiter = client_for(&server).await;
+    let _held = holder.lock("busy:1").acquire().await.unwrap();
+
+    let subscribers = || async {
+        let mut raw = server.raw().await;
+        let numsub: (String, u64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("rlock:released:busy:1")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        numsub.1
+    };
+
+    // While it waits, its client is subscribed to the key's release channel.
+    // (A clone: the client itself stays alive, so its feed connection stays open.)
+    let waiting_client = waiter.clone();
+    let waiting = tokio::spawn(async move {
+        waiting_client
+            .lock("busy:1")
+            .wait(Duration::from_secs(30))
+            .acquire()
+            .await
+    });
+    let mut seen = 0;
+    for _ in 0..50 {
+        seen = subscribers().await;
+        if seen == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(seen, 1, "the waiter never subscribed");
+
+    // Cancelled (the caller's request was dropped): the subscription goes with it.
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    for _ in 0..50 {
+        seen = subscribers().await;
+        if seen == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(seen, 0, "a cancelled waiter left its subscription behind");
+    drop(waiter);
+}
