@@ -71,8 +71,16 @@ impl HeldLock {
 
     /// Records that the lease is gone; the first call counts it and wakes `lost()` waiters.
     pub(crate) fn mark_lost(&self) {
-        if !self.lost.send_replace(true) {
+        // Counted inside the update, before the waiters of `lost()` are woken.
+        let first = self.lost.send_if_modified(|lost| {
+            if *lost {
+                return false;
+            }
+            *lost = true;
             self.client.shared().counters.add(Count::Lost, 1);
+            true
+        });
+        if first {
             crate::trace::warn_event!(
                 key = self.key.as_str(),
                 fence = self.fence.0,

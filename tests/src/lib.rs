@@ -37,6 +37,7 @@
 //! # }
 //! ```
 
+pub mod child;
 pub mod history;
 
 use std::collections::BTreeMap;

@@ -3,8 +3,6 @@
 //! polling, and a failed or cancelled body frees its lock at once.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -12,6 +10,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use rlock_runtime::{LockClient, LockError, LockOptions};
 use rlock_tests::RedisServer;
+use rlock_tests::child::{LineChild, start_holder};
 
 async fn client_for(server: &RedisServer) -> LockClient {
     LockClient::builder()
@@ -22,107 +21,18 @@ async fn client_for(server: &RedisServer) -> LockClient {
         .unwrap()
 }
 
-/// A `#[distributed_lock]` body running in its own process (`src/bin/body_holder.rs`).
-struct Body {
-    child: Child,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Body {
-    fn start(url: &str, id: u64, body_ms: u64, renew: bool, on_lost: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_body_holder"))
-            .args([
-                url,
-                &id.to_string(),
-                &body_ms.to_string(),
-                if renew { "1" } else { "0" },
-                on_lost,
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut body = Self { child, stdout };
-        let started = body.line();
-        assert!(started.starts_with("STARTED "), "{started:?}");
-        body
-    }
-
-    fn line(&mut self) -> String {
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        line.trim().to_owned()
-    }
-
-    /// Every line until `RESULT …`, which is returned last.
-    fn rest(&mut self) -> Vec<String> {
-        let mut lines = Vec::new();
-        loop {
-            let line = self.line();
-            let done = line.starts_with("RESULT") || line.is_empty();
-            lines.push(line);
-            if done {
-                return lines;
-            }
-        }
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
-impl Drop for Body {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A manual-API holder in its own process (`src/bin/holder.rs`).
-struct Holder {
-    child: Child,
-    stdin: std::process::ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Holder {
-    fn start(url: &str, key: &str, ttl_ms: u64, renew: bool) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_holder"))
-            .args([url, key, &ttl_ms.to_string(), if renew { "1" } else { "0" }])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        assert!(line.starts_with("ACQUIRED "), "{line:?}");
-        Self {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    fn ask(&mut self, command: &str) -> String {
-        writeln!(self.stdin, "{command}").unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        line.trim().to_owned()
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A `#[distributed_lock]` body running in its own process (`src/bin/body_holder.rs`),
+/// once it has started.
+fn start_body(url: &str, id: u64, body_ms: u64, renew: bool, on_lost: &str) -> LineChild {
+    let (id, body_ms) = (id.to_string(), body_ms.to_string());
+    let renew = if renew { "1" } else { "0" };
+    let mut body = LineChild::start(
+        env!("CARGO_BIN_EXE_body_holder"),
+        &[url, &id, &body_ms, renew, on_lost],
+    );
+    let started = body.line();
+    assert!(started.starts_with("STARTED "), "{started:?}");
+    body
 }
 
 /// Tries to take `key` every 100 ms for `span`; returns how many tries succeeded.
@@ -150,12 +60,12 @@ async fn watchdog_keeps_a_long_body_exclusive() {
     let other = client_for(&server).await;
 
     // ttl 1 s, body 3.5 s, renewal on: nobody else gets in during the body.
-    let mut body = Body::start(&server.url(), 1, 3500, true, "abort");
+    let mut body = start_body(&server.url(), 1, 3500, true, "abort");
     assert_eq!(
         steal_attempts(&other, "job:1", Duration::from_millis(3000)).await,
         0
     );
-    assert_eq!(body.rest(), ["FINISHED", "RESULT ok"]);
+    assert_eq!(body.lines_until("RESULT"), ["FINISHED", "RESULT ok"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,7 +75,7 @@ async fn without_renewal_the_lease_ends_and_the_late_release_reports_it() {
 
     // ttl 1 s, renewal off, work of ~3.5 s: another process gets in after about 1 s, and
     // the first holder's release reports the loss and deletes nothing.
-    let mut holder = Holder::start(&server.url(), "job:2", 1000, false);
+    let (mut holder, _) = start_holder(env!("CARGO_BIN_EXE_holder"), &server.url(), "job:2", 1000);
     assert_eq!(
         steal_attempts(&other, "job:2", Duration::from_millis(3500)).await,
         1
@@ -181,18 +91,18 @@ async fn an_ended_lease_aborts_the_body_or_lets_it_continue_as_asked() {
     let server = RedisServer::start();
 
     // `abort` (the default): the body is dropped when its 1 s lease ends.
-    let mut aborted = Body::start(&server.url(), 20, 3000, false, "abort");
-    assert_eq!(aborted.rest(), ["RESULT lost"]);
+    let mut aborted = start_body(&server.url(), 20, 3000, false, "abort");
+    assert_eq!(aborted.lines_until("RESULT"), ["RESULT lost"]);
 
     // `continue`: the body runs to its end and its result stands.
-    let mut continued = Body::start(&server.url(), 21, 1500, false, "continue");
-    assert_eq!(continued.rest(), ["FINISHED", "RESULT ok"]);
+    let mut continued = start_body(&server.url(), 21, 1500, false, "continue");
+    assert_eq!(continued.lines_until("RESULT"), ["FINISHED", "RESULT ok"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_holder_is_aborted_and_deletes_nothing() {
     let server = RedisServer::start();
-    let mut body = Body::start(&server.url(), 3, 10_000, true, "abort");
+    let mut body = start_body(&server.url(), 3, 10_000, true, "abort");
 
     // The holder's process stops past its lease (a GC pause, a VM migration).
     body.signal("-STOP");
@@ -208,7 +118,7 @@ async fn paused_holder_is_aborted_and_deletes_nothing() {
 
     body.signal("-CONT");
     // The body never reaches its end: it is dropped when the loss is noticed.
-    assert_eq!(body.rest(), ["RESULT lost"]);
+    assert_eq!(body.lines_until("RESULT"), ["RESULT lost"]);
     let mut raw = server.raw().await;
     let stored: String = raw.get("job:3").await.unwrap();
     assert_eq!(

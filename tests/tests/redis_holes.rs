@@ -4,13 +4,12 @@
 //! `SET NX PX` format, and bounded errors when Redis is down or paused.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use redis::AsyncCommands;
 use rlock_runtime::{LockClient, LockError, LockOptions};
 use rlock_tests::RedisServer;
+use rlock_tests::child::start_holder;
 
 const SHORT: Duration = Duration::from_millis(300);
 
@@ -189,66 +188,11 @@ async fn fence_records_expire_with_their_lease() {
     guard.release().await.unwrap();
 }
 
-/// A holder in its own process, talked to over its stdin/stdout.
-struct Holder {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    token: String,
-}
-
-impl Holder {
-    fn start(url: &str, key: &str, ttl_ms: u64, renew: bool) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_holder"))
-            .args([url, key, &ttl_ms.to_string(), if renew { "1" } else { "0" }])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let token = line
-            .strip_prefix("ACQUIRED ")
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("holder did not acquire: {line:?}"))
-            .to_owned();
-        Self {
-            child,
-            stdin,
-            stdout,
-            token,
-        }
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    fn ask(&mut self, command: &str) -> String {
-        writeln!(self.stdin, "{command}").unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        line.trim().to_owned()
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn holder_process_paused_past_its_ttl_cannot_delete_the_next_holders_lock() {
     let server = RedisServer::start();
-    let mut holder = Holder::start(&server.url(), "stock:1", 300, false);
+    let (mut holder, holder_token) =
+        start_holder(env!("CARGO_BIN_EXE_holder"), &server.url(), "stock:1", 300);
     holder.signal("-STOP");
     tokio::time::sleep(Duration::from_millis(600)).await;
 
@@ -259,7 +203,7 @@ async fn holder_process_paused_past_its_ttl_cannot_delete_the_next_holders_lock(
         .acquire()
         .await
         .unwrap();
-    assert_ne!(guard.token(), holder.token);
+    assert_ne!(guard.token(), holder_token);
 
     holder.signal("-CONT");
     assert_eq!(holder.ask("release"), "RELEASED lost");
