@@ -18,7 +18,11 @@ async fn main() -> Result<(), LockError> {
         .ttl(Duration::from_secs(10))
         .acquire()
         .await?;
-    println!("acquired `{}` with fencing token {}", guard.key(), guard.fence());
+    println!(
+        "acquired `{}` with fencing token {}",
+        guard.key(),
+        guard.fence()
+    );
 
     // Another instance of the service is turned away while we hold it.
     let other = client.sibling();

@@ -1,4 +1,8 @@
-//! Shared helpers for the rlock examples: finding a Redis to run against.
+//! Shared helpers for the rlock examples: finding a Redis to run against, and the code of
+//! the flash-sale ([`seckill`]) and web ([`web`]) examples, which their tests call too.
+
+pub mod seckill;
+pub mod web;
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -119,7 +123,10 @@ mod tests {
 
     #[test]
     fn passwords_are_not_printed() {
-        assert_eq!(redact("redis://:secret@host:6379/0"), "redis://***@host:6379/0");
+        assert_eq!(
+            redact("redis://:secret@host:6379/0"),
+            "redis://***@host:6379/0"
+        );
         assert_eq!(redact("redis://127.0.0.1/"), "redis://127.0.0.1/");
     }
 }

@@ -427,15 +427,13 @@ impl Args {
             ));
         }
         if let Some(max_hold) = self.max_hold {
-            if let Some(renew) = self.renew.as_ref().filter(|renew| !renew.value) {
-                let mut err = syn::Error::new(
+            if self.renew.as_ref().is_some_and(|renew| !renew.value) {
+                push(syn::Error::new(
                     max_hold.span,
                     "`max_hold` caps how long renewals may keep the lock, but `renew = false` \
                      turns renewal off, so the lease simply ends after `ttl`; remove `max_hold`, \
                      or remove `renew = false`",
-                );
-                err.combine(syn::Error::new(renew.span, "renewal is turned off here"));
-                push(err);
+                ));
             } else if let Some(ttl) = self.ttl.filter(|ttl| max_hold.value < ttl.value) {
                 push(syn::Error::new(
                     max_hold.span,

@@ -55,9 +55,16 @@ pub(crate) fn parse(text: &str) -> Result<Millis, String> {
     }
     if text.chars().any(char::is_whitespace) {
         let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-        return Err(format!(
-            "the duration `{text}` contains spaces; write it without them, as `{compact}`"
-        ));
+        return Err(match parse(&compact) {
+            Ok(_) => format!(
+                "the duration `{text}` contains spaces; write it without them, as `{compact}`"
+            ),
+            // Report what else is wrong, quoting the duration as the user wrote it.
+            Err(err) => format!(
+                "{}; durations are written without spaces",
+                err.replace(&format!("`{compact}`"), &format!("`{text}`"))
+            ),
+        });
     }
 
     let mut total: u64 = 0;
@@ -158,7 +165,8 @@ mod tests {
         for (text, needle) in [
             ("", "empty"),
             ("10", "no unit"),
-            ("10 s", "spaces"),
+            ("10 s", "as `10s`"),
+            ("10 seconds", "write `10s`"),
             ("1.5s", "fraction"),
             ("1,5s", "fraction"),
             ("-1s", "negative"),

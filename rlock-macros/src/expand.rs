@@ -135,8 +135,11 @@ fn return_type(sig: &Signature) -> syn::Result<Type> {
         }
     }
     let what = match inner {
+        Type::Path(path) if path.qself.is_none() && is_known_non_result(&path.path) => {
+            "not a `Result`"
+        }
         Type::Path(_) | Type::Macro(_) => return Ok((**ty).clone()),
-        Type::Tuple(tuple) if tuple.elems.is_empty() => "`()`",
+        Type::Tuple(tuple) if tuple.elems.is_empty() => "the unit type",
         Type::Tuple(_) => "a tuple",
         Type::Reference(_) => "a reference",
         Type::ImplTrait(_) => "an `impl Trait`",
@@ -155,10 +158,24 @@ fn return_type(sig: &Signature) -> syn::Result<Type> {
         }
         _ => format!("wrap it, as in `-> Result<{written}, LockError>`"),
     };
-    Err(syn::Error::new(
-        ty.span(),
+    Err(syn::Error::new_spanned(
+        ty,
         format!("{NEED}; `{written}` is {what}: {fix}"),
     ))
+}
+
+/// Whether `path` names a standard type that is certainly not a `Result` (`Option<T>`, `u64`,
+/// `String`, …). Anything else, such as a `Result` alias, is left to the `LockResult` bound,
+/// whose error is precise but comes with follow-on errors from the generated body.
+fn is_known_non_result(path: &syn::Path) -> bool {
+    const NOT_RESULTS: &[&str] = &[
+        "Option", "Vec", "VecDeque", "String", "Box", "Arc", "Rc", "Cow", "Pin", "HashMap",
+        "HashSet", "BTreeMap", "BTreeSet", "bool", "char", "str", "u8", "u16", "u32", "u64",
+        "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64", "Duration",
+    ];
+    path.segments
+        .last()
+        .is_some_and(|segment| NOT_RESULTS.iter().any(|name| segment.ident == name))
 }
 
 /// Token text as a person would write it (`Result<u8, E>` rather than `Result < u8 , E >`).
@@ -186,9 +203,10 @@ fn tidy(text: String) -> String {
 struct Value {
     /// `user_id`, `req.user.id`, `self.tenant`.
     expr: TokenStream,
-    /// Where a missing `Display` is reported, and the expression to check there, for
-    /// placeholders that are a whole parameter (fields' types are not written down).
-    display_check: Option<(Span, TokenStream)>,
+    /// For a placeholder that is a whole parameter: its type's span, where a missing
+    /// `Display` is reported. `None` for field paths, whose types are not written down;
+    /// those are reported on the key.
+    type_span: Option<Span>,
 }
 
 enum KeyPart {
@@ -254,7 +272,12 @@ fn resolve(
         name => match bindings.find(name) {
             Some(binding) => {
                 let mut ident = binding.ident.clone();
-                ident.set_span(span);
+                // A whole parameter is checked on its type; a field path on the key.
+                ident.set_span(if placeholder.fields.is_empty() {
+                    binding.type_span()
+                } else {
+                    span
+                });
                 (ident.into_token_stream(), binding.type_span())
             }
             None => {
@@ -279,15 +302,8 @@ fn resolve(
         members.push(member(field, &written, span)?);
     }
     let expr = quote!(#root #(. #members)*);
-    let display_check = if members.is_empty() {
-        Some((root_check_span, expr.clone()))
-    } else {
-        None
-    };
-    Ok(Value {
-        expr,
-        display_check,
-    })
+    let type_span = members.is_empty().then_some(root_check_span);
+    Ok(Value { expr, type_span })
 }
 
 /// `; it can use: a, b` or `; it has no parameters to use`.
@@ -343,8 +359,8 @@ fn runtime_path(explicit: Option<&Path>) -> Path {
             Ok(ident) => syn::parse_quote!(::#ident),
             Err(_) => default(),
         },
-        // `Itself` (the runtime's own doc tests and examples) and errors: the runtime is
-        // reachable under its own name (it declares `extern crate self as rlock_runtime`).
+        // `Itself` (the runtime's own doc tests, examples and benches, which link it under its
+        // own name) and lookup errors: the plain name.
         _ => default(),
     }
 }
@@ -360,17 +376,18 @@ fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> Token
     } = func;
 
     // Type checks, reported on the user's own tokens (the sqlx trick).
+    // The Display check and the key's `.value(…)` take the very same tokens, so rustc reports
+    // a missing `Display` once, on the parameter's type, instead of once per use.
     let mut checks = Vec::new();
     for part in key {
         if let KeyPart::Value(Value {
-            display_check: Some((span, expr)),
-            ..
+            expr,
+            type_span: Some(span),
         }) = part
         {
             checks.push(quote_spanned!(*span=> #private::assert_display(&#expr);));
         }
     }
-    checks.push(quote_spanned!(ret_ty.span()=> #private::assert_lock_result::<#ret_ty>();));
 
     let client = match &args.client {
         Some(expr) => {
@@ -382,10 +399,14 @@ fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> Token
 
     let key_parts = key.iter().map(|part| match part {
         KeyPart::Literal(text) => quote!(.literal(#text)),
-        KeyPart::Value(value) => {
-            let expr = &value.expr;
-            quote!(.value(&#expr))
+        KeyPart::Value(Value {
+            expr,
+            type_span: Some(span),
+        }) => {
+            let arg = quote_spanned!(*span=> &#expr);
+            quote!(.value(#arg))
         }
+        KeyPart::Value(Value { expr, .. }) => quote!(.value(&#expr)),
     });
 
     let millis = |ms: u64| quote!(#private::Duration::from_millis(#ms));
@@ -431,6 +452,17 @@ fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> Token
         }
     };
 
+    let body = quote! {
+        move |__rlock_fence: u64| async move {
+            #fake_return
+            #fence
+            #block
+        }
+    };
+    // The return type's one requirement (`LockResult`) is named here, on the return type's own
+    // tokens: a function that cannot return a lock error gets one error, on its return type.
+    let outcome = quote_spanned!(ret_ty.span()=> <#ret_ty as #private::LockResult>::OUTCOME);
+
     quote! {
         #(#attrs)*
         #vis #sig {
@@ -445,11 +477,8 @@ fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> Token
                 __rlock_client,
                 __rlock_key,
                 __rlock_options,
-                move |__rlock_fence: u64| async move {
-                    #fake_return
-                    #fence
-                    #block
-                },
+                #outcome,
+                #body,
             )
             .await
         }
@@ -491,7 +520,7 @@ mod tests {
             ". wait (:: rt :: __private :: Duration :: from_millis (0u64)) . renew (true)",
             ". on_lost (:: rt :: __private :: OnLost :: Abort)",
             ":: rt :: __private :: assert_display (& user_id)",
-            ":: rt :: __private :: assert_lock_result :: < Result < u64 , AppError > > ()",
+            "< Result < u64 , AppError > as :: rt :: __private :: LockResult > :: OUTCOME",
             "move | __rlock_fence : u64 | async move",
             "let __rlock_return : Result < u64 , AppError > = loop { } ;",
             "{ Ok (user_id) }",
@@ -552,7 +581,11 @@ mod tests {
                 "needs an `async fn`",
             ),
             (r#"key = "k""#, "async fn f() { }", "add a return type"),
-            (r#"key = "k""#, "async fn f() -> () { }", "`()` is `()`"),
+            (
+                r#"key = "k""#,
+                "async fn f() -> () { }",
+                "`()` is the unit type",
+            ),
             (r#"key = "k""#, "async fn f() -> (u8, u8) { }", "is a tuple"),
             (
                 r#"key = "k""#,

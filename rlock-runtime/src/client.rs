@@ -185,9 +185,14 @@ impl LockClient {
         options: LockOptions,
         body: impl Future<Output = T>,
     ) -> Result<T, LockError> {
-        crate::run::run_locked(self.clone(), key.into_lock_key(), options, |_| async {
-            Ok::<T, LockError>(body.await)
-        })
+        let outcome = crate::run::Outcome::<Result<T, LockError>>::RESULT;
+        crate::run::run_locked(
+            self.clone(),
+            key.into_lock_key(),
+            options,
+            outcome,
+            |_| async { Ok(body.await) },
+        )
         .await
     }
 
@@ -543,7 +548,7 @@ impl LockClientBuilder {
         })?;
         self.check()?;
         let backend = RedisBackend::connect(&url, self.command_timeout).await?;
-        Ok(self.build(Backend::Redis(backend)))
+        Ok(self.build(Backend::Redis(Arc::new(backend))))
     }
 
     /// Builds an in-process client (the URL, if any, is ignored).

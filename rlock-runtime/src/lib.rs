@@ -177,6 +177,7 @@ pub mod __private {
     use std::future::Future;
     use std::sync::Arc;
 
+    pub use crate::run::Outcome;
     pub use crate::{KeyBuilder, LockClient, LockError, LockKey, LockOptions, OnLost};
     pub use ::core::time::Duration;
 
@@ -222,32 +223,39 @@ pub mod __private {
     /// Fails to compile, on the placeholder's type, when it cannot render into a key.
     pub fn assert_display<T: ::core::fmt::Display + ?Sized>(_: &T) {}
 
-    /// The return types an annotated function may have.
+    /// The return types an annotated function may have: those that can carry a
+    /// [`LockError`].
     #[diagnostic::on_unimplemented(
         message = "a `#[distributed_lock]` function must return `Result<T, E>` with `E: From<LockError>`, not `{Self}`",
         label = "the lock's failure must be returnable here",
         note = "add `impl From<rlock_runtime::LockError> for YourError`, or return `Result<T, rlock_runtime::LockError>`"
     )]
-    pub trait LockResult {}
+    pub trait LockResult: Sized {
+        /// How this type reports a lock failure.
+        const OUTCOME: Outcome<Self>;
+    }
 
-    impl<T, E: From<LockError>> LockResult for Result<T, E> {}
-
-    /// Fails to compile, on the return type, unless it is a [`LockResult`].
-    pub fn assert_lock_result<R: LockResult>() {}
+    impl<T, E: From<LockError>> LockResult for Result<T, E> {
+        const OUTCOME: Outcome<Self> = Outcome::RESULT;
+    }
 
     /// Acquires, runs the body with the fence, releases (see `LockClient::with_lock`).
-    pub async fn run_locked<T, E, F, Fut>(
+    /// `outcome` is `<ReturnType as LockResult>::OUTCOME`, named by the macro on the
+    /// function's return type so that a wrong one is reported there, once.
+    pub async fn run_locked<R, F, Fut>(
         client: Result<LockClient, LockError>,
         key: Result<LockKey, LockError>,
         options: LockOptions,
+        outcome: Outcome<R>,
         body: F,
-    ) -> Result<T, E>
+    ) -> R
     where
         F: FnOnce(u64) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: From<LockError>,
+        Fut: Future<Output = R>,
     {
-        let client = client?;
-        crate::run::run_locked(client, key, options, body).await
+        match client {
+            Ok(client) => crate::run::run_locked(client, key, options, outcome, body).await,
+            Err(e) => (outcome.from_lock_error)(e),
+        }
     }
 }

@@ -8,6 +8,33 @@ use crate::key::LockKey;
 use crate::options::{LockOptions, OnLost};
 use crate::scope;
 
+/// How a locked body's output reports a lock failure and tells success, as plain function
+/// pointers: the caller picks them for its output type, so no trait bound rides along into
+/// the generic code (where a missing impl would be reported again at every use).
+#[derive(Debug)]
+pub struct Outcome<R> {
+    /// The output that reports `error`.
+    pub from_lock_error: fn(LockError) -> R,
+    /// Whether the body succeeded.
+    pub succeeded: fn(&R) -> bool,
+}
+
+impl<R> Clone for Outcome<R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R> Copy for Outcome<R> {}
+
+impl<T, E: From<LockError>> Outcome<Result<T, E>> {
+    /// The outcome of `Result<T, E>`: `Err(E::from(error))`, and `is_ok`.
+    pub const RESULT: Self = Self {
+        from_lock_error: |error| Err(E::from(error)),
+        succeeded: Result::is_ok,
+    };
+}
+
 /// Acquires `key`, runs `body(fence)` inside the reentrancy scope, releases.
 ///
 /// An acquisition failure is returned before the body runs. With [`OnLost::Abort`] the body
@@ -15,19 +42,22 @@ use crate::scope;
 /// found only at release turns a successful output into `Lost` too. With
 /// [`OnLost::Continue`] the body's output is returned either way. A backend failure at
 /// release does not hide the body's output: the lease then expires on its own.
-pub(crate) async fn run_locked<T, E, F, Fut>(
+pub(crate) async fn run_locked<R, F, Fut>(
     client: LockClient,
     key: Result<LockKey, LockError>,
     options: LockOptions,
+    outcome: Outcome<R>,
     body: F,
-) -> Result<T, E>
+) -> R
 where
     F: FnOnce(u64) -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    E: From<LockError>,
+    Fut: Future<Output = R>,
 {
     let on_lost = options.on_lost;
-    let guard = client.lock_checked(key).options(options).acquire().await?;
+    let guard = match client.lock_checked(key).options(options).acquire().await {
+        Ok(guard) => guard,
+        Err(e) => return (outcome.from_lock_error)(e),
+    };
     let body = scope::enter(guard.shared(), body(guard.fence().get()));
     let output = match on_lost {
         OnLost::Abort => {
@@ -39,15 +69,17 @@ where
                     // Dropping the guard still tries the compare-and-delete, which removes
                     // nothing that is not ours.
                     drop(guard);
-                    return Err(LockError::Lost { key }.into());
+                    return (outcome.from_lock_error)(LockError::Lost { key });
                 }
             }
         }
         OnLost::Continue => body.await,
     };
     match guard.release().await {
-        Err(lost @ LockError::Lost { .. }) if on_lost == OnLost::Abort && output.is_ok() => {
-            Err(lost.into())
+        Err(lost @ LockError::Lost { .. })
+            if on_lost == OnLost::Abort && (outcome.succeeded)(&output) =>
+        {
+            (outcome.from_lock_error)(lost)
         }
         _ => output,
     }

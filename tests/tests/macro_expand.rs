@@ -25,7 +25,11 @@ async fn busy_elsewhere(client: &LockClient, key: &str) -> bool {
 
 #[distributed_lock(key = "order:<user_id>:<item>", client = client)]
 async fn order(client: &LockClient, user_id: u64, item: &str) -> Result<(bool, bool), LockError> {
-    let held = busy_elsewhere(client, &format!("order:{user_id}:{}", item.replace(':', "%3A"))).await;
+    let held = busy_elsewhere(
+        client,
+        &format!("order:{user_id}:{}", item.replace(':', "%3A")),
+    )
+    .await;
     let other = busy_elsewhere(client, "order:0:other").await;
     Ok((held, other))
 }
@@ -34,9 +38,15 @@ async fn order(client: &LockClient, user_id: u64, item: &str) -> Result<(bool, b
 async fn key_is_rendered_from_the_arguments_and_held_during_the_body() {
     let client = LockClient::in_memory();
     let (held, other) = order(&client, 42, "a:b").await.expect("lock is free");
-    assert!(held, "the rendered key `order:42:a%3Ab` is held while the body runs");
+    assert!(
+        held,
+        "the rendered key `order:42:a%3Ab` is held while the body runs"
+    );
     assert!(!other, "no other key is held");
-    assert!(!busy_elsewhere(&client, "order:42:a%3Ab").await, "released after the body");
+    assert!(
+        !busy_elsewhere(&client, "order:42:a%3Ab").await,
+        "released after the body"
+    );
 }
 
 #[distributed_lock(key = "lit:<<x>>:<id>", client = client)]
@@ -79,12 +89,22 @@ async fn take_stock_waiting(client: &LockClient, sku: u32) -> Result<u32, LockEr
 #[tokio::test]
 async fn wait_acquires_once_the_holder_releases() {
     let client = LockClient::in_memory();
-    let held = client.sibling().lock("stock:8").acquire().await.expect("free");
+    let held = client
+        .sibling()
+        .lock("stock:8")
+        .acquire()
+        .await
+        .expect("free");
     let release = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(50)).await;
         held.release().await
     });
-    assert_eq!(take_stock_waiting(&client, 8).await.expect("acquired after waiting"), 8);
+    assert_eq!(
+        take_stock_waiting(&client, 8)
+            .await
+            .expect("acquired after waiting"),
+        8
+    );
     release.await.expect("join").expect("release");
 }
 
@@ -119,7 +139,10 @@ impl From<LockError> for AppError {
 #[distributed_lock(key = "account:<id>", client = client, fence = outer)]
 async fn transfer(client: &LockClient, id: u64, amount: u64) -> Result<(u64, u64), AppError> {
     let inner = withdraw(client, id, amount).await?;
-    assert!(busy_elsewhere(client, &format!("account:{id}")).await, "still held after the inner call");
+    assert!(
+        busy_elsewhere(client, &format!("account:{id}")).await,
+        "still held after the inner call"
+    );
     Ok((outer, inner))
 }
 
@@ -136,14 +159,25 @@ async fn nested_calls_on_the_same_key_reenter() {
     let client = LockClient::in_memory();
     let (outer, inner) = transfer(&client, 3, 10).await.expect("reentrant");
     assert_eq!(outer, inner, "a reentrant hold shares the outer fence");
-    assert!(!busy_elsewhere(&client, "account:3").await, "the outermost release deletes");
+    assert!(
+        !busy_elsewhere(&client, "account:3").await,
+        "the outermost release deletes"
+    );
 
     // The body's own error comes back through `?` unchanged.
-    assert!(matches!(transfer(&client, 3, 1000).await, Err(AppError::Insufficient)));
+    assert!(matches!(
+        transfer(&client, 3, 1000).await,
+        Err(AppError::Insufficient)
+    ));
     assert!(!busy_elsewhere(&client, "account:3").await);
 
     // Failing to acquire comes back through `From<LockError>`.
-    let held = client.sibling().lock("account:3").acquire().await.expect("free");
+    let held = client
+        .sibling()
+        .lock("account:3")
+        .acquire()
+        .await
+        .expect("free");
     match transfer(&client, 3, 10).await {
         Err(AppError::Lock(err)) => assert!(err.is_busy(), "{err}"),
         other => panic!("expected a busy lock, got {other:?}"),
@@ -160,7 +194,9 @@ async fn spawned(client: LockClient, id: u64) -> Result<u64, LockError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn annotated_futures_are_send_and_spawnable() {
     let client = LockClient::in_memory();
-    let tasks: Vec<_> = (0..8).map(|id| tokio::spawn(spawned(client.clone(), id))).collect();
+    let tasks: Vec<_> = (0..8)
+        .map(|id| tokio::spawn(spawned(client.clone(), id)))
+        .collect();
     for (id, task) in tasks.into_iter().enumerate() {
         assert_eq!(task.await.expect("join").expect("distinct keys"), id as u64);
     }
@@ -228,7 +264,11 @@ async fn pattern_bound_parameters_render_into_the_key() {
     let app = App {
         locks: LockClient::in_memory(),
     };
-    assert!(handler(Path(11), State(app.clone()), ("acme", 0)).await.expect("free"));
+    assert!(
+        handler(Path(11), State(app.clone()), ("acme", 0))
+            .await
+            .expect("free")
+    );
 }
 
 struct Request {
@@ -242,7 +282,10 @@ struct User {
 
 #[distributed_lock(key = "req:<req.user.id>:<req.pair.1>", client = client)]
 async fn nested_fields(client: &LockClient, req: &Request) -> Result<bool, LockError> {
-    Ok(busy_elsewhere(client, &format!("req:{}:{}", req.user.id, req.pair.1)).await && req.pair.0 == 1)
+    Ok(
+        busy_elsewhere(client, &format!("req:{}:{}", req.user.id, req.pair.1)).await
+            && req.pair.0 == 1,
+    )
 }
 
 #[tokio::test]
@@ -267,9 +310,22 @@ async fn default_client_is_the_installed_one() {
     let client = LockClient::in_memory();
     rlock_runtime::install(client.clone());
     let runs = Arc::new(AtomicUsize::new(0));
-    let held = client.sibling().lock("installed:1").acquire().await.expect("free");
-    assert!(with_installed_client(1, runs.clone()).await.expect_err("busy").is_busy());
+    let held = client
+        .sibling()
+        .lock("installed:1")
+        .acquire()
+        .await
+        .expect("free");
+    assert!(
+        with_installed_client(1, runs.clone())
+            .await
+            .expect_err("busy")
+            .is_busy()
+    );
     held.release().await.expect("release");
-    assert_eq!(with_installed_client(1, runs.clone()).await.expect("free"), 1);
+    assert_eq!(
+        with_installed_client(1, runs.clone()).await.expect("free"),
+        1
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

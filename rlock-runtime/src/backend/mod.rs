@@ -26,7 +26,8 @@ pub(crate) enum Attempt {
 /// The backends, as an enum rather than a trait object: the set is closed and known here.
 #[derive(Debug, Clone)]
 pub(crate) enum Backend {
-    Redis(redis::RedisBackend),
+    /// Boxed: it is large, and cloned only when a client is built.
+    Redis(Arc<redis::RedisBackend>),
     Memory(memory::MemoryBackend),
 }
 

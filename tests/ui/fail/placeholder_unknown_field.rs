@@ -1,4 +1,4 @@
-use rlock_runtime::{distributed_lock, LockError};
+use rlock_runtime::{LockError, distributed_lock};
 
 struct User {
     id: u64,

@@ -1,4 +1,4 @@
-use rlock_runtime::{distributed_lock, LockError};
+use rlock_runtime::{LockError, distributed_lock};
 
 #[distributed_lock(key = "order:< user_id>")]
 async fn create_order(user_id: u64) -> Result<(), LockError> {

@@ -56,7 +56,10 @@ fn main() {
     runtime.block_on(async {
         rlock_runtime::install(LockClient::in_memory());
         assert_eq!(create_order(1, "41").await.unwrap(), 42);
-        assert!(matches!(create_order(1, "x").await, Err(AppError::Parse(_))));
+        assert!(matches!(
+            create_order(1, "x").await,
+            Err(AppError::Parse(_))
+        ));
         assert!(reserve("apple".into(), 3).await.unwrap() > 3);
         constant_key().await.unwrap();
         let _ = AppError::Lock(LockError::NotConfigured);

@@ -46,7 +46,12 @@ fn main() {
             locks: LockClient::in_memory(),
         };
         assert_eq!(handler(Path(3), State(app.clone())).await.unwrap(), 3);
-        assert_eq!(shapes(&app, Point { x: 1, y: 2 }, (3, 4), (5, "z")).await.unwrap(), 11);
+        assert_eq!(
+            shapes(&app, Point { x: 1, y: 2 }, (3, 4), (5, "z"))
+                .await
+                .unwrap(),
+            11
+        );
         assert_eq!(bindings(app.clone(), 1, "ab".into()).await.unwrap(), 3);
     });
 }

@@ -1,0 +1,159 @@
+//! The HTTP service against a real Redis, driven over real TCP with hand-written HTTP/1.1.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use rlock_examples::seckill::Store;
+use rlock_examples::web::{self, App};
+use rlock_runtime::LockClient;
+use rlock_tests::RedisServer;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Serves the router on a free loopback port, with voucher 1 on sale.
+async fn serve(server: &RedisServer, stock: u64) -> (SocketAddr, App) {
+    let locks = LockClient::builder()
+        .url(server.url())
+        .command_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap();
+    let app = App::new(Store::connect(&server.url()).await.unwrap(), locks);
+    app.open_voucher(1, stock).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = web::router(app.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    (addr, app)
+}
+
+/// One request on its own connection; returns the status code and the JSON body.
+async fn request(addr: SocketAddr, method: &str, path: &str, user: Option<u64>) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n"
+    );
+    if let Some(user) = user {
+        head.push_str(&format!("x-user-id: {user}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).await.unwrap();
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, serde_json::from_str(body).unwrap())
+}
+
+async fn order(addr: SocketAddr, user: u64) -> (u16, Value) {
+    request(addr, "POST", "/vouchers/1/orders", Some(user)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_give_each_user_one_order_and_the_rest_409() {
+    let server = RedisServer::start();
+    let (addr, _app) = serve(&server, 100).await;
+    let (users, per_user) = (30u64, 4);
+
+    let requests: Vec<_> = (1..=users)
+        .flat_map(|user| (0..per_user).map(move |_| user))
+        .map(|user| tokio::spawn(async move { (user, order(addr, user).await) }))
+        .collect();
+    let mut created: HashMap<u64, u32> = HashMap::new();
+    let mut conflicts: HashMap<String, u32> = HashMap::new();
+    for request in requests {
+        let (user, (status, body)) = request.await.unwrap();
+        match status {
+            201 => {
+                assert_eq!(body["user_id"], user);
+                assert_eq!(body["voucher_id"], 1);
+                *created.entry(user).or_default() += 1;
+            }
+            409 => {
+                let error = body["error"].as_str().unwrap().to_owned();
+                assert!(
+                    error == "order_in_progress" || error == "already_ordered",
+                    "unexpected conflict {body}"
+                );
+                *conflicts.entry(error).or_default() += 1;
+            }
+            other => panic!("unexpected status {other}: {body}"),
+        }
+    }
+    println!("conflicts: {conflicts:?}");
+    assert_eq!(created.len() as u64, users, "every user got an order");
+    assert!(
+        created.values().all(|&n| n == 1),
+        "one order per user: {created:?}"
+    );
+    assert_eq!(
+        conflicts.values().sum::<u32>() as u64,
+        users * (per_user - 1)
+    );
+
+    let (status, state) = request(addr, "GET", "/vouchers/1", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(state["orders"], users);
+    assert_eq!(state["stock"], 100 - users);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_lock_is_409_order_in_progress() {
+    let server = RedisServer::start();
+    let (addr, app) = serve(&server, 10).await;
+
+    // Another instance is placing user 5's order right now.
+    let other_instance = app.locks.sibling();
+    let held = other_instance.lock("order:5").acquire().await.unwrap();
+    let (status, body) = order(addr, 5).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (409, Some("order_in_progress"))
+    );
+
+    held.release().await.unwrap();
+    let (status, body) = order(addr, 5).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = order(addr, 5).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (409, Some("already_ordered"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_unknown_vouchers_and_sold_out() {
+    let server = RedisServer::start();
+    let (addr, _app) = serve(&server, 1).await;
+
+    let (status, body) = request(addr, "POST", "/vouchers/1/orders", None).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("missing_user"))
+    );
+    let (status, body) = request(addr, "POST", "/vouchers/9/orders", Some(1)).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (404, Some("unknown_voucher"))
+    );
+    assert_eq!(order(addr, 1).await.0, 201);
+    let (status, body) = order(addr, 2).await;
+    assert_eq!((status, body["error"].as_str()), (409, Some("sold_out")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_redis_is_503() {
+    let server = RedisServer::start();
+    let (addr, _app) = serve(&server, 10).await;
+    server.kill();
+
+    let (status, body) = order(addr, 1).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (503, Some("unavailable")),
+        "{body}"
+    );
+}
