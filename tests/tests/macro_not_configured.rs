@@ -10,7 +10,7 @@ async fn job(id: u32) -> Result<u32, LockError> {
 
 #[tokio::test]
 async fn no_installed_client_is_a_clear_error() {
-    let err = job(1).await.unwrap_err();
+    let err = job(1).await.expect_err("no client is installed");
     assert!(matches!(err, LockError::NotConfigured), "{err:?}");
     assert!(err.to_string().contains("rlock_runtime::install"), "{err}");
 }
