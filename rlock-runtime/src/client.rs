@@ -91,6 +91,15 @@ impl LockClient {
     ///
     /// Fails with [`LockError::InvalidConfig`] for a bad URL and with a backend error when
     /// the server cannot be reached within the command timeout.
+    ///
+    /// ```no_run
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::connect("redis://:secret@127.0.0.1:6379/0").await?;
+    /// rlock_runtime::install(client);
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(url: &str) -> Result<Self, LockError> {
         Self::builder().url(url).connect().await
     }
@@ -112,7 +121,18 @@ impl LockClient {
     }
 
     /// An in-process backend with Redis's semantics (expiry, ownership, fencing,
-    /// reentrancy), for unit tests and single-process programs.
+    /// reentrancy, renewal, notified waiting), for unit tests and single-process programs.
+    /// Play other instances of the service with [`sibling`](Self::sibling).
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let client = LockClient::in_memory();
+    /// let guard = client.lock("job:1").acquire().await.unwrap();
+    /// assert!(guard.fence().get() > 0);
+    /// # }
+    /// ```
     pub fn in_memory() -> Self {
         Self::builder().in_memory()
     }
@@ -144,11 +164,23 @@ impl LockClient {
     }
 
     /// What this client has done so far: acquisitions, busy and lost locks, renewals, waits.
+    /// See [`LockMetrics`] for an example.
     pub fn metrics(&self) -> LockMetrics {
         self.inner.counters.snapshot()
     }
 
     /// Starts a lock request for `key`; finish it with [`LockRequest::acquire`].
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::in_memory();
+    /// let user_id = 42;
+    /// let guard = client.lock(format!("order:{user_id}")).acquire().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lock(&self, key: impl IntoLockKey) -> LockRequest<'_> {
         self.lock_checked(key.into_lock_key())
     }
@@ -197,6 +229,14 @@ impl LockClient {
     }
 
     /// The key as stored in Redis: the namespace, if any, then `:`, then the key.
+    ///
+    /// ```
+    /// use rlock_runtime::{LockClient, LockKey};
+    ///
+    /// let client = LockClient::builder().namespace("shop").in_memory();
+    /// let key = LockKey::new("order:42").unwrap();
+    /// assert_eq!(client.redis_key(&key), "shop:order:42");
+    /// ```
     pub fn redis_key(&self, key: &LockKey) -> String {
         key.in_namespace(self.inner.namespace.as_deref())
     }
@@ -542,6 +582,21 @@ impl LockClientBuilder {
     }
 
     /// Connects to the Redis server named by [`url`](Self::url).
+    ///
+    /// ```no_run
+    /// use rlock_runtime::LockClient;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::builder()
+    ///     .url("redis://127.0.0.1:6379/")
+    ///     .namespace("shop")
+    ///     .default_ttl(Duration::from_secs(10))
+    ///     .command_timeout(Duration::from_millis(500))
+    ///     .connect()
+    ///     .await?;
+    /// # drop(client); Ok(()) }
+    /// ```
     pub async fn connect(self) -> Result<LockClient, LockError> {
         let url = self.url.clone().ok_or_else(|| {
             LockError::InvalidConfig("no Redis URL given; call `.url(\"redis://…\")`".into())

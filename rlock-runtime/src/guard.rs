@@ -179,8 +179,23 @@ impl LockGuard {
     }
 
     /// Resolves once the lease is known lost: a renewal or release found another owner (or
-    /// none), or Redis stayed unreachable until the lease must have expired. It never
-    /// resolves while the lock is held.
+    /// none), Redis stayed unreachable until the lease must have expired, a lease without
+    /// renewal ended, or `max_hold` passed. It never resolves while the lock is held.
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::in_memory();
+    /// let guard = client.lock("report").ttl(Duration::from_millis(50)).renew(false).acquire().await?;
+    /// tokio::select! {
+    ///     () = tokio::time::sleep(Duration::from_secs(5)) => println!("work done"),
+    ///     () = guard.lost() => println!("stopped: the lease ended"),
+    /// }
+    /// assert!(guard.is_lost());
+    /// # Ok(()) }
+    /// ```
     pub async fn lost(&self) {
         let mut rx = self.lock.lost.subscribe();
         // The sender lives in `self.lock`, which outlives this borrow, so this cannot close.
@@ -190,6 +205,17 @@ impl LockGuard {
     /// Sets the lease to `ttl` from now, if the lock is still ours.
     ///
     /// Returns [`LockError::Lost`] when another owner holds the key or it expired.
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::in_memory();
+    /// let guard = client.lock("batch").ttl(Duration::from_secs(5)).renew(false).acquire().await?;
+    /// guard.extend(Duration::from_secs(60)).await?; // the job needs longer than planned
+    /// # Ok(()) }
+    /// ```
     pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
         let lock = &self.lock;
         let sent_at = tokio::time::Instant::now();
@@ -214,6 +240,18 @@ impl LockGuard {
     ///
     /// Returns [`LockError::Lost`] when the lease had already ended: the key expired, or
     /// another owner holds it now and was left untouched.
+    ///
+    /// ```
+    /// use rlock_runtime::{LockClient, LockError};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let client = LockClient::in_memory();
+    /// let guard = client.lock("k").ttl(Duration::from_millis(20)).renew(false).acquire().await.unwrap();
+    /// tokio::time::sleep(Duration::from_millis(50)).await; // longer than the lease
+    /// assert!(matches!(guard.release().await, Err(LockError::Lost { .. })));
+    /// # }
+    /// ```
     pub async fn release(mut self) -> Result<(), LockError> {
         self.finished = true;
         let lock = &self.lock;

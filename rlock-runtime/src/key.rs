@@ -96,6 +96,13 @@ impl AsRef<str> for LockKey {
 /// Anything that names a lock: `&str`, `String`, or an already checked [`LockKey`].
 ///
 /// A bad key is reported when the lock is acquired, as [`LockError::InvalidKey`].
+///
+/// ```
+/// use rlock_runtime::{IntoLockKey, LockKey};
+///
+/// assert_eq!("a".into_lock_key().unwrap(), LockKey::new("a").unwrap());
+/// assert!(String::new().into_lock_key().is_err());
+/// ```
 pub trait IntoLockKey {
     /// Validates and converts.
     fn into_lock_key(self) -> Result<LockKey, LockError>;

@@ -163,6 +163,12 @@ pub fn install(client: LockClient) {
 }
 
 /// The installed default client, if any.
+///
+/// ```
+/// if rlock_runtime::installed().is_none() {
+///     rlock_runtime::install(rlock_runtime::LockClient::in_memory());
+/// }
+/// ```
 pub fn installed() -> Option<LockClient> {
     DEFAULT_CLIENT
         .read()

@@ -3,6 +3,26 @@
 use std::time::Duration;
 
 /// What a locked body does when its lease is lost.
+///
+/// ```
+/// use rlock_runtime::{LockClient, LockOptions, OnLost};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let client = LockClient::in_memory();
+/// let opts = LockOptions::new().ttl(Duration::from_millis(30)).renew(false);
+/// let body = async { tokio::time::sleep(Duration::from_millis(100)).await; "done" };
+///
+/// // Abort: the body is dropped when the 30 ms lease ends.
+/// let aborted = client.with_lock("a", opts.clone(), body).await;
+/// assert!(aborted.unwrap_err().is_lost());
+///
+/// // Continue: it runs to its end.
+/// let body = async { tokio::time::sleep(Duration::from_millis(100)).await; "done" };
+/// let finished = client.with_lock("b", opts.on_lost(OnLost::Continue), body).await;
+/// assert_eq!(finished.unwrap(), "done");
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum OnLost {
