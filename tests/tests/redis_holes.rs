@@ -349,3 +349,42 @@ async fn unreachable_redis_fails_to_connect_in_bounded_time() {
     let bad = LockClient::connect("http://example").await.unwrap_err();
     assert!(matches!(bad, LockError::InvalidConfig(_)), "{bad:?}");
 }
+
+#[tokio::test]
+async fn passwords_in_the_url_are_used_and_a_wrong_one_is_a_clear_error() {
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("s3cret")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let url = format!("redis://:s3cret@127.0.0.1:{}/", server.port());
+    let client = LockClient::connect(&url).await.unwrap();
+    let guard = client
+        .lock("k")
+        .wait(Duration::from_secs(1))
+        .acquire()
+        .await
+        .unwrap();
+    // Waiting uses its own pub/sub connection, which must authenticate too.
+    let other = LockClient::connect(&url).await.unwrap();
+    let waiter = tokio::spawn(async move {
+        other
+            .lock("k")
+            .wait(Duration::from_secs(5))
+            .acquire()
+            .await
+            .map(|g| g.fence())
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    guard.release().await.unwrap();
+    assert!(waiter.await.unwrap().is_ok());
+
+    let wrong = format!("redis://:nope@127.0.0.1:{}/", server.port());
+    let err = LockClient::connect(&wrong).await.unwrap_err();
+    assert!(err.is_backend(), "{err:?}");
+    assert!(!err.to_string().contains("nope"), "the password leaked: {err}");
+}
