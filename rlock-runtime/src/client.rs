@@ -539,6 +539,9 @@ impl LockClient {
 #[must_use]
 pub struct LockClientBuilder {
     url: Option<String>,
+    /// PEM root certificates for `rediss://` servers signed by a private CA.
+    #[cfg(feature = "tls")]
+    tls_roots: Option<Vec<u8>>,
     namespace: Option<String>,
     default_ttl: Duration,
     command_timeout: Duration,
@@ -548,6 +551,8 @@ impl Default for LockClientBuilder {
     fn default() -> Self {
         Self {
             url: None,
+            #[cfg(feature = "tls")]
+            tls_roots: None,
             namespace: None,
             default_ttl: DEFAULT_TTL,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
@@ -559,6 +564,27 @@ impl LockClientBuilder {
     /// The Redis URL (`redis://…` or `rediss://…`).
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.url = Some(url.into());
+        self
+    }
+
+    /// Trusts the PEM certificates in `pem` (instead of the public web roots) for
+    /// `rediss://` servers, as for a Redis whose certificate a private CA signed.
+    ///
+    /// ```no_run
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ca = std::fs::read("/etc/redis/ca.pem")?;
+    /// let client = LockClient::builder()
+    ///     .url("rediss://redis.internal:6380/")
+    ///     .tls_root_certificate(ca)
+    ///     .connect()
+    ///     .await?;
+    /// # drop(client); Ok(()) }
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_roots = Some(pem.into());
         self
     }
 
@@ -602,7 +628,11 @@ impl LockClientBuilder {
             LockError::InvalidConfig("no Redis URL given; call `.url(\"redis://…\")`".into())
         })?;
         self.check()?;
-        let backend = RedisBackend::connect(&url, self.command_timeout).await?;
+        #[cfg(feature = "tls")]
+        let client = RedisBackend::client_with_roots(&url, self.tls_roots.clone())?;
+        #[cfg(not(feature = "tls"))]
+        let client = RedisBackend::client(&url)?;
+        let backend = RedisBackend::connect(client, self.command_timeout).await?;
         Ok(self.build(Backend::Redis(Arc::new(backend))))
     }
 

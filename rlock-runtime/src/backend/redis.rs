@@ -42,8 +42,41 @@ impl std::fmt::Debug for RedisBackend {
 impl RedisBackend {
     /// Opens the connection. `timeout` bounds the first connection and every later command at
     /// the driver level; the client bounds each call again with its own timer.
-    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Self, LockError> {
-        let client = redis::Client::open(url).map_err(|e| config_error(url, &e))?;
+    /// The driver's client for `url`, checked but not connected.
+    pub(crate) fn client(url: &str) -> Result<redis::Client, LockError> {
+        #[cfg(feature = "tls")]
+        if url.starts_with("rediss://") {
+            // rustls panics at the first handshake when no process-wide crypto provider is
+            // installed and its features do not name exactly one; an application that
+            // installed its own keeps it (this call then fails, harmlessly).
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        redis::Client::open(url).map_err(|e| config_error(url, &e))
+    }
+
+    /// Like [`client`](Self::client), trusting the PEM `roots` for `rediss://` when given.
+    #[cfg(feature = "tls")]
+    pub(crate) fn client_with_roots(
+        url: &str,
+        roots: Option<Vec<u8>>,
+    ) -> Result<redis::Client, LockError> {
+        match roots {
+            None => Self::client(url),
+            Some(root_cert) => {
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let certificates = redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(root_cert),
+                };
+                redis::Client::build_with_tls(url, certificates).map_err(|e| config_error(url, &e))
+            }
+        }
+    }
+
+    pub(crate) async fn connect(
+        client: redis::Client,
+        timeout: Duration,
+    ) -> Result<Self, LockError> {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout))
