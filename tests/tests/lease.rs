@@ -339,15 +339,19 @@ async fn panicking_or_cancelled_bodies_release_at_once() {
 async fn max_hold_ends_the_hold_even_with_renewal() {
     let server = RedisServer::start();
     let client = client_for(&server).await;
-    let result = client
-        .with_lock(
+    // The body would run a minute; the 900 ms cap must end it, long before the outer bound.
+    let result = tokio::time::timeout(
+        Duration::from_secs(20),
+        client.with_lock(
             "capped:1",
             LockOptions::new()
                 .ttl(Duration::from_millis(300))
                 .max_hold(Duration::from_millis(900)),
-            tokio::time::sleep(Duration::from_secs(5)),
-        )
-        .await;
+            tokio::time::sleep(Duration::from_secs(60)),
+        ),
+    )
+    .await
+    .expect("max_hold did not end the hold");
     assert!(matches!(result, Err(LockError::Lost { .. })), "{result:?}");
     let other = client_for(&server).await;
     other
@@ -411,4 +415,48 @@ async fn a_cancelled_waiter_leaves_no_subscription_behind() {
     }
     assert_eq!(seen, 0, "a cancelled waiter left its subscription behind");
     drop(waiter);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_one_waiter_per_client_not_all() {
+    let server = RedisServer::start();
+    let a = client_for(&server).await;
+    let b = client_for(&server).await;
+    a.lock("warm").acquire().await.unwrap().release().await.unwrap();
+    let holder = a
+        .lock("herd")
+        .ttl(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
+
+    let mut waiters = Vec::new();
+    for i in 0..16 {
+        let client = if i % 2 == 0 { a.clone() } else { b.clone() };
+        waiters.push(tokio::spawn(async move {
+            let guard = client
+                .lock("herd")
+                .ttl(Duration::from_secs(10))
+                .wait(Duration::from_secs(30))
+                .acquire()
+                .await?;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            guard.release().await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let (_, handoffs) = server
+        .commands_during(async {
+            holder.release().await.unwrap();
+            for w in waiters {
+                w.await.unwrap().unwrap();
+            }
+        })
+        .await;
+    // The script calls PTTL only when it finds the lock busy: each is a losing attempt. One
+    // waiter per client tries per release, so at most one loses per release; waking every
+    // waiter would cost about 15 + 14 + … losing attempts.
+    let losing = handoffs.calls("pttl");
+    assert!(losing <= 16 + 4, "{losing} losing attempts for 16 handoffs: {handoffs:?}");
 }

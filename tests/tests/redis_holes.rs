@@ -289,6 +289,37 @@ async fn acquire_whose_reply_never_came_leaves_no_orphan_lock() {
 }
 
 #[tokio::test]
+async fn acquire_cancelled_in_flight_leaves_no_orphan_lock() {
+    let server = RedisServer::start();
+    let client = client_for(&server).await;
+    client.lock("warm").acquire().await.unwrap().release().await.unwrap();
+
+    // The caller gives up (its request was dropped) while the request sits in the paused
+    // server's socket, before the command timeout: the acquire future is dropped mid-flight.
+    server.pause();
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(100),
+        client.lock("orphan:2").ttl(Duration::from_secs(60)).acquire(),
+    )
+    .await;
+    assert!(cancelled.is_err(), "the acquire should still have been waiting");
+    server.resume();
+
+    // The server then grants the lock to the abandoned token; its background release must
+    // free it long before the 60 s lease.
+    let other = client_for(&server).await;
+    other
+        .lock("orphan:2")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
 async fn killed_redis_gives_errors_and_a_restart_needs_no_new_client() {
     let server = RedisServer::start();
     let client = client_for(&server).await;
