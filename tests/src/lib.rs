@@ -39,6 +39,7 @@
 
 pub mod child;
 pub mod history;
+pub mod locking;
 
 use std::collections::BTreeMap;
 use std::fmt;

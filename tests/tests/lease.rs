@@ -10,16 +10,10 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use rlock_runtime::{LockClient, LockError, LockOptions};
 use rlock_tests::RedisServer;
-use rlock_tests::child::{LineChild, start_holder};
+use rlock_tests::locking::{client_for, lock_and_release};
 
-async fn client_for(server: &RedisServer) -> LockClient {
-    LockClient::builder()
-        .url(server.url())
-        .command_timeout(Duration::from_millis(300))
-        .connect()
-        .await
-        .unwrap()
-}
+const SHORT: Duration = Duration::from_millis(300);
+use rlock_tests::child::{LineChild, start_holder};
 
 /// A `#[distributed_lock]` body running in its own process (`src/bin/body_holder.rs`),
 /// once it has started.
@@ -57,7 +51,7 @@ async fn steal_attempts(client: &LockClient, key: &str, span: Duration) -> usize
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_keeps_a_long_body_exclusive() {
     let server = RedisServer::start();
-    let other = client_for(&server).await;
+    let other = client_for(&server, SHORT).await;
 
     // ttl 1 s, body 3.5 s, renewal on: nobody else gets in during the body.
     let mut body = start_body(&server.url(), 1, 3500, true, "abort");
@@ -71,7 +65,7 @@ async fn watchdog_keeps_a_long_body_exclusive() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_renewal_the_lease_ends_and_the_late_release_reports_it() {
     let server = RedisServer::start();
-    let other = client_for(&server).await;
+    let other = client_for(&server, SHORT).await;
 
     // ttl 1 s, renewal off, work of ~3.5 s: another process gets in after about 1 s, and
     // the first holder's release reports the loss and deletes nothing.
@@ -107,7 +101,7 @@ async fn paused_holder_is_aborted_and_deletes_nothing() {
     // The holder's process stops past its lease (a GC pause, a VM migration).
     body.signal("-STOP");
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let other = client_for(&server).await;
+    let other = client_for(&server, SHORT).await;
     let guard = other
         .lock("job:3")
         .ttl(Duration::from_secs(30))
@@ -132,7 +126,7 @@ async fn paused_holder_is_aborted_and_deletes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_while_held_fires_lost_and_restart_needs_no_new_client() {
     let server = RedisServer::start();
-    let client = client_for(&server).await;
+    let client = client_for(&server, SHORT).await;
     let guard = client
         .lock("held:1")
         .ttl(Duration::from_secs(1))
@@ -179,7 +173,7 @@ async fn waiters_are_served_in_turn_by_announcements_not_polling() {
     let server = RedisServer::start();
     let mut clients = Vec::new();
     for _ in 0..4 {
-        clients.push(client_for(&server).await);
+        clients.push(client_for(&server, SHORT).await);
     }
     clients[0]
         .lock("warm")
@@ -287,8 +281,8 @@ async fn ten_thousand_locks_are_renewed_in_batches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panicking_or_cancelled_bodies_release_at_once() {
     let server = RedisServer::start();
-    let client = client_for(&server).await;
-    let other = client_for(&server).await;
+    let client = client_for(&server, SHORT).await;
+    let other = client_for(&server, SHORT).await;
     let long = LockOptions::new().ttl(Duration::from_secs(60));
 
     let panicking = {
@@ -304,15 +298,7 @@ async fn panicking_or_cancelled_bodies_release_at_once() {
     };
     assert!(panicking.await.unwrap_err().is_panic());
     // Well before the 60 s lease: within a 5 s wait budget.
-    other
-        .lock("fragile:1")
-        .wait(Duration::from_secs(5))
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    lock_and_release(&other, "fragile:1", Duration::from_secs(5)).await;
 
     let cancelled = tokio::time::timeout(
         Duration::from_millis(200),
@@ -324,21 +310,13 @@ async fn panicking_or_cancelled_bodies_release_at_once() {
     )
     .await;
     assert!(cancelled.is_err());
-    other
-        .lock("fragile:2")
-        .wait(Duration::from_secs(5))
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    lock_and_release(&other, "fragile:2", Duration::from_secs(5)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_hold_ends_the_hold_even_with_renewal() {
     let server = RedisServer::start();
-    let client = client_for(&server).await;
+    let client = client_for(&server, SHORT).await;
     // The body would run a minute; the 900 ms cap must end it, long before the outer bound.
     let result = tokio::time::timeout(
         Duration::from_secs(20),
@@ -353,23 +331,15 @@ async fn max_hold_ends_the_hold_even_with_renewal() {
     .await
     .expect("max_hold did not end the hold");
     assert!(matches!(result, Err(LockError::Lost { .. })), "{result:?}");
-    let other = client_for(&server).await;
-    other
-        .lock("capped:1")
-        .wait(Duration::from_secs(2))
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    let other = client_for(&server, SHORT).await;
+    lock_and_release(&other, "capped:1", Duration::from_secs(2)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_waiter_leaves_no_subscription_behind() {
     let server = RedisServer::start();
-    let holder = client_for(&server).await;
-    let waiter = client_for(&server).await;
+    let holder = client_for(&server, SHORT).await;
+    let waiter = client_for(&server, SHORT).await;
     let _held = holder.lock("busy:1").acquire().await.unwrap();
 
     let subscribers = || async {
@@ -420,9 +390,9 @@ async fn a_cancelled_waiter_leaves_no_subscription_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_one_waiter_per_client_not_all() {
     let server = RedisServer::start();
-    let a = client_for(&server).await;
-    let b = client_for(&server).await;
-    a.lock("warm").acquire().await.unwrap().release().await.unwrap();
+    let a = client_for(&server, SHORT).await;
+    let b = client_for(&server, SHORT).await;
+    lock_and_release(&a, "warm", Duration::ZERO).await;
     let holder = a
         .lock("herd")
         .ttl(Duration::from_secs(10))
@@ -458,5 +428,8 @@ async fn a_release_wakes_one_waiter_per_client_not_all() {
     // waiter per client tries per release, so at most one loses per release; waking every
     // waiter would cost about 15 + 14 + … losing attempts.
     let losing = handoffs.calls("pttl");
-    assert!(losing <= 16 + 4, "{losing} losing attempts for 16 handoffs: {handoffs:?}");
+    assert!(
+        losing <= 16 + 4,
+        "{losing} losing attempts for 16 handoffs: {handoffs:?}"
+    );
 }

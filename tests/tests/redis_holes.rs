@@ -10,31 +10,16 @@ use redis::AsyncCommands;
 use rlock_runtime::{LockClient, LockError, LockOptions};
 use rlock_tests::RedisServer;
 use rlock_tests::child::start_holder;
+use rlock_tests::locking::{client_for, lock_and_release};
 
 const SHORT: Duration = Duration::from_millis(300);
-
-async fn client_for(server: &RedisServer) -> LockClient {
-    LockClient::builder()
-        .url(server.url())
-        .command_timeout(SHORT)
-        .connect()
-        .await
-        .unwrap()
-}
 
 #[tokio::test]
 async fn acquire_sets_value_and_expiry_in_one_atomic_round_trip() {
     let server = RedisServer::start();
-    let client = client_for(&server).await;
+    let client = client_for(&server, SHORT).await;
     // Warm up the script cache so the measured call is the steady-state one.
-    client
-        .lock("warm")
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    lock_and_release(&client, "warm", Duration::ZERO).await;
 
     let (guard, counts) = server
         .commands_during(async {
@@ -66,7 +51,7 @@ async fn acquire_sets_value_and_expiry_in_one_atomic_round_trip() {
 #[tokio::test]
 async fn plain_set_nx_px_clients_and_rlock_exclude_each_other() {
     let server = RedisServer::start();
-    let client = client_for(&server).await;
+    let client = client_for(&server, SHORT).await;
     let mut raw = server.raw().await;
 
     // Another service (redis-py's Lock, a Go service) holds the key in the common format.
@@ -119,7 +104,7 @@ async fn plain_set_nx_px_clients_and_rlock_exclude_each_other() {
 #[tokio::test]
 async fn nested_relock_sends_no_command_and_only_the_outer_release_deletes() {
     let server = RedisServer::start();
-    let client = client_for(&server).await;
+    let client = client_for(&server, SHORT).await;
     let mut raw = server.raw().await;
 
     client
@@ -153,7 +138,7 @@ async fn nested_relock_sends_no_command_and_only_the_outer_release_deletes() {
 #[tokio::test]
 async fn fence_records_expire_with_their_lease() {
     let server = RedisServer::start();
-    let client = client_for(&server).await;
+    let client = client_for(&server, SHORT).await;
     let mut last = 0;
     for i in 0..50 {
         let guard = client
@@ -196,7 +181,7 @@ async fn holder_process_paused_past_its_ttl_cannot_delete_the_next_holders_lock(
     holder.signal("-STOP");
     tokio::time::sleep(Duration::from_millis(600)).await;
 
-    let client = client_for(&server).await;
+    let client = client_for(&server, SHORT).await;
     let guard = client
         .lock("stock:1")
         .wait(Duration::from_secs(5))
@@ -220,7 +205,7 @@ async fn holder_process_paused_past_its_ttl_cannot_delete_the_next_holders_lock(
 #[tokio::test]
 async fn paused_redis_gives_timeouts_and_service_resumes() {
     let server = RedisServer::start();
-    let client = client_for(&server).await;
+    let client = client_for(&server, SHORT).await;
     let held = client.lock("a").acquire().await.unwrap();
 
     server.pause();
@@ -255,15 +240,8 @@ async fn paused_redis_gives_timeouts_and_service_resumes() {
 #[tokio::test]
 async fn acquire_whose_reply_never_came_leaves_no_orphan_lock() {
     let server = RedisServer::start();
-    let client = client_for(&server).await;
-    client
-        .lock("warm")
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    let client = client_for(&server, SHORT).await;
+    lock_and_release(&client, "warm", Duration::ZERO).await;
 
     // The request reaches the paused server's socket; our timeout fires before the reply.
     server.pause();
@@ -278,7 +256,7 @@ async fn acquire_whose_reply_never_came_leaves_no_orphan_lock() {
 
     // The server then grants the lock to a token nobody holds; the background release of
     // that token must delete it well before its 60 s lease.
-    let other = client_for(&server).await;
+    let other = client_for(&server, SHORT).await;
     let guard = other
         .lock("orphan:1")
         .wait(Duration::from_secs(5))
@@ -291,46 +269,37 @@ async fn acquire_whose_reply_never_came_leaves_no_orphan_lock() {
 #[tokio::test]
 async fn acquire_cancelled_in_flight_leaves_no_orphan_lock() {
     let server = RedisServer::start();
-    let client = client_for(&server).await;
-    client.lock("warm").acquire().await.unwrap().release().await.unwrap();
+    let client = client_for(&server, SHORT).await;
+    lock_and_release(&client, "warm", Duration::ZERO).await;
 
     // The caller gives up (its request was dropped) while the request sits in the paused
     // server's socket, before the command timeout: the acquire future is dropped mid-flight.
     server.pause();
     let cancelled = tokio::time::timeout(
         Duration::from_millis(100),
-        client.lock("orphan:2").ttl(Duration::from_secs(60)).acquire(),
+        client
+            .lock("orphan:2")
+            .ttl(Duration::from_secs(60))
+            .acquire(),
     )
     .await;
-    assert!(cancelled.is_err(), "the acquire should still have been waiting");
+    assert!(
+        cancelled.is_err(),
+        "the acquire should still have been waiting"
+    );
     server.resume();
 
     // The server then grants the lock to the abandoned token; its background release must
     // free it long before the 60 s lease.
-    let other = client_for(&server).await;
-    other
-        .lock("orphan:2")
-        .wait(Duration::from_secs(5))
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    let other = client_for(&server, SHORT).await;
+    lock_and_release(&other, "orphan:2", Duration::from_secs(5)).await;
 }
 
 #[tokio::test]
 async fn killed_redis_gives_errors_and_a_restart_needs_no_new_client() {
     let server = RedisServer::start();
-    let client = client_for(&server).await;
-    client
-        .lock("k")
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    let client = client_for(&server, SHORT).await;
+    lock_and_release(&client, "k", Duration::ZERO).await;
 
     server.kill();
     let outcome = tokio::time::timeout(Duration::from_secs(10), client.lock("k").acquire())
@@ -417,5 +386,8 @@ async fn passwords_in_the_url_are_used_and_a_wrong_one_is_a_clear_error() {
     let wrong = format!("redis://:nope@127.0.0.1:{}/", server.port());
     let err = LockClient::connect(&wrong).await.unwrap_err();
     assert!(err.is_backend(), "{err:?}");
-    assert!(!err.to_string().contains("nope"), "the password leaked: {err}");
+    assert!(
+        !err.to_string().contains("nope"),
+        "the password leaked: {err}"
+    );
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use rlock_runtime::{LockClient, LockError, LockOptions};
 use rlock_tests::RedisServer;
+use rlock_tests::locking::lock_and_release;
 
 /// One backend under test: a client, and the server behind it when there is one.
 struct Fixture {
@@ -82,13 +83,7 @@ async fn busy_while_held_and_free_after_release(f: &Fixture) {
         "{err:?}"
     );
     guard.release().await.unwrap();
-    b.lock("order:1")
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    lock_and_release(&b, "order:1", Duration::ZERO).await;
 }
 
 async fn stale_holder_cannot_release_the_next_holders_lock(f: &Fixture) {
@@ -232,14 +227,7 @@ async fn reentry_in_the_same_call_chain(f: &Fixture) {
         .unwrap();
     assert!(outer_fence.get() > 0);
     // The outermost release deleted it.
-    f.other_instance()
-        .lock("cart:5")
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    lock_and_release(&f.other_instance(), "cart:5", Duration::ZERO).await;
 }
 
 async fn spawned_task_does_not_inherit_the_hold(f: &Fixture) {
@@ -307,15 +295,7 @@ async fn dropped_guard_releases_in_the_background(f: &Fixture) {
         .unwrap();
     drop(guard);
     // Released well before the 60 s lease: a second instance gets it while waiting briefly.
-    f.other_instance()
-        .lock("drop:1")
-        .wait(Duration::from_secs(5))
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    lock_and_release(&f.other_instance(), "drop:1", Duration::from_secs(5)).await;
 }
 
 async fn extend_keeps_the_lock_past_its_first_lease(f: &Fixture) {
