@@ -219,7 +219,7 @@ impl LockClient {
     ) -> Result<T, LockError> {
         let outcome = crate::run::Outcome::<Result<T, LockError>>::RESULT;
         crate::run::run_locked(
-            self.clone(),
+            Ok(self.clone()),
             key.into_lock_key(),
             options,
             outcome,

@@ -180,7 +180,6 @@ pub fn installed() -> Option<LockClient> {
 /// release.
 #[doc(hidden)]
 pub mod __private {
-    use std::future::Future;
     use std::sync::Arc;
 
     pub use crate::run::Outcome;
@@ -246,22 +245,7 @@ pub mod __private {
     }
 
     /// Acquires, runs the body with the fence, releases (see `LockClient::with_lock`).
-    /// `outcome` is `<ReturnType as LockResult>::OUTCOME`, named by the macro on the
+    /// The macro passes `<ReturnType as LockResult>::OUTCOME` as `outcome`, named on the
     /// function's return type so that a wrong one is reported there, once.
-    pub async fn run_locked<R, F, Fut>(
-        client: Result<LockClient, LockError>,
-        key: Result<LockKey, LockError>,
-        options: LockOptions,
-        outcome: Outcome<R>,
-        body: F,
-    ) -> R
-    where
-        F: FnOnce(u64) -> Fut,
-        Fut: Future<Output = R>,
-    {
-        match client {
-            Ok(client) => crate::run::run_locked(client, key, options, outcome, body).await,
-            Err(e) => (outcome.from_lock_error)(e),
-        }
-    }
+    pub use crate::run::run_locked;
 }

@@ -37,13 +37,13 @@ impl<T, E: From<LockError>> Outcome<Result<T, E>> {
 
 /// Acquires `key`, runs `body(fence)` inside the reentrancy scope, releases.
 ///
-/// An acquisition failure is returned before the body runs. With [`OnLost::Abort`] the body
+/// A missing client or an acquisition failure is returned before the body runs. With [`OnLost::Abort`] the body
 /// is dropped as soon as the lease is known lost and [`LockError::Lost`] is returned; a loss
 /// found only at release turns a successful output into `Lost` too. With
 /// [`OnLost::Continue`] the body's output is returned either way. A backend failure at
 /// release does not hide the body's output: the lease then expires on its own.
-pub(crate) async fn run_locked<R, F, Fut>(
-    client: LockClient,
+pub async fn run_locked<R, F, Fut>(
+    client: Result<LockClient, LockError>,
     key: Result<LockKey, LockError>,
     options: LockOptions,
     outcome: Outcome<R>,
@@ -53,6 +53,10 @@ where
     F: FnOnce(u64) -> Fut,
     Fut: Future<Output = R>,
 {
+    let client = match client {
+        Ok(client) => client,
+        Err(e) => return (outcome.from_lock_error)(e),
+    };
     let on_lost = options.on_lost;
     let guard = match client.lock_checked(key).options(options).acquire().await {
         Ok(guard) => guard,

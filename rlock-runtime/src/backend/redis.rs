@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{RedisError, Script};
+use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 
 use std::sync::Arc;
 
@@ -117,15 +117,13 @@ impl RedisBackend {
         token: &str,
         ttl: Duration,
     ) -> Result<Attempt, LockError> {
-        let mut conn = self.conn.clone();
-        let (acquired, value): (i64, i64) = ACQUIRE
+        let mut acquire = ACQUIRE.prepare_invoke();
+        acquire
             .key(key)
             .key(fence_key(key))
             .arg(token)
-            .arg(millis(ttl))
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| failure("acquire", self.timeout, e))?;
+            .arg(millis(ttl));
+        let (acquired, value): (i64, i64) = self.invoke("acquire", &acquire).await?;
         Ok(if acquired == 1 {
             // The script's fences are positive; a negative one cannot come from it.
             Attempt::Acquired {
@@ -141,14 +139,9 @@ impl RedisBackend {
     }
 
     pub(crate) async fn release(&self, key: &str, token: &str) -> Result<bool, LockError> {
-        let mut conn = self.conn.clone();
-        let deleted: i64 = RELEASE
-            .key(key)
-            .arg(token)
-            .arg(release_channel(key))
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| failure("release", self.timeout, e))?;
+        let mut release = RELEASE.prepare_invoke();
+        release.key(key).arg(token).arg(release_channel(key));
+        let deleted: i64 = self.invoke("release", &release).await?;
         Ok(deleted == 1)
     }
 
@@ -157,12 +150,21 @@ impl RedisBackend {
         for &(key, token, ttl) in batch {
             invocation.key(key).arg(token).arg(millis(ttl));
         }
+        let renewed: Vec<i64> = self.invoke("renew", &invocation).await?;
+        Ok(renewed.into_iter().map(|r| r == 1).collect())
+    }
+
+    /// Runs a script call (EVALSHA, loading the script on NOSCRIPT) on the shared connection.
+    async fn invoke<T: FromRedisValue>(
+        &self,
+        operation: &'static str,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Result<T, LockError> {
         let mut conn = self.conn.clone();
-        let renewed: Vec<i64> = invocation
+        invocation
             .invoke_async(&mut conn)
             .await
-            .map_err(|e| failure("renew", self.timeout, e))?;
-        Ok(renewed.into_iter().map(|r| r == 1).collect())
+            .map_err(|e| failure(operation, self.timeout, e))
     }
 
     /// A release feed for one client's waiters, on its own pub/sub connection.
@@ -176,14 +178,9 @@ impl RedisBackend {
         token: &str,
         ttl: Duration,
     ) -> Result<bool, LockError> {
-        let mut conn = self.conn.clone();
-        let extended: i64 = EXTEND
-            .key(key)
-            .arg(token)
-            .arg(millis(ttl))
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| failure("extend", self.timeout, e))?;
+        let mut extend = EXTEND.prepare_invoke();
+        extend.key(key).arg(token).arg(millis(ttl));
+        let extended: i64 = self.invoke("extend", &extend).await?;
         Ok(extended == 1)
     }
 }
