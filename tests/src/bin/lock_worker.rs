@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! lock_worker --redis URL --key K --tasks N --iterations M --ttl-ms T --wait-ms W --counter C
-//!             [--no-lock]
+//!             [--no-lock] [--stale-every S]
 //! ```
 //!
 //! Spawns `N` tokio tasks; each enters the critical section of lock `K` `M` times. Inside, it
@@ -23,6 +23,11 @@
 //!
 //! `--no-lock` skips the lock (fence 0 on every line): the negative control that shows the
 //! checks catch a broken lock.
+//!
+//! `--stale-every S` adds, after every S-th critical section of a task, a *stale* hold: a
+//! lock with a 30 ms lease and no renewal whose holder then stalls well past it (a GC pause)
+//! before releasing. It writes nothing and prints nothing; its late release must not free the
+//! lock of whoever holds it now, or the next sections overlap.
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -40,6 +45,7 @@ struct Args {
     wait: Duration,
     counter: String,
     no_lock: bool,
+    stale_every: usize,
 }
 
 /// One critical section: fence, start and end in microseconds since the UNIX epoch.
@@ -54,6 +60,7 @@ fn parse_args() -> Result<Args, String> {
     let mut wait = None;
     let mut counter = None;
     let mut no_lock = false;
+    let mut stale_every = 0;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--no-lock" {
@@ -78,6 +85,9 @@ fn parse_args() -> Result<Args, String> {
             }
             "--ttl-ms" => ttl = Some(Duration::from_millis(number()?)),
             "--wait-ms" => wait = Some(Duration::from_millis(number()?)),
+            "--stale-every" => {
+                stale_every = usize::try_from(number()?).map_err(|e| e.to_string())?;
+            }
             _ => return Err(format!("unknown argument {flag}")),
         }
     }
@@ -91,6 +101,7 @@ fn parse_args() -> Result<Args, String> {
         wait: wait.ok_or_else(|| missing("wait-ms"))?,
         counter: counter.ok_or_else(|| missing("counter"))?,
         no_lock,
+        stale_every,
     })
 }
 
@@ -118,6 +129,34 @@ async fn racy_increment(raw: &mut MultiplexedConnection, counter: &str) -> Resul
     Ok(())
 }
 
+/// Lease of a stale hold, and how long its holder stalls inside it.
+const STALE_TTL: Duration = Duration::from_millis(30);
+const STALE_STALL: Duration = Duration::from_millis(90);
+
+/// A hold whose holder stalls past its lease, then releases late. `Ok(false)` when the lock
+/// was busy (the caller retries later).
+async fn stale_hold(client: &LockClient, args: &Args) -> Result<bool, String> {
+    let guard = match client
+        .lock(args.key.as_str())
+        .ttl(STALE_TTL)
+        .renew(false)
+        .wait(args.wait)
+        .acquire()
+        .await
+    {
+        Ok(guard) => guard,
+        Err(LockError::Busy { .. }) => return Ok(false),
+        Err(e) => return Err(format!("stale acquire: {e}")),
+    };
+    tokio::time::sleep(STALE_STALL).await;
+    match guard.release().await {
+        // The lease ended during the stall: the late release must change nothing.
+        Err(LockError::Lost { .. }) => Ok(true),
+        Ok(()) => Err("a release after the lease ended reported success".into()),
+        Err(e) => Err(format!("stale release: {e}")),
+    }
+}
+
 /// One task's loop; returns its history and how many acquisitions gave up with `Busy`.
 async fn run_task(
     client: LockClient,
@@ -126,7 +165,12 @@ async fn run_task(
 ) -> Result<(Vec<Entry>, u64), String> {
     let mut history = Vec::with_capacity(args.iterations);
     let mut busy = 0;
+    let mut stale_due = false;
     while history.len() < args.iterations {
+        if stale_due {
+            stale_due = !stale_hold(&client, &args).await?;
+            continue;
+        }
         if args.no_lock {
             let start = now_us();
             racy_increment(&mut raw, &args.counter).await?;
@@ -155,6 +199,7 @@ async fn run_task(
         work?;
         released.map_err(|e| format!("release (fence {fence}): {e}"))?;
         history.push((fence, start, end));
+        stale_due = args.stale_every > 0 && history.len() % args.stale_every == 0;
     }
     Ok((history, busy))
 }
