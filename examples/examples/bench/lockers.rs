@@ -1,0 +1,274 @@
+//! The five ways of taking and releasing a lock that are measured side by side.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis::Script;
+use redis::aio::MultiplexedConnection;
+use rlock_runtime::{LockClient, LockError, distributed_lock};
+
+use crate::BenchError;
+
+/// The lease of every lock in the uncontended and distinct-key workloads.
+pub const TTL: Duration = Duration::from_secs(10);
+/// Bound on one lock+unlock cycle, so that a stuck server cannot hang the run.
+pub const CYCLE_LIMIT: Duration = Duration::from_secs(5);
+
+/// rlock's scripts, read from the runtime's sources (for the diagnostic row only).
+const RLOCK_ACQUIRE: &str = include_str!("../../../rlock-runtime/scripts/acquire.lua");
+const RLOCK_RELEASE: &str = include_str!("../../../rlock-runtime/scripts/release.lua");
+
+/// The compare-and-delete release of the floor (the redis.io recipe, as rslock sends it).
+pub const FLOOR_RELEASE: &str = r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
+  return redis.call("DEL", KEYS[1])
+else
+  return 0
+end"#;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Floor,
+    /// rlock's own acquire and release scripts sent by hand: separates the server-side cost
+    /// of its scripts from the client library's.
+    Scripts,
+    Manual,
+    Macro,
+    Rslock,
+    Redlock,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Floor,
+        Kind::Scripts,
+        Kind::Manual,
+        Kind::Macro,
+        Kind::Rslock,
+        Kind::Redlock,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Floor => "floor (SET NX PX + EVALSHA by hand)",
+            Kind::Scripts => "rlock's two scripts by hand (diagnostic)",
+            Kind::Manual => "rlock, manual API",
+            Kind::Macro => "rlock, `#[distributed_lock]`",
+            Kind::Rslock => "rslock 0.10",
+            Kind::Redlock => "redlock 2.0",
+        }
+    }
+
+    /// The commands this implementation sends itself (not from inside Lua): each is one
+    /// round trip. Connection set-up commands are listed for all.
+    pub fn top_level(self) -> &'static [&'static str] {
+        const SET_THEN_SCRIPT: &[&str] = &[
+            "set",
+            "evalsha",
+            "eval",
+            "script|load",
+            "hello",
+            "client|setinfo",
+            "select",
+            "ping",
+            "auth",
+        ];
+        const SCRIPTS_AND_FEED: &[&str] = &[
+            "evalsha",
+            "eval",
+            "script|load",
+            "subscribe",
+            "unsubscribe",
+            "hello",
+            "client|setinfo",
+            "select",
+            "ping",
+            "auth",
+        ];
+        match self {
+            Kind::Floor | Kind::Rslock | Kind::Redlock => SET_THEN_SCRIPT,
+            Kind::Manual | Kind::Macro | Kind::Scripts => SCRIPTS_AND_FEED,
+        }
+    }
+}
+
+/// What renewal sends: scripts only (the `SET`/`GET`/`PEXPIRE` in them run inside Redis).
+pub const RENEWAL_TOP_LEVEL: &[&str] = &["evalsha", "eval", "script|load"];
+
+static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+
+/// A key number never used before in this run.
+pub fn fresh() -> u64 {
+    NEXT_KEY.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The minimum by hand: `SET key token NX PX ttl`, then the compare-and-delete by `EVALSHA`,
+/// on one multiplexed connection.
+#[derive(Clone)]
+pub struct Floor {
+    conn: MultiplexedConnection,
+    release: Arc<Script>,
+    /// rlock's scripts, for [`Kind::Scripts`].
+    rlock_acquire: Arc<Script>,
+    rlock_release: Arc<Script>,
+    id: u128,
+    next: Arc<AtomicU64>,
+}
+
+impl Floor {
+    pub async fn connect(url: &str) -> Result<Self, BenchError> {
+        let client = redis::Client::open(url)?;
+        let mut conn = tokio::time::timeout(
+            Duration::from_secs(5),
+            client.get_multiplexed_async_connection(),
+        )
+        .await??;
+        let release = Script::new(FLOOR_RELEASE);
+        let rlock_acquire = Script::new(RLOCK_ACQUIRE);
+        let rlock_release = Script::new(RLOCK_RELEASE);
+        for s in [&release, &rlock_acquire, &rlock_release] {
+            s.load_async(&mut conn).await?;
+        }
+        Ok(Self {
+            conn,
+            release: Arc::new(release),
+            rlock_acquire: Arc::new(rlock_acquire),
+            rlock_release: Arc::new(rlock_release),
+            id: fastrand::u128(..),
+            next: Arc::new(AtomicU64::new(1)),
+        })
+    }
+
+    fn token(&self) -> String {
+        format!(
+            "{:032x}:{}",
+            self.id,
+            self.next.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// rlock's acquire script (lock + fence key) and release script (compare, delete,
+    /// announce), each by `EVALSHA`, with the arguments rlock gives them.
+    pub async fn scripts_cycle(&self, n: u64) -> Result<(), BenchError> {
+        let key = format!("bench:{n}");
+        let token = self.token();
+        let mut conn = self.conn.clone();
+        let (acquired, _fence): (i64, i64) = self
+            .rlock_acquire
+            .key(&key)
+            .key(format!("{{{key}}}:fence"))
+            .arg(&token)
+            .arg(TTL.as_millis() as u64)
+            .invoke_async(&mut conn)
+            .await?;
+        if acquired != 1 {
+            return Err(format!("scripts: {key} was taken").into());
+        }
+        let deleted: i64 = self
+            .rlock_release
+            .key(&key)
+            .arg(&token)
+            .arg(format!("rlock:released:{key}"))
+            .invoke_async(&mut conn)
+            .await?;
+        if deleted != 1 {
+            return Err(format!("scripts: {key} was lost").into());
+        }
+        Ok(())
+    }
+
+    pub async fn cycle(&self, n: u64) -> Result<(), BenchError> {
+        let key = format!("bench:{n}");
+        let token = self.token();
+        let mut conn = self.conn.clone();
+        let set: redis::Value = redis::cmd("SET")
+            .arg(&key)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(TTL.as_millis() as u64)
+            .query_async(&mut conn)
+            .await?;
+        if set != redis::Value::Okay {
+            return Err(format!("floor: {key} was taken").into());
+        }
+        let deleted: i64 = self
+            .release
+            .key(&key)
+            .arg(&token)
+            .invoke_async(&mut conn)
+            .await?;
+        if deleted != 1 {
+            return Err(format!("floor: {key} was lost").into());
+        }
+        Ok(())
+    }
+}
+
+/// The manual API, as its docs show it.
+pub async fn manual_cycle(client: &LockClient, n: u64) -> Result<(), BenchError> {
+    let guard = client.lock(format!("bench:{n}")).ttl(TTL).acquire().await?;
+    guard.release().await?;
+    Ok(())
+}
+
+/// The attribute, on an empty body.
+#[distributed_lock(key = "bench:<i>", ttl = "10s", client = client)]
+pub async fn macro_cycle(client: &LockClient, i: u64) -> Result<(), LockError> {
+    Ok(())
+}
+
+/// rslock through its documented `lock` / `unlock`.
+pub async fn rslock_cycle(manager: &rslock::LockManager, n: u64) -> Result<(), BenchError> {
+    let key = format!("bench:{n}");
+    let lock = manager.lock(key.as_str(), TTL).await?;
+    manager.unlock(&lock).await;
+    Ok(())
+}
+
+/// redlock through its documented (blocking) `lock` / `unlock`. Call from a blocking thread.
+pub fn redlock_cycle(rl: &redlock::RedLock, n: u64) -> Result<(), BenchError> {
+    let key = format!("bench:{n}");
+    match rl.lock(key.as_bytes(), TTL.as_millis() as usize)? {
+        Some(lock) => {
+            rl.unlock(&lock);
+            Ok(())
+        }
+        None => Err(format!("redlock: {key} was taken").into()),
+    }
+}
+
+/// One handle of every implementation, on one server.
+#[derive(Clone)]
+pub struct Lockers {
+    pub floor: Floor,
+    pub client: LockClient,
+    pub rslock: rslock::LockManager,
+    pub redlock: Arc<redlock::RedLock>,
+}
+
+impl Lockers {
+    pub async fn connect(url: &str) -> Result<Self, BenchError> {
+        Ok(Self {
+            floor: Floor::connect(url).await?,
+            client: LockClient::connect(url).await?,
+            rslock: rslock::LockManager::new(vec![url.to_owned()]),
+            redlock: Arc::new(redlock::RedLock::new(vec![url.to_owned()])),
+        })
+    }
+
+    /// One lock+unlock of a fresh key, for the async implementations (not redlock).
+    pub async fn cycle(&self, kind: Kind, n: u64) -> Result<(), BenchError> {
+        let run = async {
+            match kind {
+                Kind::Floor => self.floor.cycle(n).await,
+                Kind::Scripts => self.floor.scripts_cycle(n).await,
+                Kind::Manual => manual_cycle(&self.client, n).await,
+                Kind::Macro => Ok(macro_cycle(&self.client, n).await?),
+                Kind::Rslock => rslock_cycle(&self.rslock, n).await,
+                Kind::Redlock => Err("redlock is blocking; use redlock_cycle".into()),
+            }
+        };
+        tokio::time::timeout(CYCLE_LIMIT, run).await?
+    }
+}

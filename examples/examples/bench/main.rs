@@ -1,0 +1,340 @@
+//! The benchmark: rlock against the raw-Redis floor and the peer crates, in one run, on one
+//! server.
+//!
+//! ```text
+//! cargo run --release -p rlock-examples --example bench                 # full, writes BENCHMARKS.md
+//! cargo run --release -p rlock-examples --example bench -- --quick      # CI smoke run, < 1 min
+//! cargo run --release -p rlock-examples --example bench -- --redis redis://127.0.0.1:6379/ --out /tmp/b.md
+//! ```
+//!
+//! Without `--redis` it starts its own `redis-server` on a free loopback port. The last line
+//! printed is `bench: uncontended=R distinct=R contended_throughput=R contended_p99_gain=R
+//! macro_overhead=R`. See BENCHMARKS.md for what each workload does.
+
+mod lockers;
+mod report;
+mod stats;
+mod workloads;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use lockers::{Kind, Lockers};
+use workloads::{Batch, Contended, Contender, Watchdog};
+
+pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Iteration counts of one mode.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub quick: bool,
+    /// (a): rounds, cycles per round per implementation (redlock: `seq_redlock`).
+    pub seq_rounds: usize,
+    pub seq_n: u64,
+    pub seq_redlock: u64,
+    /// (b): rounds, tasks, cycles per task (redlock: `distinct_redlock`).
+    pub distinct_rounds: usize,
+    pub distinct_tasks: usize,
+    pub distinct_per_task: u64,
+    pub distinct_redlock: u64,
+    /// (c): tasks, clients, acquisitions per task, holds.
+    pub tasks: usize,
+    pub clients: usize,
+    pub per_task: u64,
+    pub holds: [Duration; 2],
+    /// (d): locks held, their lease, the measured window.
+    pub wd_locks: usize,
+    pub wd_ttl: Duration,
+    pub wd_window: Duration,
+}
+
+impl Config {
+    fn full() -> Self {
+        Self {
+            quick: false,
+            seq_rounds: 12,
+            seq_n: 1500,
+            seq_redlock: 300,
+            distinct_rounds: 6,
+            distinct_tasks: 64,
+            distinct_per_task: 150,
+            distinct_redlock: 15,
+            tasks: 16,
+            clients: 4,
+            per_task: 25,
+            holds: [Duration::from_millis(1), Duration::from_millis(5)],
+            wd_locks: 10_000,
+            wd_ttl: Duration::from_secs(5),
+            wd_window: Duration::from_secs(20),
+        }
+    }
+
+    fn quick() -> Self {
+        Self {
+            quick: true,
+            seq_rounds: 1,
+            seq_n: 200,
+            seq_redlock: 40,
+            distinct_rounds: 1,
+            distinct_tasks: 64,
+            distinct_per_task: 8,
+            distinct_redlock: 2,
+            tasks: 16,
+            clients: 4,
+            per_task: 2,
+            holds: [Duration::from_millis(1), Duration::from_millis(5)],
+            wd_locks: 1_000,
+            wd_ttl: Duration::from_secs(1),
+            wd_window: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Everything one run measured.
+#[derive(Debug, Default)]
+pub struct Results {
+    /// (a) per implementation: one batch per round.
+    pub sequential: HashMap<&'static str, Vec<Batch>>,
+    /// (b) per implementation: one batch per round.
+    pub distinct: HashMap<&'static str, Vec<Batch>>,
+    /// (c) in run order: contender, hold, result.
+    pub contended: Vec<(Contender, Duration, Contended)>,
+    /// (d) rlock, then rslock.
+    pub watchdog: Vec<(Kind, Watchdog)>,
+}
+
+struct Args {
+    quick: bool,
+    /// Workloads to run, among `abcd` (all by default).
+    only: String,
+    redis: Option<String>,
+    out: Option<PathBuf>,
+}
+
+fn parse_args() -> Result<Args, BenchError> {
+    let mut args = Args {
+        quick: false,
+        only: "abcd".to_owned(),
+        redis: None,
+        out: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => args.quick = true,
+            "--redis" => args.redis = Some(it.next().ok_or("--redis needs a URL")?),
+            "--out" => args.out = Some(it.next().ok_or("--out needs a path")?.into()),
+            "--only" => {
+                args.only = it.next().ok_or("--only needs some of `abcd`")?;
+                if args.only.is_empty() || !args.only.chars().all(|c| "abcd".contains(c)) {
+                    return Err("--only takes letters among `abcd`".into());
+                }
+            }
+            "-h" | "--help" => {
+                println!(
+                    "usage: bench [--quick] [--only abcd] [--redis redis://127.0.0.1:6379/] [--out FILE]\n\
+                     Full mode writes BENCHMARKS.md at the repository root unless --out is given;\n\
+                     --quick and --only write a report only with --out."
+                );
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument `{other}` (try --help)").into()),
+        }
+    }
+    Ok(args)
+}
+
+/// The implementations in the order of round `round`: each round starts one further, so that
+/// none always runs right after the same neighbour (whose keys Redis may still be expiring).
+fn rotated(round: usize) -> [Kind; Kind::ALL.len()] {
+    let mut kinds = Kind::ALL;
+    let n = kinds.len();
+    kinds.rotate_left(round % n);
+    kinds
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BenchError> {
+    let args = parse_args()?;
+    let config = if args.quick {
+        Config::quick()
+    } else {
+        Config::full()
+    };
+    let started = Instant::now();
+    let load_before = report::loadavg();
+
+    let server;
+    let url = match &args.redis {
+        Some(url) => url.clone(),
+        None => {
+            server = rlock_examples::LocalRedis::start().ok_or(
+                "could not start redis-server; install it with `apt-get install -y redis-server` \
+                 or pass --redis URL",
+            )?;
+            server.url.clone()
+        }
+    };
+    let mut probe = stats::Probe::connect(&url).await?;
+    let version = probe.version().await?;
+    eprintln!(
+        "bench: {} mode against redis {version} at {}",
+        if config.quick { "quick" } else { "full" },
+        rlock_examples::redact(&url)
+    );
+
+    let lockers = Lockers::connect(&url).await?;
+    let mut results = Results::default();
+    let async_kinds = [
+        Kind::Floor,
+        Kind::Scripts,
+        Kind::Manual,
+        Kind::Macro,
+        Kind::Rslock,
+    ];
+
+    // Warm-up: connections open, scripts cached, allocator and watchdog warm.
+    for kind in async_kinds {
+        workloads::sequential(&lockers, kind, 100).await?;
+    }
+    workloads::sequential(&lockers, Kind::Redlock, 10).await?;
+
+    let run = |phase: char| args.only.contains(phase);
+
+    // (a) Rounds alternate between implementations, so that drift hits all alike.
+    eprintln!("bench: (a) uncontended");
+    for round in 0..config.seq_rounds * usize::from(run('a')) {
+        for kind in rotated(round) {
+            let n = if kind == Kind::Redlock {
+                config.seq_redlock
+            } else {
+                config.seq_n
+            };
+            let batch =
+                workloads::measured(&mut probe, workloads::sequential(&lockers, kind, n)).await?;
+            results
+                .sequential
+                .entry(kind.label())
+                .or_default()
+                .push(batch);
+        }
+    }
+
+    // (b)
+    eprintln!(
+        "bench: (b) {} tasks on distinct keys",
+        config.distinct_tasks
+    );
+    for round in 0..config.distinct_rounds * usize::from(run('b')) {
+        for kind in rotated(round) {
+            let per_task = if kind == Kind::Redlock {
+                config.distinct_redlock
+            } else {
+                config.distinct_per_task
+            };
+            let batch = workloads::measured(
+                &mut probe,
+                workloads::distinct(&lockers, kind, config.distinct_tasks, per_task),
+            )
+            .await?;
+            results
+                .distinct
+                .entry(kind.label())
+                .or_default()
+                .push(batch);
+        }
+    }
+
+    // (c)
+    let contenders = [
+        Contender::Rlock,
+        Contender::RlockLocalFifo,
+        Contender::Rslock {
+            delay: Duration::from_millis(200),
+        },
+        Contender::Rslock {
+            delay: Duration::from_millis(20),
+        },
+        Contender::Redlock {
+            delay: Duration::from_millis(200),
+        },
+    ];
+    for hold in config.holds.into_iter().filter(|_| run('c')) {
+        for who in contenders {
+            eprintln!(
+                "bench: (c) {} tasks / {} clients, hold {hold:?}: {}",
+                config.tasks,
+                config.clients,
+                who.label()
+            );
+            let run = workloads::contended(
+                &url,
+                &mut probe,
+                who,
+                hold,
+                config.tasks,
+                config.clients,
+                config.per_task,
+            )
+            .await?;
+            results.contended.push((who, hold, run));
+        }
+    }
+
+    // (d)
+    if run('d') {
+        eprintln!("bench: (d) {} locks under renewal", config.wd_locks);
+        let wd = workloads::watchdog_rlock(
+            &url,
+            &mut probe,
+            config.wd_locks,
+            config.wd_ttl,
+            config.wd_window,
+        )
+        .await?;
+        results.watchdog.push((Kind::Manual, wd));
+        let wd = workloads::watchdog_rslock(
+            &url,
+            &mut probe,
+            config.wd_locks,
+            config.wd_ttl,
+            config.wd_window,
+        )
+        .await?;
+        results.watchdog.push((Kind::Rslock, wd));
+    }
+
+    let machine = report::Machine {
+        redis_version: version,
+        load_before,
+        load_after: report::loadavg(),
+        duration: started.elapsed(),
+        command: report::command_line(args.quick, args.redis.is_some(), &args.out),
+    };
+    let summary = report::summary(&results);
+    let markdown = report::markdown(&config, &machine, &results, &summary);
+    println!("{markdown}");
+
+    let out = match (&args.out, config.quick) {
+        (Some(path), _) => Some(path.clone()),
+        (None, false) if args.only == "abcd" => {
+            Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../BENCHMARKS.md"))
+        }
+        (None, _) => None,
+    };
+    if let Some(path) = out {
+        report::write(&path, &markdown)?;
+        eprintln!("bench: wrote {}", path.display());
+    }
+    for problem in report::problems(&results) {
+        eprintln!("bench: WARNING: {problem}");
+    }
+    println!("{}", summary.line());
+    // Two holders at once is a broken lock, not a slow one: fail the run (and CI).
+    let overlaps: u64 = results.contended.iter().map(|(_, _, c)| c.overlaps).sum();
+    if overlaps > 0 {
+        return Err(format!("mutual exclusion violated {overlaps} times in workload (c)").into());
+    }
+    Ok(())
+}

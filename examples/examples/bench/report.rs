@@ -1,0 +1,630 @@
+//! The markdown report, the summary line and BENCHMARKS.md.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::lockers::Kind;
+use crate::stats::{median, percentile};
+use crate::workloads::{Batch, Contended, Contender};
+use crate::{BenchError, Config, Results};
+
+const BEGIN: &str = "<!-- bench:results:begin -->";
+const END: &str = "<!-- bench:results:end -->";
+
+/// Where and how the run happened.
+#[derive(Debug)]
+pub struct Machine {
+    pub redis_version: String,
+    pub load_before: String,
+    pub load_after: String,
+    pub duration: Duration,
+    pub command: String,
+}
+
+/// The first three fields of `/proc/loadavg`.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn today() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown date".to_owned())
+}
+
+pub fn command_line(quick: bool, redis: bool, out: &Option<PathBuf>) -> String {
+    let mut c = "cargo run --release -p rlock-examples --example bench".to_owned();
+    let mut extra = Vec::new();
+    if quick {
+        extra.push("--quick".to_owned());
+    }
+    if redis {
+        extra.push("--redis URL".to_owned());
+    }
+    if let Some(p) = out {
+        extra.push(format!("--out {}", p.display()));
+    }
+    if !extra.is_empty() {
+        c.push_str(" -- ");
+        c.push_str(&extra.join(" "));
+    }
+    c
+}
+
+/// The five ratios of the last line, and what they rest on.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub uncontended: f64,
+    pub distinct: f64,
+    pub contended_throughput: f64,
+    pub contended_p99_gain: f64,
+    pub macro_overhead: f64,
+    /// Highest rlock round trips per handoff over both holds.
+    pub rlock_round_trips: f64,
+}
+
+impl Summary {
+    pub fn line(&self) -> String {
+        format!(
+            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3}",
+            self.uncontended,
+            self.distinct,
+            self.contended_throughput,
+            self.contended_p99_gain,
+            self.macro_overhead
+        )
+    }
+}
+
+fn rate(batches: Option<&Vec<Batch>>) -> f64 {
+    batches.map_or(0.0, |b| {
+        median(&b.iter().map(Batch::rate).collect::<Vec<_>>())
+    })
+}
+
+/// Per-round ratios of `a`'s rate to `b`'s (rounds run both, one after the other): their
+/// median, minimum and maximum. Pairing rounds cancels drift in the machine's load.
+fn paired(batches: &HashMap<&'static str, Vec<Batch>>, a: Kind, b: Kind) -> (f64, f64, f64) {
+    let (Some(a), Some(b)) = (batches.get(a.label()), batches.get(b.label())) else {
+        return (0.0, 0.0, 0.0);
+    };
+    let ratios: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| ratio(a.rate(), b.rate()))
+        .collect();
+    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = ratios.iter().copied().fold(0.0, f64::max);
+    (
+        median(&ratios),
+        if min.is_finite() { min } else { 0.0 },
+        max,
+    )
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
+const RSLOCK_DEFAULT: Contender = Contender::Rslock {
+    delay: Duration::from_millis(200),
+};
+
+fn find(results: &Results, who: Contender, hold: Duration) -> Option<&Contended> {
+    results
+        .contended
+        .iter()
+        .find(|(w, h, _)| *w == who && *h == hold)
+        .map(|(_, _, c)| c)
+}
+
+pub fn summary(results: &Results) -> Summary {
+    let hold = results
+        .contended
+        .iter()
+        .map(|(_, h, _)| *h)
+        .max()
+        .unwrap_or_default();
+    let rl = find(results, Contender::Rlock, hold);
+    let rs = find(results, RSLOCK_DEFAULT, hold);
+    let (contended_throughput, contended_p99_gain) = match (rl, rs) {
+        (Some(rl), Some(rs)) => (
+            ratio(rl.rate(), rs.rate()),
+            ratio(rs.p(0.99).as_secs_f64(), rl.p(0.99).as_secs_f64().max(1e-9)),
+        ),
+        _ => (0.0, 0.0),
+    };
+    let rlock_round_trips = results
+        .contended
+        .iter()
+        .filter(|(w, _, _)| *w == Contender::Rlock)
+        .map(|(_, _, c)| c.round_trips as f64 / c.handoffs.max(1) as f64)
+        .fold(0.0, f64::max);
+    Summary {
+        uncontended: paired(&results.sequential, Kind::Manual, Kind::Floor).0,
+        distinct: paired(&results.distinct, Kind::Manual, Kind::Floor).0,
+        contended_throughput,
+        contended_p99_gain,
+        macro_overhead: paired(&results.sequential, Kind::Macro, Kind::Manual).0,
+        rlock_round_trips,
+    }
+}
+
+/// Anything that makes the figures meaningless.
+pub fn problems(results: &Results) -> Vec<String> {
+    let mut out = Vec::new();
+    for (who, hold, c) in &results.contended {
+        if c.overlaps > 0 {
+            out.push(format!(
+                "{} at hold {hold:?}: two holders at once {} times",
+                who.label(),
+                c.overlaps
+            ));
+        }
+        if c.gave_up > 0 {
+            out.push(format!(
+                "{} at hold {hold:?}: {} acquisitions ran out of budget",
+                who.label(),
+                c.gave_up
+            ));
+        }
+    }
+    for (kind, w) in &results.watchdog {
+        if w.kept != w.locks {
+            out.push(format!(
+                "{}: only {} of {} locks survived the renewal window",
+                kind.label(),
+                w.kept,
+                w.locks
+            ));
+        }
+    }
+    out
+}
+
+/// One line of paired per-round ratios: median (min–max).
+fn round_ratios(batches: &HashMap<&'static str, Vec<Batch>>, pairs: &[(Kind, Kind)]) -> String {
+    let short = |k: Kind| match k {
+        Kind::Floor => "floor",
+        Kind::Scripts => "scripts by hand",
+        Kind::Manual => "manual",
+        Kind::Macro => "macro",
+        Kind::Rslock => "rslock",
+        Kind::Redlock => "redlock",
+    };
+    let parts: Vec<String> = pairs
+        .iter()
+        .map(|&(a, b)| {
+            let (med, min, max) = paired(batches, a, b);
+            format!("{} ÷ {} {med:.2} ({min:.2}–{max:.2})", short(a), short(b))
+        })
+        .collect();
+    format!(
+        "Per-round ratios, median (min–max) over the rounds, each round running both: {}.",
+        parts.join("; ")
+    )
+}
+
+/// `client | server` CPU µs per operation over all batches.
+fn cpu_per_op(batches: Option<&Vec<Batch>>) -> String {
+    let Some(b) = batches else {
+        return "n/a | n/a".to_owned();
+    };
+    let ops = b.iter().map(|b| b.ops).sum::<u64>().max(1) as f64;
+    let client: f64 = b.iter().map(|b| b.client_cpu.as_secs_f64()).sum();
+    let server: f64 = b.iter().map(|b| b.server_cpu.as_secs_f64()).sum();
+    format!("{:.1} | {:.1}", client * 1e6 / ops, server * 1e6 / ops)
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.0}", d.as_secs_f64() * 1e6)
+}
+
+fn ms(d: Duration) -> String {
+    let v = d.as_secs_f64() * 1e3;
+    if v < 10.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn x(v: f64) -> String {
+    if v == 0.0 {
+        "n/a".to_owned()
+    } else {
+        format!("{v:.2}×")
+    }
+}
+
+/// The generated part of BENCHMARKS.md (also printed).
+pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) -> String {
+    let mut o = String::new();
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let _ = writeln!(o, "## Results\n");
+    let _ = writeln!(
+        o,
+        "- **Command:** `{}` ({} mode, {:.0} s)",
+        m.command,
+        if config.quick { "quick" } else { "full" },
+        m.duration.as_secs_f64()
+    );
+    let _ = writeln!(o, "- **Date:** {}", today());
+    let _ = writeln!(
+        o,
+        "- **Machine:** {nproc} CPUs ({}), redis-server {} on loopback, same host",
+        cpu_model(),
+        m.redis_version
+    );
+    let _ = writeln!(
+        o,
+        "- **Load average (1/5/15 min):** {} at start, {} at end\n",
+        m.load_before, m.load_after
+    );
+
+    // (a)
+    let seq = |k: Kind| rate(results.sequential.get(k.label()));
+    let dis = |k: Kind| rate(results.distinct.get(k.label()));
+    let _ = writeln!(
+        o,
+        "### (a) Uncontended: lock + unlock of a fresh key, one after the other\n\n\
+         {} rounds of {} cycles per implementation ({} for redlock), rounds interleaved; \
+         ops/s is the median round, latencies are over all rounds.\n",
+        config.seq_rounds, config.seq_n, config.seq_redlock
+    );
+    let _ = writeln!(
+        o,
+        "| implementation | ops/s | p50 µs | p99 µs | ÷ floor | ÷ rslock | client CPU µs/op | Redis CPU µs/op |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for kind in Kind::ALL {
+        let mut lat: Vec<Duration> = results
+            .sequential
+            .get(kind.label())
+            .map(|b| b.iter().flat_map(|b| b.latencies.iter().copied()).collect())
+            .unwrap_or_default();
+        lat.sort();
+        let r = seq(kind);
+        let _ = writeln!(
+            o,
+            "| {} | {:.0} | {} | {} | {} | {} | {} |",
+            kind.label(),
+            r,
+            us(percentile(&lat, 0.5)),
+            us(percentile(&lat, 0.99)),
+            x(ratio(r, seq(Kind::Floor))),
+            x(ratio(r, seq(Kind::Rslock))),
+            cpu_per_op(results.sequential.get(kind.label()))
+        );
+    }
+
+    let _ = writeln!(
+        o,
+        "\n{}",
+        round_ratios(
+            &results.sequential,
+            &[
+                (Kind::Manual, Kind::Floor),
+                (Kind::Macro, Kind::Manual),
+                (Kind::Scripts, Kind::Floor),
+                (Kind::Manual, Kind::Scripts)
+            ]
+        )
+    );
+
+    // (b)
+    let _ = writeln!(
+        o,
+        "\n### (b) {} concurrent tasks, distinct fresh keys, one client\n\n\
+         {} rounds of {} tasks × {} cycles ({} for redlock, on blocking threads); median round.\n",
+        config.distinct_tasks,
+        config.distinct_rounds,
+        config.distinct_tasks,
+        config.distinct_per_task,
+        config.distinct_redlock
+    );
+    let _ = writeln!(
+        o,
+        "| implementation | ops/s | ÷ floor | ÷ rslock | client CPU µs/op | Redis CPU µs/op |\n|---|---:|---:|---:|---:|---:|"
+    );
+    for kind in Kind::ALL {
+        let r = dis(kind);
+        let _ = writeln!(
+            o,
+            "| {} | {:.0} | {} | {} | {} |",
+            kind.label(),
+            r,
+            x(ratio(r, dis(Kind::Floor))),
+            x(ratio(r, dis(Kind::Rslock))),
+            cpu_per_op(results.distinct.get(kind.label()))
+        );
+    }
+
+    let _ = writeln!(
+        o,
+        "\n{}",
+        round_ratios(
+            &results.distinct,
+            &[
+                (Kind::Manual, Kind::Floor),
+                (Kind::Macro, Kind::Manual),
+                (Kind::Scripts, Kind::Floor),
+                (Kind::Manual, Kind::Scripts)
+            ]
+        )
+    );
+
+    // (c)
+    let _ = writeln!(
+        o,
+        "\n### (c) One key, {} tasks over {} clients, critical section of {}\n\n\
+         Each task takes the key {} times ({} handoffs per run). Wait = from the call to the \
+         grant. \"Ideal\" is one handoff per measured hold. Round trips are the calls of the \
+         commands the client itself sends (from `INFO commandstats`); commands are \
+         `total_commands_processed`, which also counts what the Lua scripts run inside Redis. \
+         The floor is not a waiting lock, so it has no row here.\n",
+        config.tasks,
+        config.clients,
+        config
+            .holds
+            .iter()
+            .map(|h| format!("{} ms", h.as_millis()))
+            .collect::<Vec<_>>()
+            .join(" and "),
+        config.per_task,
+        config.tasks as u64 * config.per_task
+    );
+    let _ = writeln!(
+        o,
+        "| implementation | hold ms (measured) | handoffs/s (ideal) | wait p50 ms | wait p99 ms | wait max ms | same task again | same client again | round trips / handoff | commands / handoff | connections / handoff | handoffs/s ÷ rslock | rslock p99 ÷ p99 |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for (who, hold, c) in &results.contended {
+        let rs = find(results, RSLOCK_DEFAULT, *hold);
+        let n = c.handoffs.max(1) as f64;
+        let ideal = 1.0 / c.mean_hold.as_secs_f64().max(1e-9);
+        let _ = writeln!(
+            o,
+            "| {} | {} ({}) | {:.0} ({:.0}) | {} | {} | {} | {:.0} % | {:.0} % | {:.2} | {:.2} | {:.2} | {} | {} |",
+            who.label(),
+            hold.as_millis(),
+            ms(c.mean_hold),
+            c.rate(),
+            ideal,
+            ms(c.p(0.5)),
+            ms(c.p(0.99)),
+            ms(c.p(1.0)),
+            100.0 * c.same_task as f64 / n,
+            100.0 * c.same_client as f64 / n,
+            c.round_trips as f64 / n,
+            c.server.total_commands as f64 / n,
+            c.server.connections as f64 / n,
+            x(rs.map_or(0.0, |rs| ratio(c.rate(), rs.rate()))),
+            x(rs.map_or(0.0, |rs| ratio(
+                rs.p(0.99).as_secs_f64(),
+                c.p(0.99).as_secs_f64().max(1e-9)
+            ))),
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nCommands the server saw per run (calls, including those made inside Lua):\n"
+    );
+    for (who, hold, c) in &results.contended {
+        let _ = writeln!(
+            o,
+            "- {} @ {} ms: {}",
+            who.label(),
+            hold.as_millis(),
+            c.server.describe()
+        );
+    }
+
+    // (d)
+    let _ = writeln!(
+        o,
+        "\n### (d) One client holding {} locks under renewal\n\n\
+         Lease {} s; the window of {} s starts half a lease after the last lock was taken, \
+         so only renewal runs in it. Client CPU is this process's utime+stime \
+         (`/proc/self/stat`), Redis CPU is `used_cpu_user+used_cpu_sys`, both in % of one core.\n",
+        config.wd_locks,
+        config.wd_ttl.as_secs_f64(),
+        config.wd_window.as_secs_f64()
+    );
+    let _ = writeln!(
+        o,
+        "| implementation | renewal round trips/s | commands/s | client CPU % | Redis CPU % | locks kept |\n\
+         |---|---:|---:|---:|---:|---:|"
+    );
+    for (kind, w) in &results.watchdog {
+        let how = match kind {
+            Kind::Rslock => "rslock 0.10 (`LockManager::using`, one timer per lock)",
+            _ => "rlock (watchdog, one batched task per client)",
+        };
+        let _ = writeln!(
+            o,
+            "| {} | {:.1} | {:.0} | {:.1} | {:.1} | {}/{} |",
+            how,
+            w.per_second(w.round_trips),
+            w.per_second(w.server.total_commands),
+            w.client_cpu_pct(),
+            w.server_cpu_pct(),
+            w.kept,
+            w.locks
+        );
+    }
+    let _ = writeln!(
+        o,
+        "| rlock, `#[distributed_lock]` | same watchdog as the manual API | | | | |\n\
+         | floor | n/a (no renewal) | | | | |\n\
+         | redlock 2.0 | n/a (no watchdog: a lock lives for its ttl) | | | | |"
+    );
+    let _ = writeln!(o, "\nCommands the server saw in the window:\n");
+    for (kind, w) in &results.watchdog {
+        let _ = writeln!(o, "- {}: {}", kind.label(), w.server.describe());
+    }
+
+    // Targets
+    let _ = writeln!(
+        o,
+        "\n### Targets (contended figures at the {} ms hold, against rslock's default retry delay)\n",
+        config.holds.iter().max().map_or(0, |h| h.as_millis())
+    );
+    let _ = writeln!(
+        o,
+        "| ratio | measured | target | met |\n|---|---:|---:|:---:|"
+    );
+    let rows = [
+        (
+            "uncontended (rlock ÷ floor, ops/s)",
+            s.uncontended,
+            0.90,
+            true,
+        ),
+        ("distinct (rlock ÷ floor, ops/s)", s.distinct, 0.90, true),
+        (
+            "contended_throughput (rlock ÷ rslock, handoffs/s)",
+            s.contended_throughput,
+            1.0,
+            true,
+        ),
+        (
+            "contended_p99_gain (rslock p99 ÷ rlock p99)",
+            s.contended_p99_gain,
+            5.0,
+            true,
+        ),
+        (
+            "macro_overhead (macro ÷ manual, ops/s)",
+            s.macro_overhead,
+            0.98,
+            true,
+        ),
+        (
+            "rlock round trips per handoff (worst hold)",
+            s.rlock_round_trips,
+            6.0,
+            false,
+        ),
+    ];
+    for (name, v, target, at_least) in rows {
+        let met = if at_least { v >= target } else { v <= target };
+        let _ = writeln!(
+            o,
+            "| {name} | {v:.2} | {} {target} | {} |",
+            if at_least { "≥" } else { "≤" },
+            if met { "yes" } else { "**no**" }
+        );
+    }
+    let _ = writeln!(o, "\n`{}`", s.line());
+    o
+}
+
+/// Puts `generated` between the markers of an existing file, keeping the rest; writes the
+/// whole template when there is no file or no markers.
+pub fn write(path: &Path, generated: &str) -> Result<(), BenchError> {
+    let block = format!("{BEGIN}\n{generated}{END}");
+    let text = match std::fs::read_to_string(path) {
+        Ok(old) => match (old.find(BEGIN), old.find(END)) {
+            (Some(b), Some(e)) if b < e => {
+                format!("{}{block}{}", &old[..b], &old[e + END.len()..])
+            }
+            _ => template(&block),
+        },
+        Err(_) => template(&block),
+    };
+    std::fs::write(path, text)?;
+    Ok(())
+}
+
+fn template(block: &str) -> String {
+    format!("{TEMPLATE_HEAD}\n{block}\n")
+}
+
+const TEMPLATE_HEAD: &str = r#"# Benchmarks
+
+rlock side by side with the minimum a hand-written lock costs and with the peer crates, in one
+run, against one `redis-server`.
+
+```sh
+cargo run --release -p rlock-examples --example bench             # full run (about 1.5 min), rewrites the results below
+cargo run --release -p rlock-examples --example bench -- --quick  # small counts, < 1 min; what CI runs
+cargo run --release -p rlock-examples --example bench -- --redis redis://127.0.0.1:6379/ --out /tmp/bench.md
+```
+
+Without `--redis` the program starts its own `redis-server` (no persistence) on a free loopback
+port. Only the part between the `bench:results` markers is rewritten by a run.
+
+## What is compared
+
+| row | what it does per lock + unlock |
+|---|---|
+| floor | by hand on one multiplexed connection: `SET key token NX PX ttl`, then the compare-and-delete script by `EVALSHA` (2 round trips) |
+| rlock, manual API | `client.lock(key).ttl(10s).acquire().await?` then `guard.release().await?` (2 round trips; the acquire script also issues the fencing token, the release script also `PUBLISH`es to waiters) |
+| rlock, `#[distributed_lock]` | `#[distributed_lock(key = "bench:<i>", ttl = "10s", client = client)]` on an empty body |
+| rslock 0.10 | `LockManager::new(vec![url])`, `lock(key, ttl)` then `unlock(&lock)`: `SET NX PX`, then `EVALSHA` of its unlock script |
+| redlock 2.0 | `RedLock::new(vec![url])`, `lock(key, ttl)` then `unlock(&lock)`; the crate is blocking and opens a new TCP connection for every command, so it runs on Tokio's blocking threads |
+| rlock's two scripts by hand (diagnostic) | rlock's own `acquire.lua` and `release.lua`, sent by `EVALSHA` on the floor's connection with the arguments rlock gives them: the gap floor → this row is what the scripts cost in Redis, the gap this row → rlock is what the client library costs |
+
+Both peers implement Redlock; each is given one server URL, so its quorum is 1.
+
+## Workloads
+
+- **(a) uncontended**: one task locks and unlocks fresh keys one after the other: ops/s and
+  the latency of one lock + unlock. The CPU columns divide this process's CPU time and the
+  server's (`INFO cpu`) by the operations of the batch: where each microsecond goes.
+- **(b) distinct keys**: 64 tasks do the same at once on one client (one multiplexed connection
+  per client; redlock: 64 blocking threads).
+- **(c) contended**: 16 tasks spread over 4 clients (4 `LockClient`s, 4 `LockManager`s, 4
+  `RedLock`s, as 4 service instances would have) take the same key in turn and hold it for
+  1 ms or 5 ms (`tokio::time::sleep`, which rounds up to the timer's 1 ms tick, so the measured
+  hold is shown). Every waiter has a budget of about 30 s: rlock `wait(30s)`; rslock and redlock
+  `set_retry(count, delay)` with `count × delay/2 ≈ 30 s` (both retry after a random delay in
+  `[0, delay)`; each failed rslock/redlock attempt is a `SET NX` followed by an unlock
+  `EVALSHA`). rslock runs with its default delay (200 ms, which the targets use) and with
+  20 ms. A shared flag checks that no two tasks are ever inside the critical section together.
+  "Same task again" is the share of handoffs won by the task that had just released (it loops
+  straight back to acquire): a measure of barging; "same client again" counts handoffs that
+  stayed within the releasing task's client (25 % if the 4 clients took turns at random). The
+  diagnostic row "rlock + a FIFO mutex per client" queues each client's tasks on a
+  `tokio::sync::Mutex` (first come, first served) before they call rlock, which is what rlock
+  would do if a new request queued behind the client's existing waiters for the key instead of
+  trying first.
+- **(d) watchdog**: one client holds 10,000 locks (lease 5 s) and keeps them alive; the cost is
+  what Redis and the client spend on renewal. rlock renews every lease about every ttl/3 from
+  one task per client, 200 keys per script call. rslock's renewing API is
+  `LockManager::using`, which extends each lock by itself once its validity is down to 500 ms.
+  redlock has no renewal.
+
+## How round trips are counted
+
+The program reads `INFO commandstats` (and `INFO stats`, `INFO cpu`) before and after each
+contended run and each renewal window, on a connection of its own (its own `INFO` calls are
+subtracted). A **round trip** is one call of a command the client itself sends: `evalsha`,
+`eval`, `script|load`, `set` (floor, rslock, redlock), `subscribe`/`unsubscribe` (rlock's
+release feed) and connection set-up commands. Commands that a Lua script runs (`SET`, `GET`,
+`DEL`, `PEXPIRE`, `PUBLISH`, `TIME`, `PTTL` inside `EVALSHA`) are counted by Redis in
+`commandstats` and in `total_commands_processed` as well, but they cost no network round trip;
+so both figures are reported: round trips per handoff, and `total_commands_processed` per
+handoff (which reflects the server's work). `connections / handoff` shows redlock's new TCP
+connection per command.
+"#;
