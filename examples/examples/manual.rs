@@ -16,12 +16,13 @@ async fn main() -> Result<(), LockError> {
     let guard = client
         .lock("order:42")
         .ttl(Duration::from_secs(10))
+        .fenced()
         .acquire()
         .await?;
     println!(
         "acquired `{}` with fencing token {}",
         guard.key(),
-        guard.fence()
+        guard.fence().map_or(0, |f| f.get())
     );
 
     // Another instance of the service is turned away while we hold it.

@@ -68,10 +68,10 @@ async fn main() -> Result<(), LockError> {
         m.acquired, m.released
     );
     // Only the outermost release deleted the key: it is free again.
-    let again = client.sibling().lock("order:42").acquire().await?;
+    let again = client.sibling().lock("order:42").fenced().acquire().await?;
     println!(
         "after pay(): `order:42` is free again (fence {})",
-        again.fence()
+        again.fence().map_or(0, |f| f.get())
     );
     again.release().await
 }

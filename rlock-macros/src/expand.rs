@@ -427,6 +427,10 @@ fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> Token
         OnLost::Continue => quote!(#private::OnLost::Continue),
     };
     options.extend(quote!(.on_lost(#on_lost)));
+    if args.fence.is_some() {
+        // A fence costs a second key write per acquisition: only when the body binds it.
+        options.extend(quote!(.fenced(true)));
+    }
 
     let fence = args
         .fence

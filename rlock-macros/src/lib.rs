@@ -252,7 +252,9 @@ use proc_macro::TokenStream;
 /// # }
 /// ```
 ///
-/// Without the macro: `let token = guard.fence().get();`.
+/// Without the macro: `client.lock(key).fenced().acquire().await?` and
+/// `let token = guard.fence().map_or(0, Fence::get);`. Only a function that binds a fence asks
+/// Redis for one (a second key write per acquisition).
 ///
 /// ## `client`
 ///

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisBackend;
-use crate::backend::{Attempt, Backend};
+use crate::backend::{Attempt, AttemptAsks, Backend};
 use crate::error::LockError;
 use crate::fence::Fence;
 use crate::guard::{HeldLock, LockGuard};
@@ -130,7 +130,7 @@ impl LockClient {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let client = LockClient::in_memory();
     /// let guard = client.lock("job:1").acquire().await.unwrap();
-    /// assert!(guard.fence().get() > 0);
+    /// assert!(guard.fence().is_none()); // ask with `.fenced()` for one
     /// # }
     /// ```
     pub fn in_memory() -> Self {
@@ -324,6 +324,7 @@ impl LockClient {
         redis_key: &str,
         token: &str,
         ttl: Duration,
+        ask: AttemptAsks,
     ) -> Result<Attempt, LockError> {
         let mut orphan = OrphanRelease {
             client: self,
@@ -334,7 +335,7 @@ impl LockClient {
         let attempt = self
             .bounded(
                 "acquire",
-                self.inner.backend.try_acquire(redis_key, token, ttl),
+                self.inner.backend.try_acquire(redis_key, token, ttl, ask),
             )
             .await;
         orphan.armed = attempt.is_err();
@@ -408,6 +409,13 @@ impl LockRequest<'_> {
         self
     }
 
+    /// Issue a fencing token with the lock ([`LockGuard::fence`]); off by default, since it
+    /// costs a second key write in Redis on every acquisition.
+    pub fn fenced(mut self) -> Self {
+        self.options.fenced = true;
+        self
+    }
+
     /// Replaces all options at once.
     pub fn options(mut self, options: LockOptions) -> Self {
         self.options = options;
@@ -430,6 +438,12 @@ impl LockRequest<'_> {
         let key = self.key?;
         let redis_key = client.redis_key(&key);
         if let Some(held) = scope::find(client.id(), &redis_key) {
+            if options.fenced && held.fence().is_none() {
+                return Err(LockError::InvalidConfig(format!(
+                    "lock `{key}` is already held by this task without a fencing token, so \
+                     re-entering it cannot give one; ask for the fence on the outermost lock"
+                )));
+            }
             held.add_hold();
             return Ok(LockGuard::new(held, true));
         }
@@ -444,19 +458,26 @@ impl LockRequest<'_> {
             }
         };
 
-        let mut holder_left = match client.try_hold(&key, &redis_key, plan).await? {
-            Ok(guard) => return Ok(guard),
-            Err(_) if options.wait.is_zero() => return Err(busy(started.elapsed())),
-            Err(holder_left) => holder_left,
-        };
-
         let shared = &client.inner;
+        // A request that may wait does not barge past this client's queued waiters of the key
+        // (the task that just released it, looping back, would otherwise win every time):
+        // it queues behind them. One that may not wait tries once regardless.
+        let waiting = !options.wait.is_zero();
+        let mut holder_left = None;
+        if !waiting || !shared.queues.has_waiters(&redis_key) {
+            match client.try_hold(&key, &redis_key, plan, waiting).await? {
+                Ok(guard) => return Ok(guard),
+                Err(_) if !waiting => return Err(busy(started.elapsed())),
+                Err(left) => holder_left = left,
+            }
+        }
+
         let mut ticket = shared.queues.join(&redis_key, shared.subscriptions.clone());
         let announced = ticket.subscribed(shared.command_timeout).await;
         let mut try_now = ticket.is_head();
         loop {
             if try_now {
-                match client.try_hold(&key, &redis_key, plan).await? {
+                match client.try_hold(&key, &redis_key, plan, true).await? {
                     Ok(guard) => {
                         ticket.leave_with_lock();
                         shared.counters.waited(started.elapsed());
@@ -501,6 +522,7 @@ impl LockClient {
             ttl,
             renew: options.renew,
             max_hold: options.max_hold,
+            fenced: options.fenced,
         })
     }
 
@@ -511,21 +533,26 @@ impl LockClient {
         key: &LockKey,
         redis_key: &str,
         plan: LeasePlan,
+        waiting: bool,
     ) -> Result<Result<LockGuard, Option<Duration>>, LockError> {
         let token = self.inner.tokens.next();
         let sent_at = Instant::now();
-        match self.attempt(redis_key, &token, plan.ttl).await? {
+        let ask = AttemptAsks {
+            fence: plan.fenced,
+            remaining: waiting,
+        };
+        match self.attempt(redis_key, &token, plan.ttl, ask).await? {
             Attempt::Acquired { fence } => {
                 let held = HeldLock::new(
                     self.clone(),
                     key.clone(),
                     redis_key.to_owned(),
                     token,
-                    Fence(fence),
+                    fence.map(Fence),
                 );
                 self.inner.leases.watch(self, &held, plan, sent_at);
                 self.inner.counters.add(Count::Acquired, 1);
-                trace::debug_event!(key = key.as_str(), fence, "rlock: acquired");
+                trace::debug_event!(key = key.as_str(), ?fence, "rlock: acquired");
                 Ok(Ok(LockGuard::new(held, false)))
             }
             Attempt::Busy { remaining } => Ok(Err(remaining)),

@@ -2,8 +2,10 @@
 
 use std::fmt;
 
-/// A fencing token: every successful acquisition of a key gets a number strictly greater than
-/// every token issued earlier for that key, across releases, lease expiries and holders.
+/// A fencing token: every acquisition of a key that asks for one (`fenced`, or `fence = …` on
+/// the attribute) gets a number strictly greater than every token issued earlier for that
+/// key, across releases, lease expiries and holders. Asking costs a second key write inside
+/// the acquire script, so locks that no store checks do without.
 ///
 /// Hand it to the store you write under the lock and have the store reject a write whose token
 /// is lower than one it has already seen: then a holder that was paused past its lease (and so
@@ -18,11 +20,11 @@ use std::fmt;
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let client = LockClient::in_memory();
-/// let first = client.lock("report").acquire().await.unwrap();
-/// let f1 = first.fence();
+/// let first = client.lock("report").fenced().acquire().await.unwrap();
+/// let f1 = first.fence().unwrap();
 /// first.release().await.unwrap();
-/// let second = client.lock("report").acquire().await.unwrap();
-/// assert!(second.fence() > f1);
+/// let second = client.lock("report").fenced().acquire().await.unwrap();
+/// assert!(second.fence().unwrap() > f1);
 /// # }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -22,7 +22,7 @@ pub(crate) struct HeldLock {
     key: LockKey,
     redis_key: String,
     token: String,
-    fence: Fence,
+    fence: Option<Fence>,
     /// Guards alive for this hold; the one that takes it to zero deletes the lock.
     holds: AtomicUsize,
     /// Becomes `true`, once, when the lease is known lost.
@@ -35,7 +35,7 @@ impl HeldLock {
         key: LockKey,
         redis_key: String,
         token: String,
-        fence: Fence,
+        fence: Option<Fence>,
     ) -> Arc<Self> {
         Arc::new(Self {
             lease_id: crate::renew::next_lease_id(),
@@ -55,6 +55,10 @@ impl HeldLock {
 
     pub(crate) fn redis_key(&self) -> &str {
         &self.redis_key
+    }
+
+    pub(crate) fn fence(&self) -> Option<Fence> {
+        self.fence
     }
 
     pub(crate) fn token(&self) -> &str {
@@ -83,7 +87,7 @@ impl HeldLock {
         if first {
             crate::trace::warn_event!(
                 key = self.key.as_str(),
-                fence = self.fence.0,
+                fence = ?self.fence,
                 "rlock: lease lost"
             );
         }
@@ -158,8 +162,9 @@ impl LockGuard {
         &self.lock.key
     }
 
-    /// The fencing token of this hold (a reentrant guard shares the outer one's).
-    pub fn fence(&self) -> Fence {
+    /// The fencing token of this hold, if it was asked for (`fenced`, or `fence = …` on the
+    /// attribute). A reentrant guard shares the outer hold's.
+    pub fn fence(&self) -> Option<Fence> {
         self.lock.fence
     }
 

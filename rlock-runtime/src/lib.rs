@@ -39,10 +39,12 @@
 //!    [`LockError::Lost`] is "the work may have overlapped another holder's".
 //!
 //! # What a lock is
-//! - **Acquire** is one atomic `SET key token NX PX ttl` inside a Lua script that also issues
-//!   the [`Fence`]: one round trip when the lock is free. The token is unguessable and unique
-//!   per acquisition. The key holds the plain token with an expiry, the format redis-py's
-//!   `Lock` and the common `SET NX PX` recipe use, so those clients exclude rlock and back.
+//! - **Acquire** is one atomic `SET key token NX PX ttl`: one round trip when the lock is
+//!   free. Asked for a [`Fence`] (`fenced`, or `fence = …` on the attribute), the same `SET`
+//!   runs inside a Lua script that also issues the token, still one round trip. The owner
+//!   token is unguessable and unique per acquisition. The key holds the plain token with an
+//!   expiry, the format redis-py's `Lock` and the common `SET NX PX` recipe use, so those
+//!   clients exclude rlock and back.
 //! - **Release** deletes the key only if it still holds our token (compare-and-delete in
 //!   Lua), and reports [`LockError::Lost`] when it did not: a holder whose lease ended never
 //!   deletes the next holder's lock. Release announces itself on a pub/sub channel.
@@ -79,11 +81,12 @@
 //! close it, because nothing running on the client can. That is what fencing is for.
 //!
 //! # What fencing adds
-//! Every acquisition of a key gets a [`Fence`] strictly greater than every earlier one for
-//! that key. Pass it with each write to the store the lock protects, and have the store keep
-//! the highest token it has seen and reject writes carrying a lower one. Then a holder that
-//! lost its lease without knowing (the pause above) has its late write refused, whatever the
-//! timing. Fences need the store's cooperation; locks alone cannot give that guarantee. See
+//! Every acquisition of a key that asks for it gets a [`Fence`] strictly greater than every
+//! earlier one for that key. (It is opt-in: it costs a second key write per acquisition, which
+//! locks that no store checks should not pay.) Pass it with each write to the store the lock
+//! protects, and have the store keep the highest token it has seen and reject writes carrying
+//! a lower one. Then a holder that lost its lease without knowing (the pause above) has its
+//! late write refused, whatever the timing. Fences need the store's cooperation; locks alone cannot give that guarantee. See
 //! [`Fence`] for how tokens are made and the assumption they rest on.
 //!
 //! # Failure modes

@@ -34,7 +34,7 @@ pub enum OnLost {
 }
 
 /// How one lock is taken. The defaults match `#[distributed_lock]`'s: the client's default
-/// ttl (30 s unless configured), no waiting, renewal on, no cap, abort on loss.
+/// ttl (30 s unless configured), no waiting, renewal on, no cap, abort on loss, no fence.
 ///
 /// ```
 /// use rlock_runtime::LockOptions;
@@ -53,6 +53,7 @@ pub struct LockOptions {
     pub(crate) renew: bool,
     pub(crate) max_hold: Option<Duration>,
     pub(crate) on_lost: OnLost,
+    pub(crate) fenced: bool,
 }
 
 impl Default for LockOptions {
@@ -63,6 +64,7 @@ impl Default for LockOptions {
             renew: true,
             max_hold: None,
             on_lost: OnLost::Abort,
+            fenced: false,
         }
     }
 }
@@ -100,6 +102,13 @@ impl LockOptions {
     /// What a locked body does when the lease is lost.
     pub fn on_lost(mut self, on_lost: OnLost) -> Self {
         self.on_lost = on_lost;
+        self
+    }
+
+    /// Whether the acquisition issues a [`Fence`](crate::Fence) (default: no). A fence costs
+    /// one more key write inside the acquire script; ask for it where a store checks it.
+    pub fn fenced(mut self, fenced: bool) -> Self {
+        self.fenced = fenced;
         self
     }
 

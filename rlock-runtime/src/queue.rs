@@ -80,6 +80,11 @@ impl WaitQueues {
         }
     }
 
+    /// Whether `redis_key` has waiters in this client.
+    pub(crate) fn has_waiters(&self, redis_key: &str) -> bool {
+        self.queues().contains_key(redis_key)
+    }
+
     /// Keys that have waiters now.
     pub(crate) fn waited_keys(&self) -> Vec<String> {
         self.queues().keys().cloned().collect()

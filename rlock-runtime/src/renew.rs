@@ -37,6 +37,7 @@ pub(crate) struct LeasePlan {
     pub(crate) ttl: Duration,
     pub(crate) renew: bool,
     pub(crate) max_hold: Option<Duration>,
+    pub(crate) fenced: bool,
 }
 
 #[derive(Debug)]

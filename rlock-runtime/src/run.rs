@@ -4,6 +4,7 @@ use std::future::Future;
 
 use crate::client::LockClient;
 use crate::error::LockError;
+use crate::fence::Fence;
 use crate::key::LockKey;
 use crate::options::{LockOptions, OnLost};
 use crate::scope;
@@ -62,7 +63,9 @@ where
         Ok(guard) => guard,
         Err(e) => return (outcome.from_lock_error)(e),
     };
-    let body = scope::enter(guard.shared(), body(guard.fence().get()));
+    // The body's fence is 0 unless one was asked for (the macro asks when it binds one).
+    let fence = guard.fence().map_or(0, Fence::get);
+    let body = scope::enter(guard.shared(), body(fence));
     let output = match on_lost {
         OnLost::Abort => {
             tokio::select! {

@@ -118,9 +118,14 @@ async fn fence_is_bound_and_increases() {
     let client = LockClient::in_memory();
     let first = fenced(&client, 1).await.expect("free");
     let second = fenced(&client, 1).await.expect("free");
-    let by_hand = client.lock("fenced:1").acquire().await.expect("free");
+    let by_hand = client
+        .lock("fenced:1")
+        .fenced()
+        .acquire()
+        .await
+        .expect("free");
     assert!(second > first, "{second} > {first}");
-    assert!(by_hand.fence().get() > second);
+    assert!(by_hand.fence().expect("asked for").get() > second);
     by_hand.release().await.expect("release");
 }
 

@@ -21,6 +21,7 @@ async fn acquire_sets_value_and_expiry_in_one_atomic_round_trip() {
     // Warm up the script cache so the measured call is the steady-state one.
     lock_and_release(&client, "warm", Duration::ZERO).await;
 
+    // Without a fence: one `SET key token NX PX ttl`, the expiry part of the same command.
     let (guard, counts) = server
         .commands_during(async {
             client
@@ -31,21 +32,40 @@ async fn acquire_sets_value_and_expiry_in_one_atomic_round_trip() {
                 .unwrap()
         })
         .await;
-    // One EVALSHA; the SET NX PX inside it carries the expiry, no separate EXPIRE exists.
+    assert_eq!(counts.total, 1, "{counts:?}");
+    assert_eq!(counts.calls("set"), 1, "{counts:?}");
+    check_stored(&server, "order:42", guard.token()).await;
+    guard.release().await.unwrap();
+
+    // With a fence: one EVALSHA, whose SET NX PX carries the expiry; no EXPIRE anywhere.
+    let (guard, counts) = server
+        .commands_during(async {
+            client
+                .lock("order:43")
+                .ttl(Duration::from_secs(10))
+                .fenced()
+                .acquire()
+                .await
+                .unwrap()
+        })
+        .await;
     assert_eq!(counts.calls("evalsha"), 1, "{counts:?}");
     assert_eq!(
-        counts.calls("expire") + counts.calls("pexpire"),
+        counts.calls("expire") + counts.calls("pexpire") + counts.calls("setnx"),
         0,
         "{counts:?}"
     );
-    assert_eq!(counts.calls("setnx"), 0, "{counts:?}");
-
-    let mut raw = server.raw().await;
-    let pttl: i64 = raw.pttl("order:42").await.unwrap();
-    assert!(pttl > 0 && pttl <= 10_000, "pttl {pttl}");
-    let stored: String = raw.get("order:42").await.unwrap();
-    assert_eq!(stored, guard.token());
+    check_stored(&server, "order:43", guard.token()).await;
     guard.release().await.unwrap();
+}
+
+/// `key` holds `token` with an expiry of at most 10 s.
+async fn check_stored(server: &RedisServer, key: &str, token: &str) {
+    let mut raw = server.raw().await;
+    let pttl: i64 = raw.pttl(key).await.unwrap();
+    assert!(pttl > 0 && pttl <= 10_000, "pttl {pttl}");
+    let stored: String = raw.get(key).await.unwrap();
+    assert_eq!(stored, token);
 }
 
 #[tokio::test]
@@ -144,11 +164,13 @@ async fn fence_records_expire_with_their_lease() {
         let guard = client
             .lock(format!("item:{i}"))
             .ttl(Duration::from_millis(100))
+            .fenced()
             .acquire()
             .await
             .unwrap();
-        assert!(guard.fence().get() > last);
-        last = guard.fence().get();
+        let fence = guard.fence().unwrap().get();
+        assert!(fence > last);
+        last = fence;
         guard.release().await.unwrap();
     }
     let mut raw = server.raw().await;
@@ -168,8 +190,8 @@ async fn fence_records_expire_with_their_lease() {
     }
     assert_eq!(keys, 0, "fence or lock records outlived their lease");
     // And the next token still exceeds every earlier one.
-    let guard = client.lock("item:0").acquire().await.unwrap();
-    assert!(guard.fence().get() > last);
+    let guard = client.lock("item:0").fenced().acquire().await.unwrap();
+    assert!(guard.fence().unwrap().get() > last);
     guard.release().await.unwrap();
 }
 

@@ -200,6 +200,7 @@ async fn reentry_in_the_same_call_chain(f: &Fixture) {
     let outer_fence = client
         .with_lock("cart:5", LockOptions::new(), async {
             let outer = client.lock("cart:5").acquire().await.unwrap();
+            assert!(outer.fence().is_none(), "a fence nobody asked for");
             assert!(outer.is_reentrant());
             let inner_fence = client
                 .with_lock("cart:5", LockOptions::new(), async {
@@ -225,7 +226,7 @@ async fn reentry_in_the_same_call_chain(f: &Fixture) {
         })
         .await
         .unwrap();
-    assert!(outer_fence.get() > 0);
+    assert_eq!(outer_fence, None);
     // The outermost release deleted it.
     lock_and_release(&f.other_instance(), "cart:5", Duration::ZERO).await;
 }
@@ -252,13 +253,14 @@ async fn fences_strictly_increase_across_holders_and_expiry(f: &Fixture) {
         };
         let guard = client
             .lock("ledger:1")
+            .fenced()
             .ttl(Duration::from_millis(60))
             .renew(false)
             .wait(Duration::from_secs(5))
             .acquire()
             .await
             .unwrap();
-        let fence = guard.fence().get();
+        let fence = guard.fence().unwrap().get();
         assert!(fence > last, "fence {fence} after {last} in round {round}");
         last = fence;
         match round % 3 {
@@ -276,11 +278,12 @@ async fn fences_strictly_increase_across_holders_and_expiry(f: &Fixture) {
         let fresh = LockClient::connect(&server.url()).await.unwrap();
         let guard = fresh
             .lock("ledger:1")
+            .fenced()
             .wait(Duration::from_secs(5))
             .acquire()
             .await
             .unwrap();
-        assert!(guard.fence().get() > last);
+        assert!(guard.fence().unwrap().get() > last);
         guard.release().await.unwrap();
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::Attempt;
+use super::{Attempt, AttemptAsks};
 use crate::queue::WaitQueues;
 
 #[derive(Debug, Clone, Default)]
@@ -48,7 +48,13 @@ impl MemoryBackend {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub(crate) fn try_acquire(&self, key: &str, token: &str, ttl: Duration) -> Attempt {
+    pub(crate) fn try_acquire(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        ask: AttemptAsks,
+    ) -> Attempt {
         let now = Instant::now();
         let mut locks = self.locks();
         if let Some(entry) = locks.entries.get(key)
@@ -69,7 +75,9 @@ impl MemoryBackend {
                 expires: now + ttl,
             },
         );
-        let fence = self.inner.last_fence.fetch_add(1, Ordering::Relaxed) + 1;
+        let fence = ask
+            .fence
+            .then(|| self.inner.last_fence.fetch_add(1, Ordering::Relaxed) + 1);
         Attempt::Acquired { fence }
     }
 

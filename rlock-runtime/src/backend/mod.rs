@@ -17,10 +17,19 @@ pub(crate) type Renewal<'a> = (&'a str, &'a str, Duration);
 /// The outcome of one acquisition attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempt {
-    /// The lock is ours, with this fencing token.
-    Acquired { fence: u64 },
+    /// The lock is ours, with a fencing token when one was asked for.
+    Acquired { fence: Option<u64> },
     /// Another owner holds it; its lease has this much left, when the backend knows.
     Busy { remaining: Option<Duration> },
+}
+
+/// What an attempt must find out besides taking the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AttemptAsks {
+    /// Issue a fencing token with the lock.
+    pub(crate) fence: bool,
+    /// When busy, learn how long the holder's lease has left (for a waiter's timer).
+    pub(crate) remaining: bool,
 }
 
 /// The backends, as an enum rather than a trait object: the set is closed and known here.
@@ -32,16 +41,18 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
-    /// Takes the lock if it is free: value and expiry in one atomic step.
+    /// Takes the lock if it is free: value and expiry in one atomic step, with a fencing
+    /// token issued in the same step when `fenced`.
     pub(crate) async fn try_acquire(
         &self,
         key: &str,
         token: &str,
         ttl: Duration,
+        ask: AttemptAsks,
     ) -> Result<Attempt, LockError> {
         match self {
-            Self::Redis(b) => b.try_acquire(key, token, ttl).await,
-            Self::Memory(b) => Ok(b.try_acquire(key, token, ttl)),
+            Self::Redis(b) => b.try_acquire(key, token, ttl, ask).await,
+            Self::Memory(b) => Ok(b.try_acquire(key, token, ttl, ask)),
         }
     }
 

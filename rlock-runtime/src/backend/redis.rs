@@ -10,7 +10,7 @@ use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 use std::sync::Arc;
 
 use super::subscriber::{Subscriber, release_channel};
-use super::{Attempt, Renewal, millis};
+use super::{Attempt, AttemptAsks, Renewal, millis};
 use crate::error::LockError;
 use crate::key::fence_key;
 use crate::queue::WaitQueues;
@@ -111,7 +111,46 @@ impl RedisBackend {
         })
     }
 
+    /// Without a fence, a plain `SET key token NX PX ttl`: the cheapest atomic acquire there
+    /// is, and only when it finds the lock busy and the caller will wait, a `PTTL` for the
+    /// waiter's timer. With a fence, one script that sets the lock and issues the token.
     pub(crate) async fn try_acquire(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        ask: AttemptAsks,
+    ) -> Result<Attempt, LockError> {
+        if ask.fence {
+            return self.try_acquire_fenced(key, token, ttl).await;
+        }
+        let mut conn = self.conn.clone();
+        let set: Option<String> = redis::cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(ttl))
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| failure("acquire", self.timeout, e))?;
+        if set.is_some() {
+            return Ok(Attempt::Acquired { fence: None });
+        }
+        let remaining = if ask.remaining {
+            let pttl: i64 = redis::cmd("PTTL")
+                .arg(key)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| failure("acquire", self.timeout, e))?;
+            lease_left(pttl)
+        } else {
+            None
+        };
+        Ok(Attempt::Busy { remaining })
+    }
+
+    async fn try_acquire_fenced(
         &self,
         key: &str,
         token: &str,
@@ -127,13 +166,11 @@ impl RedisBackend {
         Ok(if acquired == 1 {
             // The script's fences are positive; a negative one cannot come from it.
             Attempt::Acquired {
-                fence: u64::try_from(value).unwrap_or(0),
+                fence: Some(u64::try_from(value).unwrap_or(0)),
             }
         } else {
-            // PTTL is -1 for a key without expiry (set by someone else) and -2 when it just
-            // vanished; neither tells how long to wait.
             Attempt::Busy {
-                remaining: u64::try_from(value).ok().map(Duration::from_millis),
+                remaining: lease_left(value),
             }
         })
     }
@@ -183,6 +220,12 @@ impl RedisBackend {
         let extended: i64 = self.invoke("extend", &extend).await?;
         Ok(extended == 1)
     }
+}
+
+/// The holder's remaining lease from a `PTTL` reply. It is -1 for a key without expiry (set
+/// by someone else) and -2 when the key just vanished; neither tells how long to wait.
+fn lease_left(pttl: i64) -> Option<Duration> {
+    u64::try_from(pttl).ok().map(Duration::from_millis)
 }
 
 fn failure(operation: &'static str, timeout: Duration, e: RedisError) -> LockError {

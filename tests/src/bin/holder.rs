@@ -33,9 +33,14 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .lock(key.as_str())
         .ttl(Duration::from_millis(ttl_ms.parse()?))
         .renew(renew == "1")
+        .fenced()
         .acquire()
         .await?;
-    println!("ACQUIRED {} {}", guard.token(), guard.fence());
+    println!(
+        "ACQUIRED {} {}",
+        guard.token(),
+        guard.fence().map_or(0, |f| f.get())
+    );
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     std::thread::spawn(move || {

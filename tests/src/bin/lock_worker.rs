@@ -181,6 +181,7 @@ async fn run_task(
             .lock(args.key.as_str())
             .ttl(args.ttl)
             .wait(args.wait)
+            .fenced()
             .acquire()
             .await
         {
@@ -194,7 +195,7 @@ async fn run_task(
         let start = now_us();
         let work = racy_increment(&mut raw, &args.counter).await;
         let end = now_us();
-        let fence = guard.fence().get();
+        let fence = guard.fence().map_or(0, |f| f.get());
         let released = guard.release().await;
         work?;
         released.map_err(|e| format!("release (fence {fence}): {e}"))?;
