@@ -1,7 +1,7 @@
--- Acquire a lock and issue its fencing token, atomically.
+-- Acquire a lock, and issue its fencing token if asked, atomically.
 -- KEYS[1]: lock key   KEYS[2]: fence key (same cluster slot)
--- ARGV[1]: owner token   ARGV[2]: lease in milliseconds
--- Returns {1, fence} when acquired, {0, pttl} when another owner holds the lock.
+-- ARGV[1]: owner token   ARGV[2]: lease in milliseconds   ARGV[3]: '1' to issue a fence
+-- Returns {1, fence or 0} when acquired, {0, pttl} when another owner holds the lock.
 --
 -- The lock key holds the plain token with a PX expiry, the format redis-py's Lock and the
 -- SET NX PX + Lua release recipe use, so other clients locking the same key exclude us.
@@ -9,6 +9,9 @@
 -- lease, so no per-key record outlives its lock; once it is gone, the server clock (which
 -- moved on by at least the lease) keeps the next fence above every earlier one.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if ARGV[3] ~= '1' then
+    return {1, 0}
+  end
   local now = redis.call('TIME')
   local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
   local last = tonumber(redis.call('GET', KEYS[2]) or '0')

@@ -111,9 +111,9 @@ impl RedisBackend {
         })
     }
 
-    /// Without a fence, a plain `SET key token NX PX ttl`: the cheapest atomic acquire there
-    /// is, and only when it finds the lock busy and the caller will wait, a `PTTL` for the
-    /// waiter's timer. With a fence, one script that sets the lock and issues the token.
+    /// Without a fence and without waiting, a plain `SET key token NX PX ttl`: the cheapest
+    /// atomic acquire there is. A waiter (which needs the holder's remaining lease when busy)
+    /// or a fence takes the acquire script instead: still one round trip.
     pub(crate) async fn try_acquire(
         &self,
         key: &str,
@@ -121,52 +121,35 @@ impl RedisBackend {
         ttl: Duration,
         ask: AttemptAsks,
     ) -> Result<Attempt, LockError> {
-        if ask.fence {
-            return self.try_acquire_fenced(key, token, ttl).await;
-        }
-        let mut conn = self.conn.clone();
-        let set: Option<String> = redis::cmd("SET")
-            .arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(millis(ttl))
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| failure("acquire", self.timeout, e))?;
-        if set.is_some() {
-            return Ok(Attempt::Acquired { fence: None });
-        }
-        let remaining = if ask.remaining {
-            let pttl: i64 = redis::cmd("PTTL")
+        if !ask.fence && !ask.remaining {
+            let mut conn = self.conn.clone();
+            let set: Option<String> = redis::cmd("SET")
                 .arg(key)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(millis(ttl))
                 .query_async(&mut conn)
                 .await
                 .map_err(|e| failure("acquire", self.timeout, e))?;
-            lease_left(pttl)
-        } else {
-            None
-        };
-        Ok(Attempt::Busy { remaining })
-    }
-
-    async fn try_acquire_fenced(
-        &self,
-        key: &str,
-        token: &str,
-        ttl: Duration,
-    ) -> Result<Attempt, LockError> {
+            return Ok(if set.is_some() {
+                Attempt::Acquired { fence: None }
+            } else {
+                Attempt::Busy { remaining: None }
+            });
+        }
         let mut acquire = ACQUIRE.prepare_invoke();
         acquire
             .key(key)
             .key(fence_key(key))
             .arg(token)
-            .arg(millis(ttl));
+            .arg(millis(ttl))
+            .arg(if ask.fence { "1" } else { "0" });
         let (acquired, value): (i64, i64) = self.invoke("acquire", &acquire).await?;
         Ok(if acquired == 1 {
-            // The script's fences are positive; a negative one cannot come from it.
             Attempt::Acquired {
-                fence: Some(u64::try_from(value).unwrap_or(0)),
+                // The script's fences are positive; a negative one cannot come from it.
+                fence: ask.fence.then(|| u64::try_from(value).unwrap_or(0)),
             }
         } else {
             Attempt::Busy {
