@@ -270,6 +270,7 @@ impl LockClient {
             .bounded("release", self.inner.backend.release(redis_key, token))
             .await;
         if let Ok(true) = released {
+            self.inner.queues.released_here(redis_key);
             self.inner.counters.add(Count::Released, 1);
             trace::debug_event!(key = redis_key, "rlock: released");
         }
@@ -497,6 +498,9 @@ impl LockRequest<'_> {
                 () = tokio::time::sleep(pause) => {}
             }
             try_now = ticket.is_head();
+            if try_now {
+                ticket.courtesy().await;
+            }
         }
     }
 }

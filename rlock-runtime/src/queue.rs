@@ -6,7 +6,7 @@
 //! arrival order. When the head leaves without the lock (its budget ran out, or it was
 //! cancelled), the next waiter is woken to try at once, so no announcement is lost.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use std::time::Duration;
@@ -24,7 +24,14 @@ pub(crate) trait Subscriptions: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Default)]
 pub(crate) struct WaitQueues {
     queues: Mutex<HashMap<String, VecDeque<Arc<Waiter>>>>,
+    /// Keys this client itself just released while it had waiters for them: its head waiter
+    /// lets the other clients' waiters try first (see [`Ticket::courtesy`]).
+    released_here: Mutex<HashSet<String>>,
 }
+
+/// How long a head waiter defers to other clients after its own client released the key:
+/// about a pub/sub delivery plus a round trip on a local network.
+const COURTESY: Duration = Duration::from_millis(1);
 
 #[derive(Debug, Default)]
 struct Waiter {
@@ -80,6 +87,18 @@ impl WaitQueues {
         }
     }
 
+    /// This client released `redis_key`: if it has waiters for it, the next one defers.
+    pub(crate) fn released_here(&self, redis_key: &str) {
+        if self.has_waiters(redis_key) {
+            self.released_set().insert(redis_key.to_owned());
+        }
+    }
+
+    fn released_set(&self) -> MutexGuard<'_, HashSet<String>> {
+        // Inserts and removals only: a poisoned set is intact.
+        self.released_here.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Whether `redis_key` has waiters in this client.
     pub(crate) fn has_waiters(&self, redis_key: &str) -> bool {
         self.queues().contains_key(redis_key)
@@ -133,6 +152,16 @@ impl Ticket {
             .is_some_and(|head| Arc::ptr_eq(head, &self.waiter))
     }
 
+    /// Called by the head before it retries: when its own client was the one that released
+    /// the key, it pauses briefly so that waiters of other clients, woken by the same
+    /// announcement, get the first try. Without it the releasing client's next waiter, woken
+    /// a little earlier in the same process, wins almost every handoff and starves the rest.
+    pub(crate) async fn courtesy(&self) {
+        if self.queues.released_set().remove(&self.redis_key) {
+            tokio::time::sleep(COURTESY).await;
+        }
+    }
+
     /// Resolves when this waiter should try again: an announcement reached it as head, or it
     /// became head because the previous one left. A wake-up sent while this waiter was busy
     /// trying is kept, not lost.
@@ -154,6 +183,7 @@ impl Drop for Ticket {
             queue.retain(|w| !Arc::ptr_eq(w, &self.waiter));
             if queue.is_empty() {
                 queues.remove(&self.redis_key);
+                self.queues.released_set().remove(&self.redis_key);
                 true
             } else {
                 if was_head
