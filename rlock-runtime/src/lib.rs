@@ -146,6 +146,11 @@ pub use options::{LockOptions, OnLost};
 #[doc(inline)]
 pub use rlock_macros::distributed_lock;
 
+// The README's tour is compiled as a doc test, so that it stays true.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+struct ReadmeTour;
+
 /// The client `#[distributed_lock]` uses when it is given no `client = …`.
 static DEFAULT_CLIENT: RwLock<Option<LockClient>> = RwLock::new(None);
 
