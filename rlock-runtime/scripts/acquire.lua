@@ -14,7 +14,9 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   local now = redis.call('TIME')
   local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+  -- pcall: a fence key of another type (WRONGTYPE) counts as no record; it is replaced.
+  local last = redis.pcall('GET', KEYS[2])
+  last = type(last) == 'string' and tonumber(last) or 0
   if last and last >= fence then
     fence = last + 1
   end

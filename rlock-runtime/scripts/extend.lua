@@ -1,7 +1,8 @@
 -- Extend a lease only if it is still ours.
 -- KEYS[1]: lock key   ARGV[1]: owner token   ARGV[2]: new lease in milliseconds
 -- Returns 1 when extended, 0 when the lock had expired or belongs to another owner.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+-- pcall: a key of another type (WRONGTYPE) is not ours.
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0

@@ -1,9 +1,11 @@
 -- Release a lock only if it is still ours, and announce the release to waiters.
 -- KEYS[1]: lock key   ARGV[1]: owner token   ARGV[2]: release channel
 -- Returns 1 when deleted, 0 when the lock had expired or belongs to another owner.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+-- pcall: a key of another type (WRONGTYPE) is not ours, and a refused PUBLISH (an ACL without
+-- channel rights) must not turn a done release into an error; scripts are not rolled back.
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], '1')
+  redis.pcall('PUBLISH', ARGV[2], '1')
   return 1
 end
 return 0

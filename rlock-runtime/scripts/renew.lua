@@ -3,7 +3,8 @@
 -- Returns one 1 (renewed) or 0 (expired, or another owner's) per key, in order.
 local renewed = {}
 for i, key in ipairs(KEYS) do
-  if redis.call('GET', key) == ARGV[2 * i - 1] then
+  -- pcall: a key of another type (WRONGTYPE) is not ours, and must not fail the batch.
+  if redis.pcall('GET', key) == ARGV[2 * i - 1] then
     redis.call('PEXPIRE', key, ARGV[2 * i])
     renewed[i] = 1
   else

@@ -15,9 +15,9 @@ use crate::fence::Fence;
 use crate::guard::{HeldLock, LockGuard};
 use crate::key::{IntoLockKey, LockKey};
 use crate::metrics::{Count, Counters, LockMetrics};
-use crate::options::LockOptions;
+use crate::options::{LockOptions, MAX_HOLD, MAX_TTL};
 use crate::queue::{Subscriptions, WaitQueues};
-use crate::renew::{LeasePlan, Leases};
+use crate::renew::{LeasePlan, Leases, Renewal};
 use crate::token::TokenSource;
 use crate::{scope, trace, wait};
 
@@ -277,16 +277,21 @@ impl LockClient {
         released
     }
 
-    pub(crate) async fn renew_raw(
-        &self,
-        batch: &[(u64, Arc<HeldLock>, Duration)],
-    ) -> Result<Vec<bool>, LockError> {
+    /// Renews a batch. Its reply is awaited at most half the shortest lease in it (or the
+    /// command timeout, if shorter): an answer later than that could not save the lease.
+    pub(crate) async fn renew_raw(&self, batch: &[Renewal]) -> Result<Vec<bool>, LockError> {
         let renewals: Vec<_> = batch
             .iter()
-            .map(|(_, lock, ttl)| (lock.redis_key(), lock.token(), *ttl))
+            .map(|r| (r.lock.redis_key(), r.lock.token(), r.ttl))
             .collect();
-        self.bounded("renew", self.inner.backend.renew(&renewals))
+        let shortest = batch.iter().map(|r| r.ttl).min().unwrap_or(Duration::MAX);
+        let timeout = self.inner.command_timeout.min(shortest / 2);
+        tokio::time::timeout(timeout, self.inner.backend.renew(&renewals))
             .await
+            .unwrap_or(Err(LockError::Timeout {
+                operation: "renew",
+                timeout,
+            }))
     }
 
     pub(crate) async fn extend_raw(
@@ -319,7 +324,7 @@ impl LockClient {
 
     /// One attempt under the timeout. If the attempt does not come back (timeout, error,
     /// cancelled caller), the server may still have granted it; the token is then released
-    /// in the background so that no orphan lock blocks others for a whole lease.
+    /// in the background ([`ReleaseOnDrop`]) so that no orphan lock blocks others for a lease.
     async fn attempt(
         &self,
         redis_key: &str,
@@ -327,7 +332,7 @@ impl LockClient {
         ttl: Duration,
         ask: AttemptAsks,
     ) -> Result<Attempt, LockError> {
-        let mut orphan = OrphanRelease {
+        let mut orphan = ReleaseOnDrop {
             client: self,
             redis_key,
             token,
@@ -344,21 +349,39 @@ impl LockClient {
     }
 }
 
-/// Releases an attempt's token when dropped armed (see [`LockClient::attempt`]).
-struct OrphanRelease<'a> {
-    client: &'a LockClient,
-    redis_key: &'a str,
-    token: &'a str,
-    armed: bool,
+/// Releases a token in the background when dropped armed: an acquisition or release whose
+/// reply never came (timeout, error, cancelled caller) may still have been carried out, or
+/// not, so the compare-and-delete is sent again, where it can remove nothing but ours.
+pub(crate) struct ReleaseOnDrop<'a> {
+    pub(crate) client: &'a LockClient,
+    pub(crate) redis_key: &'a str,
+    pub(crate) token: &'a str,
+    pub(crate) armed: bool,
 }
 
-impl Drop for OrphanRelease<'_> {
+impl Drop for ReleaseOnDrop<'_> {
     fn drop(&mut self) {
         if self.armed {
             self.client
                 .release_in_background(self.redis_key.to_owned(), self.token.to_owned());
         }
     }
+}
+
+/// A lease is at least 1 ms and at most [`MAX_TTL`].
+pub(crate) fn check_ttl(key: &LockKey, ttl: Duration) -> Result<(), LockError> {
+    if ttl < Duration::from_millis(1) {
+        return Err(LockError::InvalidConfig(format!(
+            "lock `{key}` has a ttl under 1ms; give it a lease of at least 1ms"
+        )));
+    }
+    if ttl > MAX_TTL {
+        return Err(LockError::InvalidConfig(format!(
+            "lock `{key}` has a ttl of {ttl:?}, over the limit of {MAX_TTL:?}; keep the lease \
+             short and let the watchdog renew it"
+        )));
+    }
+    Ok(())
 }
 
 /// A lock request being configured; created by [`LockClient::lock`].
@@ -474,7 +497,11 @@ impl LockRequest<'_> {
         }
 
         let mut ticket = shared.queues.join(&redis_key, shared.subscriptions.clone());
-        let announced = ticket.subscribed(shared.command_timeout).await;
+        // Bounded by the caller's budget too: a stalled subscription must not outlast `wait`.
+        let budget_left = options.wait.saturating_sub(started.elapsed());
+        let announced = ticket
+            .subscribed(shared.command_timeout.min(budget_left))
+            .await;
         let mut try_now = ticket.is_head();
         loop {
             if try_now {
@@ -509,9 +536,13 @@ impl LockClient {
     /// Checks the lease options of a request and fills in the client's defaults.
     fn plan(&self, key: &LockKey, options: &LockOptions) -> Result<LeasePlan, LockError> {
         let ttl = options.ttl.unwrap_or(self.inner.default_ttl);
-        if ttl < Duration::from_millis(1) {
+        check_ttl(key, ttl)?;
+        if let Some(cap) = options.max_hold
+            && cap > MAX_HOLD
+        {
             return Err(LockError::InvalidConfig(format!(
-                "lock `{key}` has a ttl under 1ms; give it a lease of at least 1ms"
+                "lock `{key}` has max_hold {cap:?}, over the limit of {MAX_HOLD:?}; \
+                 leave max_hold unset for no cap"
             )));
         }
         if let Some(cap) = options.max_hold

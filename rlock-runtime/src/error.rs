@@ -70,7 +70,8 @@ pub enum LockError {
         source: BoxError,
     },
 
-    /// Redlock: fewer than a majority of the masters granted the lock in time.
+    /// Redlock: fewer than a majority of the masters granted the lock in time. (For the
+    /// multi-master backend; the single-node and in-memory backends never return it.)
     #[error(
         "lock `{key}` reached {granted} of the {needed} masters it needs; \
          another owner holds it or the masters are unreachable"

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::client::LockClient;
+use crate::client::{LockClient, ReleaseOnDrop, check_ttl};
 use crate::error::LockError;
 use crate::fence::Fence;
 use crate::key::LockKey;
@@ -183,9 +183,12 @@ impl LockGuard {
         self.lock.is_lost()
     }
 
-    /// Resolves once the lease is known lost: a renewal or release found another owner (or
-    /// none), Redis stayed unreachable until the lease must have expired, a lease without
-    /// renewal ended, or `max_hold` passed. It never resolves while the lock is held.
+    /// Resolves once the lease can no longer be counted on: a renewal or release found
+    /// another owner (or none); the last confirmed renewal is a full ttl old with no renewal
+    /// on its way (Redis unreachable, this process paused), or one on its way went unanswered
+    /// for half the shortest lease of its batch; a lease without renewal reached its end; or
+    /// `max_hold` passed (the hold is then released). It may fire while Redis still holds the
+    /// key (the client cannot prove it does); it does not fire while renewals succeed.
     ///
     /// ```
     /// use rlock_runtime::LockClient;
@@ -223,6 +226,10 @@ impl LockGuard {
     /// ```
     pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
         let lock = &self.lock;
+        if lock.is_lost() {
+            return Err(lock.lost_error());
+        }
+        check_ttl(&lock.key, ttl)?;
         let sent_at = tokio::time::Instant::now();
         if lock
             .client
@@ -263,11 +270,18 @@ impl LockGuard {
         if !lock.drop_hold() {
             return Ok(());
         }
-        if lock
-            .client
-            .release_raw(&lock.redis_key, &lock.token)
-            .await?
-        {
+        // If this future is dropped while the release is on its way, or the release fails,
+        // it is sent again in the background: a dropped future leaves no lock behind.
+        let mut pending = ReleaseOnDrop {
+            client: &lock.client,
+            redis_key: &lock.redis_key,
+            token: &lock.token,
+            armed: true,
+        };
+        let released = lock.client.release_raw(&lock.redis_key, &lock.token).await;
+        pending.armed = released.is_err();
+        drop(pending);
+        if released? {
             Ok(())
         } else {
             lock.mark_lost();

@@ -52,6 +52,16 @@ impl LockKey {
                 reason: "a lock key may not be empty",
             });
         }
+        if key
+            .strip_suffix(":fence")
+            .is_some_and(|rest| rest.contains('}'))
+        {
+            return Err(LockError::InvalidKey {
+                key,
+                reason: "keys of the form `…{…}…:fence` are where other locks keep their \
+                         fencing records; choose another name",
+            });
+        }
         if key.len() > MAX_KEY_LEN {
             return Err(LockError::InvalidKey {
                 key: key.chars().take(64).collect::<String>() + "…",

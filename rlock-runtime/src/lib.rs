@@ -141,7 +141,7 @@ pub use fence::Fence;
 pub use guard::LockGuard;
 pub use key::{IntoLockKey, KeyBuilder, LockKey};
 pub use metrics::LockMetrics;
-pub use options::{LockOptions, OnLost};
+pub use options::{LockOptions, MAX_HOLD, MAX_TTL, OnLost};
 
 #[doc(inline)]
 pub use rlock_macros::distributed_lock;

@@ -51,15 +51,17 @@ impl WaitQueues {
         subscriptions: Option<Arc<dyn Subscriptions>>,
     ) -> Ticket {
         let waiter = Arc::new(Waiter::default());
-        let first = {
+        // Subscribing happens under the queues' lock, like unsubscribing in `Ticket::drop`,
+        // so the two reach the feed in the order the queue emptied and filled again.
+        // (Both only enqueue a request; they never wait.)
+        let subscribed = {
             let mut queues = self.queues();
             let queue = queues.entry(redis_key.to_owned()).or_default();
             queue.push_back(waiter.clone());
-            queue.len() == 1
-        };
-        let subscribed = match (&subscriptions, first) {
-            (Some(subs), true) => subs.first_waiter(redis_key),
-            _ => None,
+            match &subscriptions {
+                Some(subs) if queue.len() == 1 => subs.first_waiter(redis_key),
+                _ => None,
+            }
         };
         Ticket {
             queues: self.clone(),
@@ -89,7 +91,10 @@ impl WaitQueues {
 
     /// This client released `redis_key`: if it has waiters for it, the next one defers.
     pub(crate) fn released_here(&self, redis_key: &str) {
-        if self.has_waiters(redis_key) {
+        // Under the queues' lock, so the last waiter's departure cannot slip in between and
+        // leave the mark behind.
+        let queues = self.queues();
+        if queues.contains_key(redis_key) {
             self.released_set().insert(redis_key.to_owned());
         }
     }
@@ -128,6 +133,9 @@ impl Ticket {
     /// release after the next attempt cannot go unannounced. Returns whether announcements
     /// can be relied on; when not, the waiter retries on a short timer instead.
     pub(crate) async fn subscribed(&mut self, limit: Duration) -> bool {
+        if limit.is_zero() {
+            return false;
+        }
         match self.subscribed.take() {
             Some(confirmation) => {
                 matches!(tokio::time::timeout(limit, confirmation).await, Ok(Ok(())))
@@ -172,11 +180,11 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let last = {
-            let mut queues = self.queues.queues();
-            let Some(queue) = queues.get_mut(&self.redis_key) else {
-                return;
-            };
+        let mut queues = self.queues.queues();
+        let Some(queue) = queues.get_mut(&self.redis_key) else {
+            return;
+        };
+        {
             let was_head = queue
                 .front()
                 .is_some_and(|head| Arc::ptr_eq(head, &self.waiter));
@@ -184,7 +192,9 @@ impl Drop for Ticket {
             if queue.is_empty() {
                 queues.remove(&self.redis_key);
                 self.queues.released_set().remove(&self.redis_key);
-                true
+                if let Some(subs) = &self.subscriptions {
+                    subs.last_waiter_left(&self.redis_key);
+                }
             } else {
                 if was_head
                     && self.pass_turn
@@ -194,11 +204,7 @@ impl Drop for Ticket {
                     // on; the next one tries at once rather than wait for another.
                     next.wake.notify_one();
                 }
-                false
             }
-        };
-        if last && let Some(subs) = &self.subscriptions {
-            subs.last_waiter_left(&self.redis_key);
         }
     }
 }

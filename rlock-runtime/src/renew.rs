@@ -50,21 +50,33 @@ struct Lease {
     /// When to renew next.
     renew_at: Instant,
     hold_until: Option<Instant>,
-    /// A renewal is on its way; don't send another.
-    in_flight: bool,
+    /// A renewal is on its way (don't send another): when it was sent, and with what lease.
+    in_flight: Option<(Instant, Duration)>,
+    /// Bumped by every manual `extend`, so a renewal that overlapped one can tell.
+    extensions: u64,
 }
 
 impl Lease {
-    fn confirmed(&mut self, sent_at: Instant) {
-        self.expires = sent_at + self.ttl;
-        self.renew_at = sent_at + self.ttl / 3;
-        self.in_flight = false;
+    /// A renewal sent at `sent_at` with lease `ttl`, while `extensions` was as given, came
+    /// back confirmed.
+    fn renewed(&mut self, sent_at: Instant, ttl: Duration, extensions: u64, now: Instant) {
+        self.in_flight = None;
+        if extensions == self.extensions {
+            self.expires = sent_at + ttl;
+            self.renew_at = sent_at + self.ttl / 3;
+        } else {
+            // A manual extend ran while this renewal was on its way, and which of the two
+            // reached Redis last is unknown: keep the earlier expiry, and renew at once so
+            // that the extended lease is what Redis holds.
+            self.expires = self.expires.min(sent_at + ttl);
+            self.renew_at = now;
+        }
     }
 
     /// The next moment the watchdog must look at this lease, if any. While a renewal is in
     /// flight only the `max_hold` cap is, since the renewal's outcome wakes the watchdog.
     fn next_event(&self) -> Option<Instant> {
-        let due = if self.in_flight {
+        let due = if self.in_flight.is_some() {
             None
         } else if self.renew {
             Some(self.expires.min(self.renew_at))
@@ -120,8 +132,10 @@ impl Leases {
             renew: plan.renew,
             expires: sent_at + plan.ttl,
             renew_at: sent_at + plan.ttl / 3,
-            hold_until: plan.max_hold.map(|cap| sent_at + cap),
-            in_flight: false,
+            // A cap too far to represent is no cap.
+            hold_until: plan.max_hold.and_then(|cap| sent_at.checked_add(cap)),
+            in_flight: None,
+            extensions: 0,
         };
         let next_event = lease.next_event();
         let (start, wake) = {
@@ -151,7 +165,14 @@ impl Leases {
                 return;
             };
             lease.ttl = ttl;
-            lease.confirmed(sent_at);
+            lease.extensions += 1;
+            // Redis now holds this lease, unless a renewal still on its way lands after it
+            // with the shorter lease it carries.
+            lease.expires = match lease.in_flight {
+                Some((renew_sent, renew_ttl)) => (sent_at + ttl).min(renew_sent + renew_ttl),
+                None => sent_at + ttl,
+            };
+            lease.renew_at = sent_at + ttl / 3;
             let next_event = lease.next_event();
             next_event.is_some_and(|at| state.needs_earlier_pass(at))
         };
@@ -181,9 +202,18 @@ impl Drop for Running {
 }
 
 /// One pass's findings, gathered under the lock and acted on after it.
+/// One lease to renew, and what it looked like when the renewal was sent.
+#[derive(Debug, Clone)]
+pub(crate) struct Renewal {
+    lease_id: u64,
+    pub(crate) lock: Arc<HeldLock>,
+    pub(crate) ttl: Duration,
+    extensions: u64,
+}
+
 #[derive(Default)]
 struct Pass {
-    renew: Vec<(u64, Arc<HeldLock>, Duration)>,
+    renew: Vec<Renewal>,
     expired: Vec<Arc<HeldLock>>,
     capped: Vec<Arc<HeldLock>>,
     next: Option<Instant>,
@@ -250,13 +280,18 @@ fn survey(state: &mut State, now: Instant) -> Pass {
         // A renewal in flight decides for itself: if it finds our token, the key never
         // expired (nobody else has the token), and if it fails, the lease is lost on the next
         // pass. So a slow reply delays the verdict by at most the command timeout.
-        if lease.expires <= now && !lease.in_flight {
+        if lease.expires <= now && lease.in_flight.is_none() {
             pass.expired.push(lock);
             return false;
         }
-        if lease.renew && !lease.in_flight && lease.renew_at <= now + lease.ttl / 6 {
-            lease.in_flight = true;
-            pass.renew.push((id, lock, lease.ttl));
+        if lease.renew && lease.in_flight.is_none() && lease.renew_at <= now + lease.ttl / 6 {
+            lease.in_flight = Some((now, lease.ttl));
+            pass.renew.push(Renewal {
+                lease_id: id,
+                lock,
+                ttl: lease.ttl,
+                extensions: lease.extensions,
+            });
         }
         if let Some(next) = lease.next_event() {
             pass.next = Some(pass.next.map_or(next, |n| n.min(next)));
@@ -267,11 +302,7 @@ fn survey(state: &mut State, now: Instant) -> Pass {
 }
 
 /// Renews one batch and records the outcome of each lease.
-async fn renew_batch(
-    client: LockClient,
-    batch: Vec<(u64, Arc<HeldLock>, Duration)>,
-    sent_at: Instant,
-) {
+async fn renew_batch(client: LockClient, batch: Vec<Renewal>, sent_at: Instant) {
     let result = client.renew_raw(&batch).await;
     let shared = client.shared();
     let mut lost = Vec::new();
@@ -281,17 +312,19 @@ async fn renew_batch(
         match &result {
             Ok(renewed) => {
                 let mut earliest: Option<Instant> = None;
-                for ((id, lock, _), &ok) in batch.iter().zip(renewed) {
+                let now = Instant::now();
+                for (renewal, &ok) in batch.iter().zip(renewed) {
                     if ok {
-                        if let Some(lease) = state.leases.get_mut(id) {
-                            lease.confirmed(sent_at);
+                        if let Some(lease) = state.leases.get_mut(&renewal.lease_id) {
+                            lease.renewed(sent_at, renewal.ttl, renewal.extensions, now);
                             if let Some(next) = lease.next_event() {
                                 earliest = Some(earliest.map_or(next, |e| e.min(next)));
                             }
                         }
-                    } else {
-                        state.leases.remove(id);
-                        lost.push(lock.clone());
+                    } else if state.leases.remove(&renewal.lease_id).is_some() {
+                        // (A hold released while its renewal was on its way is gone from the
+                        // map and was not lost.)
+                        lost.push(renewal.lock.clone());
                     }
                 }
                 // The watchdog planned its next pass while these were in flight, without
@@ -304,12 +337,14 @@ async fn renew_batch(
                 }
             }
             Err(_) => {
-                // Try again soon; the lease's deadline decides when it counts as lost.
+                // Try again after a pause (past the early-renewal window, which would
+                // otherwise resend at once); the lease's deadline decides when it is lost.
                 let now = Instant::now();
-                for (id, _, ttl) in &batch {
-                    if let Some(lease) = state.leases.get_mut(id) {
-                        lease.in_flight = false;
-                        lease.renew_at = now + (*ttl / 10).min(Duration::from_millis(500));
+                for renewal in &batch {
+                    if let Some(lease) = state.leases.get_mut(&renewal.lease_id) {
+                        lease.in_flight = None;
+                        let pause = (lease.ttl / 10).min(Duration::from_millis(500));
+                        lease.renew_at = now + lease.ttl / 6 + pause;
                     }
                 }
                 // The retries are due before whatever the watchdog planned.
@@ -334,5 +369,62 @@ async fn renew_batch(
     }
     for lock in lost {
         lock.mark_lost();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(now: Instant) -> Lease {
+        Lease {
+            lock: Weak::new(),
+            ttl: Duration::from_secs(3),
+            renew: true,
+            expires: now + Duration::from_secs(3),
+            renew_at: now + Duration::from_secs(1),
+            hold_until: None,
+            in_flight: None,
+            extensions: 0,
+        }
+    }
+
+    #[test]
+    fn an_extend_overlapping_a_renewal_keeps_the_earlier_expiry() {
+        let t0 = Instant::now();
+        let leases = Leases::default();
+        let mut l = lease(t0);
+        // The watchdog sent a 3 s renewal at t0 + 1 s; then the user extends to 60 s.
+        let renewal_sent = t0 + Duration::from_secs(1);
+        l.in_flight = Some((renewal_sent, Duration::from_secs(3)));
+        leases.state().leases.insert(1, l);
+        leases.extended(1, Duration::from_secs(60), renewal_sent);
+        {
+            let state = leases.state();
+            let l = &state.leases[&1];
+            // The renewal may land last and cut the lease back to 3 s.
+            assert_eq!(l.expires, renewal_sent + Duration::from_secs(3));
+            assert!(l.in_flight.is_some(), "the renewal is still on its way");
+        }
+        // It comes back confirmed: the earlier expiry stays, and the next renewal is due now.
+        let now = t0 + Duration::from_millis(1100);
+        let mut state = leases.state();
+        let l = state.leases.get_mut(&1).unwrap();
+        l.renewed(renewal_sent, Duration::from_secs(3), 0, now);
+        assert_eq!(l.expires, renewal_sent + Duration::from_secs(3));
+        assert_eq!(l.renew_at, now);
+        assert_eq!(l.ttl, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_plain_renewal_moves_the_expiry() {
+        let t0 = Instant::now();
+        let mut l = lease(t0);
+        let sent = t0 + Duration::from_secs(1);
+        l.in_flight = Some((sent, Duration::from_secs(3)));
+        l.renewed(sent, Duration::from_secs(3), 0, sent);
+        assert_eq!(l.expires, sent + Duration::from_secs(3));
+        assert_eq!(l.renew_at, sent + Duration::from_secs(1));
+        assert!(l.in_flight.is_none());
     }
 }

@@ -413,3 +413,87 @@ async fn passwords_in_the_url_are_used_and_a_wrong_one_is_a_clear_error() {
         "the password leaked: {err}"
     );
 }
+
+#[tokio::test]
+async fn a_key_overwritten_with_another_type_is_lost_not_an_error() {
+    let server = RedisServer::start();
+    let client = client_for(&server, SHORT).await;
+    let ttl = Duration::from_millis(600);
+    let doomed = client.lock("typed:1").ttl(ttl).acquire().await.unwrap();
+    let healthy = client.lock("typed:2").ttl(ttl).acquire().await.unwrap();
+
+    // Another application writes a hash where our lock was (say, after a failover).
+    let mut raw = server.raw().await;
+    let _: () = raw.del("typed:1").await.unwrap();
+    let _: () = raw.hset("typed:1", "field", "value").await.unwrap();
+
+    // The watchdog's batch renews the healthy lock and reports only the other one lost.
+    tokio::time::timeout(Duration::from_secs(5), doomed.lost())
+        .await
+        .expect("the overwritten lock was never reported lost");
+    tokio::time::sleep(ttl * 2).await;
+    assert!(
+        !healthy.is_lost(),
+        "one bad key failed the whole renewal batch"
+    );
+    assert!(doomed.release().await.unwrap_err().is_lost());
+    healthy.release().await.unwrap();
+    let kind: String = redis::cmd("TYPE")
+        .arg("typed:1")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(kind, "hash", "the other application's data was touched");
+}
+
+#[tokio::test]
+async fn a_user_without_channel_rights_still_releases_cleanly() {
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    let _: () = redis::cmd("ACL")
+        .arg(
+            &[
+                "SETUSER",
+                "app",
+                "on",
+                ">pw",
+                "~*",
+                "+@all",
+                "resetchannels",
+            ][..],
+        )
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let url = format!("redis://app:pw@127.0.0.1:{}/", server.port());
+    let client = LockClient::connect(&url).await.unwrap();
+    let guard = client.lock("acl:1").acquire().await.unwrap();
+    // The release script's announcement is refused (NOPERM); the release itself stands.
+    guard.release().await.unwrap();
+    let exists: bool = raw.exists("acl:1").await.unwrap();
+    assert!(!exists);
+}
+
+#[tokio::test]
+async fn a_release_cancelled_in_flight_still_frees_the_lock() {
+    let server = RedisServer::start();
+    let client = client_for(&server, SHORT).await;
+    let guard = client
+        .lock("release:1")
+        .ttl(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+
+    // The caller gives up on the release while it sits in the paused server's socket.
+    server.pause();
+    let cancelled = tokio::time::timeout(Duration::from_millis(100), guard.release()).await;
+    assert!(
+        cancelled.is_err(),
+        "the release should still have been waiting"
+    );
+    server.resume();
+
+    let other = client_for(&server, SHORT).await;
+    lock_and_release(&other, "release:1", Duration::from_secs(5)).await;
+}

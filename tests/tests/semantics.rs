@@ -376,4 +376,27 @@ async fn invalid_keys_are_errors(f: &Fixture) {
         .await
         .unwrap_err();
     assert!(matches!(err, LockError::InvalidConfig(_)), "{err:?}");
+
+    // Absurd durations are refused before anything reaches the backend, never a panic.
+    for request in [
+        f.client.lock("huge").ttl(Duration::MAX),
+        f.client.lock("huge").max_hold(Duration::MAX),
+    ] {
+        let err = request.acquire().await.unwrap_err();
+        assert!(matches!(err, LockError::InvalidConfig(_)), "{err:?}");
+    }
+    let guard = f.client.lock("huge").acquire().await.unwrap();
+    let err = guard.extend(Duration::MAX).await.unwrap_err();
+    assert!(matches!(err, LockError::InvalidConfig(_)), "{err:?}");
+    guard.release().await.unwrap();
+
+    // Names where other locks keep their fencing records are not lock names.
+    let err = f
+        .client
+        .lock("{order:42}:fence")
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::InvalidKey { .. }), "{err:?}");
+    lock_and_release(&f.client, "order:fence", Duration::ZERO).await;
 }

@@ -101,7 +101,24 @@ impl Backend {
     }
 }
 
-/// Milliseconds for a `PX`/`PEXPIRE` argument, at least 1.
+/// Milliseconds for a `PX`/`PEXPIRE` argument, rounded up (Redis must not hold the lease
+/// shorter than the client counts it), at least 1.
 pub(crate) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+    let whole = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let partial = u64::from(!d.subsec_nanos().is_multiple_of(1_000_000));
+    whole.saturating_add(partial).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::millis;
+    use std::time::Duration;
+
+    #[test]
+    fn leases_are_rounded_up_to_whole_milliseconds() {
+        assert_eq!(millis(Duration::from_micros(10_900)), 11);
+        assert_eq!(millis(Duration::from_millis(10)), 10);
+        assert_eq!(millis(Duration::ZERO), 1);
+        assert_eq!(millis(Duration::MAX), u64::MAX);
+    }
 }

@@ -1,5 +1,5 @@
-//! A single Redis node (or a Sentinel-managed master) through one auto-reconnecting,
-//! multiplexed connection shared by every task of the client.
+//! A single Redis node through one auto-reconnecting, multiplexed connection shared by every
+//! task of the client.
 
 use std::sync::LazyLock;
 use std::time::Duration;

@@ -93,11 +93,12 @@ async fn feed(
     mut ops: mpsc::UnboundedReceiver<Op>,
 ) {
     let mut backoff = Duration::from_millis(50);
+    let mut failed = false;
     loop {
-        let connected = tokio::time::timeout(timeout, client.get_async_pubsub()).await;
-        let Ok(Ok(pubsub)) = connected else {
-            // Unreachable: keep draining requests (their waiters use their timers) until the
-            // next try, and stop when the client is gone.
+        if failed {
+            // After any failure (no connection, a refused SUBSCRIBE, a dropped connection)
+            // pause before trying again, draining requests meanwhile (their waiters use their
+            // timers), and stop when the client is gone.
             let retry = tokio::time::sleep(backoff);
             tokio::pin!(retry);
             loop {
@@ -107,9 +108,12 @@ async fn feed(
                 }
             }
             backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+        failed = true;
+        let connected = tokio::time::timeout(timeout, client.get_async_pubsub()).await;
+        let Ok(Ok(pubsub)) = connected else {
             continue;
         };
-        backoff = Duration::from_millis(50);
         let (mut sink, mut stream) = pubsub.split();
         // Channels subscribed on this connection, so a request for one already there (the
         // resubscription below races with queued requests) costs no second SUBSCRIBE.
@@ -130,6 +134,7 @@ async fn feed(
                 continue;
             }
             subscribed.extend(channels);
+            backoff = Duration::from_millis(50);
         }
         if let Some(live) = queues.upgrade() {
             live.wake_all_heads();
@@ -147,6 +152,7 @@ async fn feed(
                             };
                             if ok {
                                 subscribed.insert(channel);
+                                backoff = Duration::from_millis(50);
                                 let _ = ack.send(());
                             }
                             ok
