@@ -67,11 +67,16 @@
 //!   releases its token in the background, so no orphan lock blocks others for a lease.
 //!
 //! # When the lease is lost
-//! The lease is known lost when a renewal or release finds another token (or none) under the
-//! key, when the last confirmed renewal is a full ttl old with no renewal on its way (Redis
-//! unreachable, or this process paused), when a lease without renewal reaches its end, or at
-//! `max_hold`. Then [`LockGuard::lost`] resolves and, under `on_lost = "abort"` (the default),
-//! the body's future is dropped at its next `.await` and [`LockError::Lost`] returned.
+//! The lease is counted lost when a renewal or release finds another token (or none) under the
+//! key; when the last confirmed renewal is a full ttl old with no renewal on its way (Redis
+//! unreachable, or this process paused), or one on its way stays unanswered for half the
+//! lease; when a lease without renewal reaches its end; or at `max_hold`. Then
+//! [`LockGuard::lost`] resolves and, under `on_lost = "abort"` (the default), the body's
+//! future is dropped at its next `.await` and [`LockError::Lost`] returned. So the signal can
+//! come up to half a lease after the client's own estimate of the expiry, while a last renewal
+//! is still unanswered: a renewal that finds our token proves the key never expired, and
+//! waiting for it avoids aborting bodies whose lease was fine. Fence the writes where that
+//! window matters.
 //!
 //! What the body may assume: while it runs and `lost()` has not fired, no other rlock client
 //! has been *granted* the key since this hold began, **as far as this process can prove**. A
