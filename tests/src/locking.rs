@@ -38,3 +38,23 @@ pub async fn lock_and_release(client: &LockClient, key: &str, wait: Duration) {
         .await
         .unwrap_or_else(|e| panic!("releasing `{key}`: {e}"));
 }
+
+/// Spawns a task that takes `key` (waiting up to `wait`, with a 10 s lease), holds it for
+/// `hold`, and releases it: one contender of a queue.
+pub fn spawn_contender(
+    client: LockClient,
+    key: &'static str,
+    wait: Duration,
+    hold: Duration,
+) -> tokio::task::JoinHandle<Result<(), rlock_runtime::LockError>> {
+    tokio::spawn(async move {
+        let guard = client
+            .lock(key)
+            .ttl(Duration::from_secs(10))
+            .wait(wait)
+            .acquire()
+            .await?;
+        tokio::time::sleep(hold).await;
+        guard.release().await
+    })
+}

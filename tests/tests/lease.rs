@@ -3,14 +3,12 @@
 //! polling, and a failed or cancelled body frees its lock at once.
 #![allow(clippy::unwrap_used)]
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use rlock_runtime::{LockClient, LockError, LockOptions};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::{client_for, lock_and_release};
+use rlock_tests::locking::{client_for, lock_and_release, spawn_contender};
 
 const SHORT: Duration = Duration::from_millis(300);
 use rlock_tests::child::{LineChild, start_holder};
@@ -190,27 +188,20 @@ async fn waiters_are_served_in_turn_by_announcements_not_polling() {
         .await
         .unwrap();
 
-    let served = Arc::new(AtomicU64::new(0));
     // Arrival: every waiter tries once, queues, and its client subscribes to the key.
     let (waiters, arrival) = server
         .commands_during(async {
-            let mut waiters = Vec::new();
-            for i in 0..8 {
-                let client = clients[i % 4].clone();
-                let served = served.clone();
-                waiters.push(tokio::spawn(async move {
-                    let guard = client
-                        .lock("hot")
-                        .ttl(Duration::from_secs(10))
-                        .wait(Duration::from_secs(20))
-                        .acquire()
-                        .await?;
-                    // Long enough that a waiter polling every few tens of ms would show.
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    served.fetch_add(1, Ordering::SeqCst);
-                    guard.release().await
-                }));
-            }
+            // A hold long enough that a waiter polling every few tens of ms would show.
+            let waiters: Vec<_> = (0..8)
+                .map(|i| {
+                    spawn_contender(
+                        clients[i % 4].clone(),
+                        "hot",
+                        Duration::from_secs(20),
+                        Duration::from_millis(100),
+                    )
+                })
+                .collect();
             tokio::time::sleep(Duration::from_millis(300)).await;
             waiters
         })
@@ -218,15 +209,18 @@ async fn waiters_are_served_in_turn_by_announcements_not_polling() {
     assert!(round_trips(&arrival) <= 8 * 2 + 4, "arrival: {arrival:?}");
 
     // Handoffs: the first release, then each waiter in turn.
-    let (_, handoffs) = server
+    let (served, handoffs) = server
         .commands_during(async {
             holder.release().await.unwrap();
+            let mut served = 0;
             for w in waiters {
                 w.await.unwrap().unwrap();
+                served += 1;
             }
+            served
         })
         .await;
-    assert_eq!(served.load(Ordering::SeqCst), 8);
+    assert_eq!(served, 8);
 
     // Per handoff: one release, one winning attempt, at most one losing attempt per other
     // client that waits. The leases are 10 s, so no timer fired either.
@@ -400,20 +394,17 @@ async fn a_release_wakes_one_waiter_per_client_not_all() {
         .await
         .unwrap();
 
-    let mut waiters = Vec::new();
-    for i in 0..16 {
-        let client = if i % 2 == 0 { a.clone() } else { b.clone() };
-        waiters.push(tokio::spawn(async move {
-            let guard = client
-                .lock("herd")
-                .ttl(Duration::from_secs(10))
-                .wait(Duration::from_secs(30))
-                .acquire()
-                .await?;
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            guard.release().await
-        }));
-    }
+    let waiters: Vec<_> = (0..16)
+        .map(|i| {
+            let client = if i % 2 == 0 { a.clone() } else { b.clone() };
+            spawn_contender(
+                client,
+                "herd",
+                Duration::from_secs(30),
+                Duration::from_millis(10),
+            )
+        })
+        .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let (_, handoffs) = server

@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 
+use std::future::Future;
 use std::sync::Arc;
 
 use super::subscriber::{Subscriber, release_channel};
@@ -82,27 +83,16 @@ impl RedisBackend {
             .set_response_timeout(Some(timeout))
             .set_number_of_retries(3)
             .set_max_delay(Duration::from_secs(1));
-        let conn = tokio::time::timeout(
+        let conn = connecting(
             timeout,
             ConnectionManager::new_with_config(client.clone(), config),
         )
-        .await
-        .map_err(|_| LockError::Timeout {
-            operation: "connect",
-            timeout,
-        })?
-        .map_err(|e| failure("connect", timeout, e))?;
+        .await?;
         // Load the scripts up front, so the first calls do not all miss at once and load them
         // again one by one. (After a server restart the cache is empty; EVALSHA reloads then.)
         for script in [&*ACQUIRE, &*RELEASE, &*EXTEND, &*RENEW] {
             let mut conn = conn.clone();
-            tokio::time::timeout(timeout, script.load_async(&mut conn))
-                .await
-                .map_err(|_| LockError::Timeout {
-                    operation: "connect",
-                    timeout,
-                })?
-                .map_err(|e| failure("connect", timeout, e))?;
+            connecting(timeout, script.load_async(&mut conn)).await?;
         }
         Ok(Self {
             client,
@@ -203,6 +193,20 @@ impl RedisBackend {
         let extended: i64 = self.invoke("extend", &extend).await?;
         Ok(extended == 1)
     }
+}
+
+/// One step of connecting, bounded by `timeout`.
+async fn connecting<T>(
+    timeout: Duration,
+    step: impl Future<Output = Result<T, RedisError>>,
+) -> Result<T, LockError> {
+    tokio::time::timeout(timeout, step)
+        .await
+        .map_err(|_| LockError::Timeout {
+            operation: "connect",
+            timeout,
+        })?
+        .map_err(|e| failure("connect", timeout, e))
 }
 
 /// The holder's remaining lease from a `PTTL` reply. It is -1 for a key without expiry (set
