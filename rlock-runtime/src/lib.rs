@@ -120,33 +120,40 @@
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+// Layers, each importing only those below it (see DESIGN.md):
+// façade: client, request, guard, run, scope, options, error
+// lease:  lease/ (the hold's state machine, the watchdog)
+// wait:   wait/ (per-key queues, announcement state, timers)
+// backend: backend/ (lease operations per topology, connections, the release feed)
+// leaves: key, fence, token, metrics, tuning, driver, trace
 mod backend;
 mod client;
+mod driver;
 mod error;
 mod fence;
 mod guard;
 pub mod key;
+mod lease;
 mod metrics;
 mod options;
-mod queue;
-mod renew;
+mod request;
 mod run;
 mod scope;
 mod token;
 mod trace;
+mod tuning;
 mod wait;
 
 use std::sync::RwLock;
 
-pub use client::{
-    DEFAULT_COMMAND_TIMEOUT, DEFAULT_TTL, LockClient, LockClientBuilder, LockRequest,
-};
+pub use client::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_TTL, LockClient, LockClientBuilder};
 pub use error::{BoxError, LockError};
 pub use fence::Fence;
 pub use guard::LockGuard;
 pub use key::{IntoLockKey, KeyBuilder, LockKey};
 pub use metrics::LockMetrics;
 pub use options::{LockOptions, MAX_HOLD, MAX_TTL, OnLost};
+pub use request::LockRequest;
 
 #[doc(inline)]
 pub use rlock_macros::distributed_lock;

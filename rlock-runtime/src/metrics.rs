@@ -26,8 +26,12 @@ pub struct LockMetrics {
     pub busy: u64,
     /// Holds whose lease was found lost.
     pub lost: u64,
-    /// Releases that deleted our lock.
+    /// Releases of holds that deleted our lock (at most one per acquisition).
     pub released: u64,
+    /// Locks deleted for acquisitions whose reply never came (a timeout, a cancelled
+    /// caller): Redis may have granted them, so their token is released in the background.
+    /// Not counted in `acquired` or `released`.
+    pub orphans_released: u64,
     /// Leases renewed by the watchdog.
     pub renewed: u64,
     /// Watchdog calls that failed (Redis unreachable or erroring).
@@ -42,18 +46,20 @@ pub(crate) struct Counters {
     busy: AtomicU64,
     lost: AtomicU64,
     released: AtomicU64,
+    orphans_released: AtomicU64,
     renewed: AtomicU64,
     renew_failures: AtomicU64,
     wait_micros: AtomicU64,
 }
 
 /// Which counter to bump.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Count {
     Acquired,
     Busy,
     Lost,
     Released,
+    OrphanReleased,
     Renewed,
     RenewFailure,
 }
@@ -65,6 +71,7 @@ impl Counters {
             Count::Busy => &self.busy,
             Count::Lost => &self.lost,
             Count::Released => &self.released,
+            Count::OrphanReleased => &self.orphans_released,
             Count::Renewed => &self.renewed,
             Count::RenewFailure => &self.renew_failures,
         };
@@ -83,6 +90,7 @@ impl Counters {
             busy: get(&self.busy),
             lost: get(&self.lost),
             released: get(&self.released),
+            orphans_released: get(&self.orphans_released),
             renewed: get(&self.renewed),
             renew_failures: get(&self.renew_failures),
             total_wait: Duration::from_micros(get(&self.wait_micros)),

@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use crate::error::LockError;
+use crate::key::LockKey;
+
 /// The longest lease a lock may ask for (the attribute's limit too). With renewal, a lease is
 /// how long a crashed holder blocks others; longer ones are nearly always a unit mistake.
 pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -124,4 +127,37 @@ impl LockOptions {
     pub fn wait_budget(&self) -> Duration {
         self.wait
     }
+}
+
+/// A lease is at least 1 ms and at most [`MAX_TTL`].
+pub(crate) fn check_ttl(key: &LockKey, ttl: Duration) -> Result<(), LockError> {
+    if ttl < Duration::from_millis(1) {
+        return Err(LockError::InvalidConfig(format!(
+            "lock `{key}` has a ttl under 1ms; give it a lease of at least 1ms"
+        )));
+    }
+    if ttl > MAX_TTL {
+        return Err(LockError::InvalidConfig(format!(
+            "lock `{key}` has a ttl of {ttl:?}, over the limit of {MAX_TTL:?}; keep the lease \
+             short and let the watchdog renew it"
+        )));
+    }
+    Ok(())
+}
+
+/// A `max_hold` is at most [`MAX_HOLD`] and no shorter than the ttl.
+pub(crate) fn check_max_hold(key: &LockKey, ttl: Duration, cap: Duration) -> Result<(), LockError> {
+    if cap > MAX_HOLD {
+        return Err(LockError::InvalidConfig(format!(
+            "lock `{key}` has max_hold {cap:?}, over the limit of {MAX_HOLD:?}; \
+             leave max_hold unset for no cap"
+        )));
+    }
+    if cap < ttl {
+        return Err(LockError::InvalidConfig(format!(
+            "lock `{key}` has max_hold {cap:?} shorter than its ttl {ttl:?}; \
+             raise max_hold or lower the ttl"
+        )));
+    }
+    Ok(())
 }

@@ -5,9 +5,46 @@ use std::future::Future;
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::fence::Fence;
-use crate::key::LockKey;
+use crate::key::{IntoLockKey, LockKey};
 use crate::options::{LockOptions, OnLost};
 use crate::scope;
+
+impl LockClient {
+    /// Runs `body` while holding `key`, then releases it.
+    ///
+    /// Inside `body`, locking the same key with this client re-enters without a Redis
+    /// command. Returns the body's output, or the error that prevented acquiring. When the
+    /// lease turned out lost by the time of release, returns [`LockError::Lost`] (unless
+    /// `options.on_lost` is [`OnLost::Continue`](crate::OnLost::Continue)).
+    ///
+    /// ```
+    /// use rlock_runtime::{LockClient, LockOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::in_memory();
+    /// let total = client
+    ///     .with_lock("stock:7", LockOptions::new(), async { 40 + 2 })
+    ///     .await?;
+    /// assert_eq!(total, 42);
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_lock<T>(
+        &self,
+        key: impl IntoLockKey,
+        options: LockOptions,
+        body: impl Future<Output = T>,
+    ) -> Result<T, LockError> {
+        let outcome = Outcome::<Result<T, LockError>>::RESULT;
+        run_locked(
+            Ok(self.clone()),
+            key.into_lock_key(),
+            options,
+            outcome,
+            |_| async { Ok(body.await) },
+        )
+        .await
+    }
+}
 
 /// How a locked body's output reports a lock failure and tells success, as plain function
 /// pointers: the caller picks them for its output type, so no trait bound rides along into
@@ -65,7 +102,7 @@ where
     };
     // The body's fence is 0 unless one was asked for (the macro asks when it binds one).
     let fence = guard.fence().map_or(0, Fence::get);
-    let body = scope::enter(guard.shared(), body(fence));
+    let body = scope::enter(guard.hold(), body(fence));
     let output = match on_lost {
         OnLost::Abort => {
             tokio::select! {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::guard::HeldLock;
+use crate::lease::Hold;
 
 tokio::task_local! {
     static HELD: Chain;
@@ -22,12 +22,12 @@ tokio::task_local! {
 struct Chain(Option<Arc<Link>>);
 
 struct Link {
-    lock: Arc<HeldLock>,
+    lock: Arc<Hold>,
     outer: Chain,
 }
 
 /// The hold of `key` by `client` in the current call chain, if any and not yet lost.
-pub(crate) fn find(client: Uuid, redis_key: &str) -> Option<Arc<HeldLock>> {
+pub(crate) fn find(client: Uuid, redis_key: &str) -> Option<Arc<Hold>> {
     HELD.try_with(|chain| {
         let mut link = chain.0.as_ref();
         while let Some(l) = link {
@@ -44,7 +44,7 @@ pub(crate) fn find(client: Uuid, redis_key: &str) -> Option<Arc<HeldLock>> {
 }
 
 /// Runs `fut` with `lock` added to the current call chain's holds.
-pub(crate) async fn enter<F: Future>(lock: Arc<HeldLock>, fut: F) -> F::Output {
+pub(crate) async fn enter<F: Future>(lock: Arc<Hold>, fut: F) -> F::Output {
     let outer = HELD.try_with(Chain::clone).unwrap_or_default();
     let chain = Chain(Some(Arc::new(Link { lock, outer })));
     HELD.scope(chain, fut).await

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Attempt, AttemptAsks};
-use crate::queue::WaitQueues;
+use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseListener};
+use crate::error::LockError;
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MemoryBackend {
@@ -21,8 +21,8 @@ struct Shared {
     locks: Mutex<Locks>,
     /// One counter for every key: strictly increasing per key too, and nothing per key to keep.
     last_fence: AtomicU64,
-    /// The wait queues of every client on this backend, told of each release.
-    listeners: Mutex<Vec<Weak<WaitQueues>>>,
+    /// The waiters of every client on this backend, told of each release.
+    listeners: Mutex<Vec<Weak<dyn ReleaseListener>>>,
 }
 
 #[derive(Debug, Default)]
@@ -48,13 +48,8 @@ impl MemoryBackend {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub(crate) fn try_acquire(
-        &self,
-        key: &str,
-        token: &str,
-        ttl: Duration,
-        ask: AttemptAsks,
-    ) -> Attempt {
+    fn try_acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Attempt {
+        let Lease { key, token, ttl } = lease;
         let now = Instant::now();
         let mut locks = self.locks();
         if let Some(entry) = locks.entries.get(key)
@@ -81,7 +76,8 @@ impl MemoryBackend {
         Attempt::Acquired { fence }
     }
 
-    pub(crate) fn release(&self, key: &str, token: &str) -> bool {
+    /// Deletes the lock if `token` owns it, and tells every client's waiters.
+    pub(crate) fn release_now(&self, key: &str, token: &str) -> bool {
         let now = Instant::now();
         let released = {
             let mut locks = self.locks();
@@ -95,14 +91,14 @@ impl MemoryBackend {
         };
         if released {
             let listeners = self.listeners().clone();
-            for queues in listeners.iter().filter_map(Weak::upgrade) {
-                queues.released(key);
+            for listener in listeners.iter().filter_map(Weak::upgrade) {
+                listener.released(key);
             }
         }
         released
     }
 
-    fn listeners(&self) -> MutexGuard<'_, Vec<Weak<WaitQueues>>> {
+    fn listeners(&self) -> MutexGuard<'_, Vec<Weak<dyn ReleaseListener>>> {
         // Pushes and retains only: a poisoned list is intact.
         self.inner
             .listeners
@@ -110,22 +106,45 @@ impl MemoryBackend {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Tells `queues` of every release from now on.
-    pub(crate) fn listen(&self, queues: &Arc<WaitQueues>) {
+    /// Tells `listener` of every release from now on.
+    pub(crate) fn listen(&self, listener: Weak<dyn ReleaseListener>) {
         let mut listeners = self.listeners();
         listeners.retain(|l| l.strong_count() > 0);
-        listeners.push(Arc::downgrade(queues));
+        listeners.push(listener);
     }
 
-    pub(crate) fn extend(&self, key: &str, token: &str, ttl: Duration) -> bool {
+    /// Sets the lease of `key` to `ttl` from now if `token` owns it; with `only_longer`, a
+    /// lease that already ends later is left as it is (a renewal never shortens).
+    fn set_lease(&self, lease: Lease<'_>, only_longer: bool) -> bool {
         let now = Instant::now();
         let mut locks = self.locks();
-        match locks.entries.get_mut(key) {
-            Some(e) if e.token == token && e.expires > now => {
-                e.expires = now + ttl;
+        match locks.entries.get_mut(lease.key) {
+            Some(e) if e.token == lease.token && e.expires > now => {
+                let expires = now + lease.ttl;
+                if !only_longer || expires > e.expires {
+                    e.expires = expires;
+                }
                 true
             }
             _ => false,
         }
+    }
+}
+
+impl LeaseStore for MemoryBackend {
+    async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
+        Ok(self.try_acquire(lease, ask))
+    }
+
+    async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+        Ok(self.release_now(lease.key, lease.token))
+    }
+
+    async fn renew(&self, batch: &[Lease<'_>], _limit: Duration) -> Result<Vec<bool>, LockError> {
+        Ok(batch.iter().map(|&l| self.set_lease(l, true)).collect())
+    }
+
+    async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+        Ok(self.set_lease(lease, false))
     }
 }

@@ -1,18 +1,28 @@
-//! Where locks live. Each backend offers the same three atomic operations; everything else
-//! (waiting, reentrancy, renewal, timeouts) is built once on top of them in the client.
+//! Where locks live. Every backend offers the same atomic operations on a [`Lease`]
+//! (acquire, release, renew a batch, extend) and a release feed; waiting, reentrancy,
+//! renewal scheduling and the hold's state are built once above them. Every call is bounded
+//! by the client's command timeout here, at the bottom, so no layer above can forget it.
+//!
+//! This layer imports nothing above it: it tells of releases through [`ReleaseListener`],
+//! an interface it owns and the waiting layer implements.
 
+pub(crate) mod connection;
 pub(crate) mod memory;
+pub(crate) mod pubsub;
 pub(crate) mod redis;
-pub(crate) mod subscriber;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::error::LockError;
-use crate::queue::{Subscriptions, WaitQueues};
 
-/// One lease for the watchdog to renew: key, owner token, new lease.
-pub(crate) type Renewal<'a> = (&'a str, &'a str, Duration);
+/// One lease as the backend sees it: the stored key, the owner token, the lease length.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lease<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) token: &'a str,
+    pub(crate) ttl: Duration,
+}
 
 /// The outcome of one acquisition attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,76 +42,117 @@ pub(crate) struct AttemptAsks {
     pub(crate) remaining: bool,
 }
 
+/// Told by a backend's release feed what it hears. Implemented by the waiting layer.
+pub(crate) trait ReleaseListener: Send + Sync {
+    /// A release of `key` was announced.
+    fn released(&self, key: &str);
+    /// Announcements for `key` will arrive from now on (its subscription is confirmed).
+    fn confirmed(&self, key: &str);
+    /// Announcements for `key` cannot arrive (Redis refused the subscription, e.g. an ACL
+    /// user without channel rights).
+    fn refused(&self, key: &str);
+    /// The feed's connection failed: no key's announcements can be relied on until
+    /// confirmed again, and some may have been missed.
+    fn feed_lost(&self);
+}
+
+/// A backend's release announcements, subscribed per key.
+pub(crate) trait ReleaseFeed: Send + Sync + std::fmt::Debug {
+    /// Start announcing `key`'s releases; the listener hears `confirmed` or `refused`.
+    fn subscribe(&self, key: &str);
+    /// Stop announcing `key`'s releases.
+    fn unsubscribe(&self, key: &str);
+}
+
+/// The lease operations every backend offers, each atomic on the server.
+pub(crate) trait LeaseStore {
+    /// Takes the lock if it is free: value and expiry in one atomic step, with a fencing
+    /// token issued in the same step when asked.
+    fn acquire(
+        &self,
+        lease: Lease<'_>,
+        ask: AttemptAsks,
+    ) -> impl Future<Output = Result<Attempt, LockError>> + Send;
+
+    /// Deletes the lock if `lease.token` still owns it; `Ok(false)` when it did not.
+    fn release(&self, lease: Lease<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// Renews many leases in one call, each only if still ours and never shortening it
+    /// (a late renewal must not undo a longer `extend`); `true` for each still ours. The reply
+    /// is awaited at most `limit` (and the command timeout).
+    fn renew(
+        &self,
+        batch: &[Lease<'_>],
+        limit: Duration,
+    ) -> impl Future<Output = Result<Vec<bool>, LockError>> + Send;
+
+    /// Sets the lease to exactly `lease.ttl` from now if still ours; `Ok(false)` when not.
+    fn extend(&self, lease: Lease<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
+}
+
 /// The backends, as an enum rather than a trait object: the set is closed and known here.
 #[derive(Debug, Clone)]
 pub(crate) enum Backend {
-    /// Boxed: it is large, and cloned only when a client is built.
-    Redis(Arc<redis::RedisBackend>),
+    Redis(Arc<redis::RedisNode>),
     Memory(memory::MemoryBackend),
 }
 
 impl Backend {
-    /// Takes the lock if it is free: value and expiry in one atomic step, with a fencing
-    /// token issued in the same step when `fenced`.
-    pub(crate) async fn try_acquire(
+    /// Connects `listener` to the backend's release announcements. `None` when every release
+    /// is announced without subscribing (in process).
+    pub(crate) fn release_feed(
         &self,
-        key: &str,
-        token: &str,
-        ttl: Duration,
-        ask: AttemptAsks,
-    ) -> Result<Attempt, LockError> {
+        listener: Weak<dyn ReleaseListener>,
+    ) -> Option<Arc<dyn ReleaseFeed>> {
         match self {
-            Self::Redis(b) => b.try_acquire(key, token, ttl, ask).await,
-            Self::Memory(b) => Ok(b.try_acquire(key, token, ttl, ask)),
-        }
-    }
-
-    /// Deletes the lock if `token` still owns it; `Ok(false)` when it did not.
-    pub(crate) async fn release(&self, key: &str, token: &str) -> Result<bool, LockError> {
-        match self {
-            Self::Redis(b) => b.release(key, token).await,
-            Self::Memory(b) => Ok(b.release(key, token)),
-        }
-    }
-
-    /// Renews many leases in one call; `true` for each that was still ours.
-    pub(crate) async fn renew(&self, batch: &[Renewal<'_>]) -> Result<Vec<bool>, LockError> {
-        match self {
-            Self::Redis(b) => b.renew(batch).await,
-            Self::Memory(b) => Ok(batch
-                .iter()
-                .map(|&(key, token, ttl)| b.extend(key, token, ttl))
-                .collect()),
-        }
-    }
-
-    /// Connects a client's wait queues to the backend's release announcements. Returns what
-    /// the queues must tell when a key gains its first or loses its last waiter, if anything.
-    pub(crate) fn release_feed(&self, queues: &Arc<WaitQueues>) -> Option<Arc<dyn Subscriptions>> {
-        match self {
-            Self::Redis(b) => Some(Arc::new(b.subscriber(queues))),
+            Self::Redis(b) => Some(Arc::new(b.release_feed(listener))),
             Self::Memory(b) => {
-                b.listen(queues);
+                b.listen(listener);
                 None
             }
         }
     }
 
-    /// Sets a new lease if `token` still owns the lock; `Ok(false)` when it did not.
-    pub(crate) async fn extend(
-        &self,
-        key: &str,
-        token: &str,
-        ttl: Duration,
-    ) -> Result<bool, LockError> {
+    /// Whether calls complete in process, without I/O (a release can be done from `Drop`).
+    pub(crate) fn in_process(&self) -> Option<&memory::MemoryBackend> {
         match self {
-            Self::Redis(b) => b.extend(key, token, ttl).await,
-            Self::Memory(b) => Ok(b.extend(key, token, ttl)),
+            Self::Memory(b) => Some(b),
+            Self::Redis(_) => None,
         }
     }
 }
 
-/// Milliseconds for a `PX`/`PEXPIRE` argument, rounded up (Redis must not hold the lease
+impl LeaseStore for Backend {
+    async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
+        match self {
+            Self::Redis(b) => b.acquire(lease, ask).await,
+            Self::Memory(b) => b.acquire(lease, ask).await,
+        }
+    }
+
+    async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+        match self {
+            Self::Redis(b) => b.release(lease).await,
+            Self::Memory(b) => b.release(lease).await,
+        }
+    }
+
+    async fn renew(&self, batch: &[Lease<'_>], limit: Duration) -> Result<Vec<bool>, LockError> {
+        match self {
+            Self::Redis(b) => b.renew(batch, limit).await,
+            Self::Memory(b) => b.renew(batch, limit).await,
+        }
+    }
+
+    async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+        match self {
+            Self::Redis(b) => b.extend(lease).await,
+            Self::Memory(b) => b.extend(lease).await,
+        }
+    }
+}
+
+/// Milliseconds for a `PX`/`PEXPIRE` argument/`PEXPIRE` argument, rounded up (Redis must not hold the lease
 /// shorter than the client counts it), at least 1.
 pub(crate) fn millis(d: Duration) -> u64 {
     let whole = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);

@@ -1,0 +1,515 @@
+//! One hold of one key: the only owner of its lease's state.
+//!
+//! ```text
+//!            renewal sent ──► Renewing ──► reply ──┐
+//!           ╱                                      ▼
+//! acquired ─► Held ◄────────────────────────── (back to Held)
+//!           ╲ extend sent ──► Extending ──► reply ─┘
+//!  Held ──release──► Releasing ──► Released | Lost
+//!  Held ──token gone, lease ended unproven, max_hold──► Lost
+//! ```
+//!
+//! At most one renewal or extend is in flight, and it remembers the ttl it asked for. The
+//! client's expiry, [`State::expires`], is always a lower bound of Redis's: it moves forward
+//! only when a reply proves the key was ours when the request was *sent* plus the lease it
+//! set, less a margin ([`lease_margin`]); an extend counts from the moment it is sent (it may
+//! shorten the lease); an extend whose reply never came may still land, so its ttl caps every
+//! later estimate. Renewals never shorten a lease in Redis (the renew script only lengthens),
+//! so a late renewal cannot undo an extend. When the lower bound passes, the hold is lost:
+//! `lost()` fires before any other client can have been granted the key, whether or not a
+//! renewal is still on its way.
+//!
+//! The watchdog, the guard and `with_lock` call these methods; nobody else touches the state.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::{Engine, LeasePlan, Resend};
+use crate::backend::{Lease, LeaseStore};
+use crate::error::LockError;
+use crate::fence::Fence;
+use crate::key::LockKey;
+use crate::metrics::Count;
+use crate::tuning::{lease_margin, renew_after, renew_retry, renew_window};
+
+static NEXT_HOLD_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Where a hold is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Ours, as far as the client can prove.
+    Held,
+    /// The last guard asked for the release; its reply is on its way.
+    Releasing,
+    /// Released by its owner.
+    Released,
+    /// Known lost: `lost()` has fired.
+    Lost,
+}
+
+/// A request that may change the lease in Redis, on its way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InFlight {
+    Renewal { sent_at: Instant, ttl: Duration },
+    Extend { sent_at: Instant, ttl: Duration },
+}
+
+#[derive(Debug)]
+struct State {
+    phase: Phase,
+    /// The lease renewals ask for (the last confirmed `extend`, else the acquired one).
+    ttl: Duration,
+    renew: bool,
+    /// Lower bound of when Redis ends the lease.
+    expires: Instant,
+    /// When the next renewal is due.
+    renew_at: Instant,
+    /// Consecutive failed renewals (0: the next one may go out early to share a batch).
+    renew_failures: u32,
+    /// `max_hold`: when the hold ends whatever happens.
+    hold_until: Option<Instant>,
+    in_flight: Option<InFlight>,
+    /// The shortest ttl of an extend whose reply never came: it may land at any time.
+    unsettled_extend: Option<Duration>,
+}
+
+impl State {
+    /// The lease that can be counted on when a request asking `ttl` is applied.
+    fn countable(&self, ttl: Duration) -> Duration {
+        self.unsettled_extend.map_or(ttl, |u| u.min(ttl))
+    }
+
+    /// The lower bound of the expiry set by a request sent at `sent_at` asking `ttl`.
+    fn counted_until(&self, sent_at: Instant, ttl: Duration) -> Instant {
+        let ttl = self.countable(ttl);
+        sent_at + ttl.saturating_sub(lease_margin(ttl))
+    }
+
+    /// When the next renewal may go out to share a batch, and when it is due, if one may go.
+    fn renewal(&self) -> Option<(Instant, Instant)> {
+        if self.phase != Phase::Held || !self.renew || self.in_flight.is_some() {
+            return None;
+        }
+        // A retry after a failure waits for its own moment; a regular renewal may go early.
+        let window = if self.renew_failures == 0 {
+            renew_window(self.countable(self.ttl))
+        } else {
+            Duration::ZERO
+        };
+        let early = self.renew_at.checked_sub(window).unwrap_or(self.renew_at);
+        Some((early, self.renew_at))
+    }
+
+    /// The next moment the watchdog must look at this hold.
+    fn next_event(&self) -> Option<Instant> {
+        if self.phase != Phase::Held {
+            return None;
+        }
+        let due = self.renewal().map(|(_, due)| due);
+        [Some(self.expires), self.hold_until, due]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
+
+/// What the watchdog must do with a hold now.
+#[derive(Debug)]
+pub(crate) enum Due {
+    /// Nothing until this moment (or never).
+    Later(Option<Instant>),
+    /// Renew now, asking for this lease; look again at the given moment.
+    Renew(Duration, Option<Instant>),
+    /// Its lease can no longer be proven: it was marked lost.
+    Lost,
+    /// `max_hold` passed: it was marked lost and must be released.
+    Capped,
+    /// Released or lost: stop watching.
+    Done,
+}
+
+#[derive(Debug)]
+pub(crate) struct Hold {
+    id: u64,
+    engine: Arc<Engine>,
+    key: LockKey,
+    redis_key: String,
+    token: String,
+    fence: Option<Fence>,
+    /// Guards alive for this hold; the one that takes it to zero releases.
+    guards: AtomicUsize,
+    state: Mutex<State>,
+    /// Becomes `true`, once, when the hold is lost.
+    lost: watch::Sender<bool>,
+    /// Woken when an in-flight request settles (an extend waits for a renewal).
+    settled: Notify,
+}
+
+impl Hold {
+    /// A hold granted by a request sent at `sent_at`.
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        key: LockKey,
+        redis_key: String,
+        token: String,
+        fence: Option<Fence>,
+        plan: LeasePlan,
+        sent_at: Instant,
+    ) -> Arc<Self> {
+        let mut state = State {
+            phase: Phase::Held,
+            ttl: plan.ttl,
+            renew: plan.renew,
+            expires: sent_at,
+            renew_at: sent_at + renew_after(plan.ttl),
+            renew_failures: 0,
+            // A cap too far to represent is no cap.
+            hold_until: plan.max_hold.and_then(|cap| sent_at.checked_add(cap)),
+            in_flight: None,
+            unsettled_extend: None,
+        };
+        state.expires = state.counted_until(sent_at, plan.ttl);
+        Arc::new(Self {
+            id: NEXT_HOLD_ID.fetch_add(1, Ordering::Relaxed),
+            engine,
+            key,
+            redis_key,
+            token,
+            fence,
+            guards: AtomicUsize::new(1),
+            state: Mutex::new(state),
+            lost: watch::Sender::new(false),
+            settled: Notify::new(),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every update below is a few field writes with no call that can panic between them.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn client_id(&self) -> Uuid {
+        self.engine.id()
+    }
+
+    pub(crate) fn key(&self) -> &LockKey {
+        &self.key
+    }
+
+    pub(crate) fn redis_key(&self) -> &str {
+        &self.redis_key
+    }
+
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+
+    pub(crate) fn fence(&self) -> Option<Fence> {
+        self.fence
+    }
+
+    /// The next moment the watchdog must look at this hold.
+    pub(crate) fn next_event(&self) -> Option<Instant> {
+        self.state().next_event()
+    }
+
+    pub(crate) fn phase(&self) -> Phase {
+        self.state().phase
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.phase() == Phase::Lost
+    }
+
+    fn lease(&self, ttl: Duration) -> Lease<'_> {
+        Lease {
+            key: &self.redis_key,
+            token: &self.token,
+            ttl,
+        }
+    }
+
+    pub(crate) fn lost_error(&self) -> LockError {
+        LockError::Lost {
+            key: self.key.as_str().to_owned(),
+        }
+    }
+
+    /// Resolves once the hold is lost.
+    pub(crate) async fn lost(&self) {
+        let mut rx = self.lost.subscribe();
+        // The sender lives in `self`, which outlives this borrow, so this cannot close.
+        let _ = rx.wait_for(|lost| *lost).await;
+    }
+
+    /// Marks the hold lost if it is held or being released; the first call counts it and
+    /// wakes `lost()`.
+    pub(crate) fn lose(&self) {
+        let first = {
+            let mut state = self.state();
+            let live = matches!(state.phase, Phase::Held | Phase::Releasing);
+            if live {
+                state.phase = Phase::Lost;
+            }
+            live
+        };
+        if first {
+            // Counted before the waiters of `lost()` are woken.
+            self.engine.counters.add(Count::Lost, 1);
+            self.lost.send_replace(true);
+            crate::trace::warn_event!(
+                key = self.key.as_str(),
+                fence = ?self.fence,
+                "rlock: lease lost"
+            );
+        }
+    }
+
+    /// One more guard for this hold (reentry).
+    pub(crate) fn add_guard(&self) {
+        self.guards.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// One guard fewer; `true` when it was the last, so the hold must now be released.
+    pub(crate) fn drop_guard(&self) -> bool {
+        self.guards.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    // ----- the watchdog's side -----
+
+    /// Decides what the watchdog must do now; starts a renewal when one is due.
+    pub(crate) fn survey(&self, now: Instant) -> Due {
+        let due = {
+            let mut state = self.state();
+            if state.phase != Phase::Held {
+                return Due::Done;
+            }
+            if state.hold_until.is_some_and(|cap| cap <= now) {
+                Due::Capped
+            } else if state.expires <= now {
+                Due::Lost
+            } else if state.renewal().is_some_and(|(early, _)| early <= now) {
+                let ttl = state.ttl;
+                state.in_flight = Some(InFlight::Renewal { sent_at: now, ttl });
+                Due::Renew(ttl, state.next_event())
+            } else {
+                Due::Later(state.next_event())
+            }
+        };
+        if matches!(due, Due::Lost | Due::Capped) {
+            self.lose();
+        }
+        due
+    }
+
+    /// The renewal sent at `sent_at` asking `ttl` came back: `Some(ours)`, or `None` when
+    /// no reply came. Returns the hold's next event.
+    pub(crate) fn renewal_settled(
+        &self,
+        sent_at: Instant,
+        ttl: Duration,
+        ours: Option<bool>,
+        now: Instant,
+    ) -> Option<Instant> {
+        let (lost, next) = {
+            let mut state = self.state();
+            if state.in_flight == Some(InFlight::Renewal { sent_at, ttl }) {
+                state.in_flight = None;
+            }
+            let held = state.phase == Phase::Held;
+            match ours {
+                Some(true) if held => {
+                    let until = state.counted_until(sent_at, ttl);
+                    // With an unsettled extend in the air, this reply's bound is the bound;
+                    // otherwise the lease only grows (renewals never shorten it).
+                    state.expires = if state.unsettled_extend.is_some() {
+                        until
+                    } else {
+                        state.expires.max(until)
+                    };
+                    state.renew_at = sent_at + renew_after(state.countable(ttl));
+                    state.renew_failures = 0;
+                }
+                Some(false) => {}
+                _ => {
+                    state.renew_failures += 1;
+                    state.renew_at = now + renew_retry(state.countable(state.ttl));
+                }
+            }
+            (ours == Some(false) && held, state.next_event())
+        };
+        self.settled.notify_waiters();
+        if lost {
+            self.lose();
+        }
+        next
+    }
+
+    // ----- the guard's side -----
+
+    /// Sets the lease to `ttl` from now, if still ours. Waits for a renewal on its way to
+    /// settle first, so that at most one request is in flight.
+    pub(crate) async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
+        let sent_at = loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            {
+                let mut state = self.state();
+                if state.phase != Phase::Held {
+                    return Err(self.lost_error());
+                }
+                if state.in_flight.is_none() {
+                    let now = Instant::now();
+                    state.in_flight = Some(InFlight::Extend { sent_at: now, ttl });
+                    // From now on Redis may apply it at any moment, shortening the lease.
+                    let until = state.counted_until(now, ttl);
+                    state.expires = state.expires.min(until);
+                    break now;
+                }
+            }
+            // The renewal is bounded by its own timeout, so this wait is too.
+            settled.await;
+        };
+        let mut unanswered = ExtendUnanswered {
+            hold: self,
+            sent_at,
+            ttl,
+            armed: true,
+        };
+        let outcome = self.engine.backend.extend(self.lease(ttl)).await;
+        unanswered.armed = false;
+        self.extend_settled(sent_at, ttl, outcome.as_ref().ok().copied());
+        match outcome {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.lost_error()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The extend sent at `sent_at` came back (`Some(ours)`) or never will (`None`: it may
+    /// still land, so its lease caps every later estimate).
+    fn extend_settled(&self, sent_at: Instant, ttl: Duration, ours: Option<bool>) {
+        let lost = {
+            let mut state = self.state();
+            if state.in_flight == Some(InFlight::Extend { sent_at, ttl }) {
+                state.in_flight = None;
+            }
+            let held = state.phase == Phase::Held;
+            match ours {
+                Some(true) if held => {
+                    state.ttl = ttl;
+                    // An extend sets the lease exactly (it may shorten it).
+                    state.expires = state.counted_until(sent_at, ttl);
+                    state.renew_at = sent_at + renew_after(state.countable(ttl));
+                    state.renew_failures = 0;
+                }
+                Some(_) => {}
+                None => {
+                    state.unsettled_extend = Some(state.countable(ttl));
+                }
+            }
+            ours == Some(false) && held
+        };
+        self.settled.notify_waiters();
+        let next = self.state().next_event();
+        self.engine.watchdog.due_at(next);
+        if lost {
+            self.lose();
+        }
+    }
+
+    /// Releases the hold: compare-and-delete of our token. `Err(Lost)` when the key was not
+    /// ours any more, or the hold had already been found lost.
+    pub(crate) async fn release(&self) -> Result<(), LockError> {
+        let was = {
+            let mut state = self.state();
+            let was = state.phase;
+            if was == Phase::Held {
+                state.phase = Phase::Releasing;
+            }
+            was
+        };
+        self.engine.watchdog.forget(self.id);
+        if matches!(was, Phase::Releasing | Phase::Released) {
+            return Ok(());
+        }
+        // If this future is dropped while the release is on its way, or the release fails,
+        // it is sent again in the background: a dropped future leaves no lock behind.
+        let mut unanswered = Resend::release(&self.engine, &self.redis_key, &self.token);
+        let outcome = self
+            .engine
+            .backend
+            .release(self.lease(Duration::ZERO))
+            .await;
+        unanswered.armed = outcome.is_err();
+        drop(unanswered);
+        match outcome {
+            Ok(true) => {
+                self.engine.released(&self.redis_key, Count::Released);
+                self.state().phase = match was {
+                    Phase::Lost => Phase::Lost,
+                    _ => Phase::Released,
+                };
+                if was == Phase::Lost {
+                    Err(self.lost_error())
+                } else {
+                    Ok(())
+                }
+            }
+            Ok(false) => {
+                self.lose();
+                Err(self.lost_error())
+            }
+            Err(e) => {
+                let mut state = self.state();
+                if state.phase == Phase::Releasing {
+                    state.phase = Phase::Released;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Releases without waiting (the last guard was dropped, or `max_hold` passed): in
+    /// process at once, otherwise on the driver. If even that cannot run, the lease expires.
+    pub(crate) fn release_in_background(self: &Arc<Self>) {
+        if let Some(memory) = self.engine.backend.in_process() {
+            self.state().phase = Phase::Released;
+            self.engine.watchdog.forget(self.id);
+            if memory.release_now(&self.redis_key, &self.token) {
+                self.engine.released(&self.redis_key, Count::Released);
+            }
+            return;
+        }
+        let hold = self.clone();
+        crate::driver::spawn(async move {
+            let _ = hold.release().await;
+        });
+    }
+}
+
+/// Marks an extend unanswered when its future is dropped before the reply (or it failed).
+struct ExtendUnanswered<'a> {
+    hold: &'a Hold,
+    sent_at: Instant,
+    ttl: Duration,
+    armed: bool,
+}
+
+impl Drop for ExtendUnanswered<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.hold.extend_settled(self.sent_at, self.ttl, None);
+        }
+    }
+}

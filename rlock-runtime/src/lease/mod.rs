@@ -1,0 +1,192 @@
+//! The lease engine: the client's core below the public façade. It takes locks (one attempt
+//! at a time; waiting is the façade's loop over the waiting layer), owns every hold's state
+//! ([`hold`]), and keeps holds alive and watched ([`watchdog`]).
+
+pub(crate) mod hold;
+pub(crate) mod watchdog;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::backend::{Attempt, AttemptAsks, Backend, Lease, LeaseStore};
+use crate::error::LockError;
+use crate::fence::Fence;
+use crate::key::LockKey;
+use crate::metrics::{Count, Counters};
+use crate::token::TokenSource;
+use crate::tuning::{ORPHAN_ATTEMPTS, ORPHAN_RETRY_MIN, backoff};
+use crate::wait::WaitQueues;
+
+pub(crate) use hold::Hold;
+use watchdog::Watchdog;
+
+/// How a hold is kept: checked and completed by the façade.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeasePlan {
+    pub(crate) ttl: Duration,
+    pub(crate) renew: bool,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) fenced: bool,
+}
+
+/// What every clone of a client shares below the façade.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    pub(crate) backend: Backend,
+    tokens: TokenSource,
+    pub(crate) counters: Counters,
+    pub(crate) queues: Arc<WaitQueues>,
+    pub(crate) watchdog: Watchdog,
+}
+
+impl Engine {
+    pub(crate) fn new(backend: Backend) -> Arc<Self> {
+        let queues = WaitQueues::new(&backend);
+        Arc::new(Self {
+            backend,
+            tokens: TokenSource::new(),
+            counters: Counters::default(),
+            queues,
+            watchdog: Watchdog::default(),
+        })
+    }
+
+    /// The client's identity (reentrancy is per client).
+    pub(crate) fn id(&self) -> Uuid {
+        self.tokens.client_id()
+    }
+
+    /// One attempt at `redis_key`, returning by `deadline` if given. On success the hold is
+    /// watched; `Err(remaining)` tells how long the holder's lease has left, when known (an
+    /// attempt cut short by the deadline counts as busy, length unknown: the caller's budget
+    /// is spent). If the reply never comes (timeout, deadline, cancelled caller), Redis may
+    /// still have granted it: the token is released in the background, so no orphan blocks
+    /// others.
+    pub(crate) async fn attempt(
+        self: &Arc<Self>,
+        key: &LockKey,
+        redis_key: &str,
+        plan: LeasePlan,
+        waiting: bool,
+        deadline: Option<Instant>,
+    ) -> Result<Result<Arc<Hold>, Option<Duration>>, LockError> {
+        let token = self.tokens.next();
+        let sent_at = Instant::now();
+        let lease = Lease {
+            key: redis_key,
+            token: &token,
+            ttl: plan.ttl,
+        };
+        let ask = AttemptAsks {
+            fence: plan.fenced,
+            remaining: waiting,
+        };
+        let mut orphan = Resend::orphan(self, redis_key, &token);
+        let call = self.backend.acquire(lease, ask);
+        let outcome = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, call).await.ok(),
+            None => Some(call.await),
+        };
+        orphan.armed = !matches!(outcome, Some(Ok(_)));
+        drop(orphan);
+        let Some(outcome) = outcome else {
+            return Ok(Err(None));
+        };
+        match outcome? {
+            Attempt::Acquired { fence } => {
+                let hold = Hold::new(
+                    self.clone(),
+                    key.clone(),
+                    redis_key.to_owned(),
+                    token,
+                    fence.map(Fence),
+                    plan,
+                    sent_at,
+                );
+                self.counters.add(Count::Acquired, 1);
+                self.watchdog.watch(self, &hold);
+                crate::trace::debug_event!(key = key.as_str(), ?fence, "rlock: acquired");
+                Ok(Ok(hold))
+            }
+            Attempt::Busy { remaining } => Ok(Err(remaining)),
+        }
+    }
+
+    /// A release of ours deleted `redis_key`.
+    fn released(&self, redis_key: &str, count: Count) {
+        self.queues.released_here(redis_key);
+        self.counters.add(count, 1);
+        crate::trace::debug_event!(key = redis_key, "rlock: released");
+    }
+}
+
+/// Sends a compare-and-delete again in the background when dropped armed: an acquisition or
+/// release whose reply never came (timeout, error, cancelled caller) may still be carried out
+/// or not, so the delete (which can remove nothing but ours) is retried a few times, also
+/// after a "not ours" for an acquisition, whose `SET` may land after the first delete.
+pub(crate) struct Resend<'a> {
+    engine: &'a Arc<Engine>,
+    redis_key: &'a str,
+    token: &'a str,
+    /// Counted as a hold's release, or as an orphan acquisition's.
+    count: Count,
+    pub(crate) armed: bool,
+}
+
+impl<'a> Resend<'a> {
+    /// For a hold's release.
+    pub(crate) fn release(engine: &'a Arc<Engine>, redis_key: &'a str, token: &'a str) -> Self {
+        Self::armed(engine, redis_key, token, Count::Released)
+    }
+
+    /// For an acquisition (an orphan if its reply never comes).
+    fn orphan(engine: &'a Arc<Engine>, redis_key: &'a str, token: &'a str) -> Self {
+        Self::armed(engine, redis_key, token, Count::OrphanReleased)
+    }
+
+    // (Built field by field: struct-update syntax from another value would drop that value,
+    // armed.)
+    fn armed(engine: &'a Arc<Engine>, redis_key: &'a str, token: &'a str, count: Count) -> Self {
+        Self {
+            engine,
+            redis_key,
+            token,
+            count,
+            armed: true,
+        }
+    }
+}
+
+impl Drop for Resend<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let engine = self.engine.clone();
+        let (key, token, count) = (self.redis_key.to_owned(), self.token.to_owned(), self.count);
+        crate::driver::spawn(async move {
+            for attempt in 1..=ORPHAN_ATTEMPTS {
+                if attempt > 1 {
+                    tokio::time::sleep(backoff(ORPHAN_RETRY_MIN, Duration::MAX, attempt - 1)).await;
+                }
+                let lease = Lease {
+                    key: &key,
+                    token: &token,
+                    ttl: Duration::ZERO,
+                };
+                match engine.backend.release(lease).await {
+                    Ok(true) => {
+                        engine.released(&key, count);
+                        return;
+                    }
+                    // A release's first send landed; an acquisition's SET may yet land.
+                    Ok(false) if matches!(count, Count::Released) => return,
+                    _ => {}
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,229 @@
+//! The watchdog: one task per client, on the driver, that keeps every hold alive and watched.
+//!
+//! Each lease is renewed about every ttl/3 ([`renew_after`](crate::tuning::renew_after)). To
+//! batch, a round renews every lease due within the next ttl/6 too, in calls of up to
+//! [`RENEW_BATCH`] keys, all sent at once, so thousands of locks cost a few dozen commands per
+//! period. The task also watches deadlines: a hold whose lease can no longer be proven
+//! ([`Hold::survey`]) is marked lost, and one past its `max_hold` is marked lost and released.
+//!
+//! It runs on the driver, not on the runtime of whoever acquired first, so a runtime that ends
+//! takes no hold's renewal with it. If it cannot run at all, the holds it would watch are
+//! reported lost at once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::Engine;
+use super::hold::{Due, Hold};
+use crate::backend::{Lease, LeaseStore};
+use crate::metrics::Count;
+use crate::tuning::{RENEW_BATCH, RENEW_REPLY_DIVISOR};
+
+#[derive(Debug, Default)]
+pub(crate) struct Watchdog {
+    state: Mutex<State>,
+    changed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    holds: HashMap<u64, Weak<Hold>>,
+    /// Whether the task is alive.
+    running: bool,
+    /// When the task plans to look next; it is woken early only for a hold due before.
+    next_pass: Option<Instant>,
+}
+
+impl Watchdog {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Single inserts, removals and flag writes: a poisoned map is intact.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts watching `hold`, starting the task if it is not running.
+    pub(crate) fn watch(&self, engine: &Arc<Engine>, hold: &Arc<Hold>) {
+        let start = {
+            let mut state = self.state();
+            state.holds.insert(hold.id(), Arc::downgrade(hold));
+            !std::mem::replace(&mut state.running, true)
+        };
+        if start {
+            let task = run(engine.clone());
+            if !crate::driver::spawn(task) {
+                self.state().running = false;
+                hold.lose();
+            }
+            return;
+        }
+        self.due_at(hold.next_event());
+    }
+
+    /// Stops watching a hold (it was released).
+    pub(crate) fn forget(&self, id: u64) {
+        self.state().holds.remove(&id);
+    }
+
+    /// A hold's next event is now `at`: the task looks again if that is before its plan.
+    pub(crate) fn due_at(&self, at: Option<Instant>) {
+        let Some(at) = at else { return };
+        let wake = {
+            let mut state = self.state();
+            let earlier = state.next_pass.is_none_or(|planned| at < planned);
+            if earlier {
+                state.next_pass = Some(at);
+            }
+            earlier
+        };
+        if wake {
+            self.changed.notify_one();
+        }
+    }
+}
+
+/// If the task ends abnormally (a panic), its holds cannot be watched: they are lost.
+struct Running {
+    engine: Arc<Engine>,
+    armed: bool,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.armed {
+            let holds: Vec<_> = {
+                let mut state = self.engine.watchdog.state();
+                state.running = false;
+                state
+                    .holds
+                    .drain()
+                    .filter_map(|(_, h)| h.upgrade())
+                    .collect()
+            };
+            for hold in holds {
+                hold.lose();
+            }
+        }
+    }
+}
+
+async fn run(engine: Arc<Engine>) {
+    let mut running = Running {
+        engine: engine.clone(),
+        armed: true,
+    };
+    let watchdog = &engine.watchdog;
+    loop {
+        let now = Instant::now();
+        // Listen before surveying, so a change made during the survey is not missed.
+        let changed = watchdog.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let holds: Vec<Arc<Hold>> = {
+            let mut state = watchdog.state();
+            state.holds.retain(|_, h| h.strong_count() > 0);
+            if state.holds.is_empty() {
+                // Cleared under the lock `watch` takes, so a hold registered right after this
+                // starts a new task.
+                state.running = false;
+                running.armed = false;
+                return;
+            }
+            state.holds.values().filter_map(Weak::upgrade).collect()
+        };
+        let mut next: Option<Instant> = None;
+        let mut renew = Vec::new();
+        let mut done = Vec::new();
+        for hold in holds {
+            let at = match hold.survey(now) {
+                Due::Later(at) => at,
+                Due::Renew(ttl, at) => {
+                    renew.push((hold, ttl));
+                    at
+                }
+                Due::Capped => {
+                    hold.release_in_background();
+                    done.push(hold.id());
+                    None
+                }
+                Due::Lost | Due::Done => {
+                    done.push(hold.id());
+                    None
+                }
+            };
+            next = match (next, at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        {
+            let mut state = watchdog.state();
+            for id in done {
+                state.holds.remove(&id);
+            }
+            state.next_pass = next;
+        }
+        for chunk in renew.chunks(RENEW_BATCH) {
+            tokio::spawn(renew_batch(engine.clone(), chunk.to_vec(), now));
+        }
+        match next {
+            Some(next) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(next) => {}
+                    () = changed => {}
+                }
+            }
+            None => changed.await,
+        }
+    }
+}
+
+/// Renews one batch and hands each hold its outcome.
+async fn renew_batch(engine: Arc<Engine>, batch: Vec<(Arc<Hold>, Duration)>, sent_at: Instant) {
+    let leases: Vec<Lease<'_>> = batch
+        .iter()
+        .map(|(hold, ttl)| Lease {
+            key: hold.redis_key(),
+            token: hold.token(),
+            ttl: *ttl,
+        })
+        .collect();
+    let shortest = batch
+        .iter()
+        .map(|(_, ttl)| *ttl)
+        .min()
+        .unwrap_or(Duration::MAX);
+    let result = engine
+        .backend
+        .renew(&leases, shortest / RENEW_REPLY_DIVISOR)
+        .await;
+    let now = Instant::now();
+    let mut earliest: Option<Instant> = None;
+    let mut settled = |hold: &Hold, ttl: Duration, ours: Option<bool>| {
+        if let Some(at) = hold.renewal_settled(sent_at, ttl, ours, now) {
+            earliest = Some(earliest.map_or(at, |e| e.min(at)));
+        }
+    };
+    match &result {
+        Ok(ours) => {
+            for ((hold, ttl), &ours) in batch.iter().zip(ours) {
+                settled(hold, *ttl, Some(ours));
+            }
+            let n = ours.iter().filter(|&&ok| ok).count();
+            engine.counters.add(Count::Renewed, n as u64);
+            crate::trace::debug_event!(renewed = n, "rlock: leases renewed");
+        }
+        Err(_e) => {
+            for (hold, ttl) in &batch {
+                settled(hold, *ttl, None);
+            }
+            engine.counters.add(Count::RenewFailure, 1);
+            crate::trace::warn_event!(error = %_e, leases = batch.len(), "rlock: lease renewal failed");
+        }
+    }
+    // The task planned its next pass while these were in flight, without their next
+    // renewal; make sure it comes back in time for it.
+    engine.watchdog.due_at(earliest);
+}

@@ -1,0 +1,282 @@
+//! A lock request: its options, and the acquisition path with waiting.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::LockClient;
+use crate::error::LockError;
+use crate::guard::LockGuard;
+use crate::key::{IntoLockKey, LockKey};
+use crate::lease::{Engine, Hold, LeasePlan};
+use crate::metrics::Count;
+use crate::options::{LockOptions, check_max_hold, check_ttl};
+use crate::tuning::{WAIT_RETRY_MAX, WAIT_RETRY_MIN, backoff};
+use crate::wait::timers::fallback_pause;
+use crate::{scope, trace};
+
+impl LockClient {
+    /// Starts a lock request for `key`; finish it with [`LockRequest::acquire`].
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::in_memory();
+    /// let user_id = 42;
+    /// let guard = client.lock(format!("order:{user_id}")).acquire().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, key: impl IntoLockKey) -> LockRequest<'_> {
+        self.lock_checked(key.into_lock_key())
+    }
+
+    pub(crate) fn lock_checked(&self, key: Result<LockKey, LockError>) -> LockRequest<'_> {
+        LockRequest::new(self, key, LockOptions::default())
+    }
+}
+
+/// A lock request being configured; created by [`LockClient::lock`].
+///
+/// ```
+/// use rlock_runtime::LockClient;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+/// let client = LockClient::in_memory();
+/// let guard = client
+///     .lock("voucher:3")
+///     .ttl(Duration::from_secs(5))
+///     .wait(Duration::from_millis(200))
+///     .acquire()
+///     .await?;
+/// # drop(guard); Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use = "a lock request does nothing until `.acquire().await`"]
+pub struct LockRequest<'a> {
+    client: &'a LockClient,
+    key: Result<LockKey, LockError>,
+    options: LockOptions,
+}
+
+impl<'a> LockRequest<'a> {
+    pub(crate) fn new(
+        client: &'a LockClient,
+        key: Result<LockKey, LockError>,
+        options: LockOptions,
+    ) -> Self {
+        Self {
+            client,
+            key,
+            options,
+        }
+    }
+
+    /// The lease length (default: the client's default ttl).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.options.ttl = Some(ttl);
+        self
+    }
+
+    /// How long to wait while another owner holds the lock (default: zero, one attempt).
+    /// The budget is a deadline: `acquire` returns by it, whatever Redis does.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.options.wait = wait;
+        self
+    }
+
+    /// Whether the watchdog renews the lease while the guard lives (default: on).
+    pub fn renew(mut self, renew: bool) -> Self {
+        self.options.renew = renew;
+        self
+    }
+
+    /// A hard cap on the total time held, renewals included.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.options.max_hold = Some(max_hold);
+        self
+    }
+
+    /// Issue a fencing token with the lock ([`LockGuard::fence`]); off by default, since it
+    /// costs a second key write in Redis on every acquisition.
+    pub fn fenced(mut self) -> Self {
+        self.options.fenced = true;
+        self
+    }
+
+    /// Replaces all options at once.
+    pub fn options(mut self, options: LockOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Takes the lock: one round trip when it is free, none when the current task's call
+    /// chain already holds it (reentry; the reentrant guard shares the outer hold and its
+    /// options). While another owner holds it, waits up to the wait budget, then fails with
+    /// [`LockError::Busy`].
+    ///
+    /// Waiting is woken by release announcements (Redis pub/sub on one connection per
+    /// client), not by polling: within a client only the first waiter of a key retries on
+    /// each release, in arrival order. When no announcement can come (the holder crashed, or
+    /// another library holds the key), a timer set to the holder's remaining lease, plus a
+    /// few milliseconds, retries; while a key's announcements are not confirmed (the
+    /// subscription is pending, refused by an ACL, or its connection is down), waiters
+    /// re-check every 50 ms. A failed attempt (Redis restarting, a timeout) is retried with
+    /// backoff within the budget; when the budget runs out, the last such error is returned
+    /// instead of `Busy`.
+    pub async fn acquire(self) -> Result<LockGuard, LockError> {
+        let client = self.client;
+        let options = self.options;
+        let key = self.key?;
+        let redis_key = client.redis_key(&key);
+        if let Some(held) = scope::find(client.id(), &redis_key) {
+            if options.fenced && held.fence().is_none() {
+                return Err(LockError::InvalidConfig(format!(
+                    "lock `{key}` is already held by this task without a fencing token, so \
+                     re-entering it cannot give one; ask for the fence on the outermost lock"
+                )));
+            }
+            held.add_guard();
+            return Ok(LockGuard::new(held, true));
+        }
+        let plan = plan(client, &key, &options)?;
+        let hold = Waiting {
+            engine: &client.shared().engine,
+            key: &key,
+            redis_key: &redis_key,
+            plan,
+            started: Instant::now(),
+            budget: options.wait,
+        }
+        .acquire()
+        .await?;
+        Ok(LockGuard::new(hold, false))
+    }
+}
+
+/// Checks the lease options of a request and fills in the client's defaults.
+fn plan(client: &LockClient, key: &LockKey, options: &LockOptions) -> Result<LeasePlan, LockError> {
+    let ttl = options.ttl.unwrap_or(client.shared().default_ttl);
+    check_ttl(key, ttl)?;
+    if let Some(cap) = options.max_hold {
+        check_max_hold(key, ttl, cap)?;
+    }
+    Ok(LeasePlan {
+        ttl,
+        renew: options.renew,
+        max_hold: options.max_hold,
+        fenced: options.fenced,
+    })
+}
+
+/// One acquisition, waiting within its budget.
+struct Waiting<'a> {
+    engine: &'a Arc<Engine>,
+    key: &'a LockKey,
+    redis_key: &'a str,
+    plan: LeasePlan,
+    started: Instant,
+    budget: Duration,
+}
+
+impl Waiting<'_> {
+    fn busy(&self) -> LockError {
+        let waited = self.started.elapsed();
+        self.engine.counters.add(Count::Busy, 1);
+        trace::debug_event!(key = self.key.as_str(), ?waited, "rlock: busy");
+        LockError::Busy {
+            key: self.key.as_str().to_owned(),
+            waited,
+        }
+    }
+
+    async fn acquire(self) -> Result<Arc<Hold>, LockError> {
+        let engine = self.engine;
+        if self.budget.is_zero() {
+            // One attempt, bounded by the command timeout alone.
+            return match engine
+                .attempt(self.key, self.redis_key, self.plan, false, None)
+                .await?
+            {
+                Ok(hold) => Ok(hold),
+                Err(_) => Err(self.busy()),
+            };
+        }
+        let deadline = self.started + self.budget;
+        // When the holder's lease ends, as far as its last busy reply told.
+        let mut holder_until: Option<Instant> = None;
+        // A request that may wait does not barge past this client's queued waiters of the
+        // key (the task that just released it, looping back, would otherwise win every
+        // time): it queues behind them.
+        let mut try_now = !engine.queues.has_waiters(self.redis_key);
+        if try_now {
+            match engine
+                .attempt(self.key, self.redis_key, self.plan, true, Some(deadline))
+                .await
+            {
+                Ok(Ok(hold)) => return Ok(hold),
+                Ok(Err(left)) => holder_until = left.map(|l| Instant::now() + l),
+                // Retried below, once queued.
+                Err(e) if e.is_backend() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let ticket = engine.queues.join(self.redis_key);
+        // After joining, the head tries once its key's subscription is confirmed (which
+        // wakes it) or on the short re-check timer; a release in between is not missed.
+        try_now = false;
+        let mut failures = 0;
+        let mut last_error = None;
+        loop {
+            if try_now {
+                match engine
+                    .attempt(self.key, self.redis_key, self.plan, true, Some(deadline))
+                    .await
+                {
+                    Ok(Ok(hold)) => {
+                        ticket.leave_with_lock();
+                        engine.counters.waited(self.started.elapsed());
+                        return Ok(hold);
+                    }
+                    Ok(Err(left)) => {
+                        holder_until = left.map(|l| Instant::now() + l);
+                        failures = 0;
+                        last_error = None;
+                    }
+                    Err(e) if e.is_backend() => {
+                        failures += 1;
+                        trace::debug_event!(key = self.key.as_str(), error = %e, "rlock: attempt failed; retrying within the wait budget");
+                        last_error = Some(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let now = Instant::now();
+            let budget_left = deadline.saturating_duration_since(now);
+            if budget_left.is_zero() {
+                engine.counters.waited(self.started.elapsed());
+                return Err(match last_error {
+                    Some(e) => e,
+                    None => self.busy(),
+                });
+            }
+            let pause = if failures > 0 {
+                backoff(WAIT_RETRY_MIN, WAIT_RETRY_MAX, failures).min(budget_left)
+            } else {
+                let holder_left = holder_until.map(|t| t.saturating_duration_since(now));
+                fallback_pause(holder_left, ticket.announced(), budget_left)
+            };
+            tokio::select! {
+                () = ticket.woken() => {}
+                () = tokio::time::sleep(pause) => {}
+            }
+            try_now = ticket.is_head();
+            if try_now {
+                ticket.courtesy().await;
+            }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Every timing rule of the runtime, named in one place: how often leases are renewed, how
+//! much safety margin the client keeps, how waiters and reconnections back off.
+//!
+//! Each value says why it is what it is; the logic elsewhere names these, never bare numbers.
+
+use std::time::Duration;
+
+/// A lease is renewed when a third of it has passed since the last renewal was sent (Redisson's
+/// watchdog rule): two more tries fit in before it ends if one fails.
+pub(crate) const RENEW_DIVISOR: u32 = 3;
+
+/// A renewal round also takes every lease due within this fraction of its ttl (1/6), so that
+/// thousands of leases share a few script calls instead of one timer each.
+pub(crate) const RENEW_BATCH_WINDOW_DIVISOR: u32 = 6;
+
+/// Most keys renewed by one script call (Redisson renews 100 per call).
+pub(crate) const RENEW_BATCH: usize = 200;
+
+/// After a failed renewal, the next try comes after this fraction of the ttl (1/10)...
+pub(crate) const RENEW_RETRY_DIVISOR: u32 = 10;
+/// ...but no later than this, so that a long lease is retried often enough to heal.
+pub(crate) const RENEW_RETRY_MAX: Duration = Duration::from_millis(500);
+
+/// When the next renewal of a lease of `ttl` is due, counted from when the last one was sent.
+pub(crate) fn renew_after(ttl: Duration) -> Duration {
+    ttl / RENEW_DIVISOR
+}
+
+/// How early a renewal may go out to share a batch.
+pub(crate) fn renew_window(ttl: Duration) -> Duration {
+    ttl / RENEW_BATCH_WINDOW_DIVISOR
+}
+
+/// The pause before retrying a failed renewal.
+pub(crate) fn renew_retry(ttl: Duration) -> Duration {
+    (ttl / RENEW_RETRY_DIVISOR).min(RENEW_RETRY_MAX)
+}
+
+/// The client counts a lease as ending this much before `sent + ttl`: Redlock's drift
+/// allowance (1 % of the lease plus 2 ms) for clock-rate differences between client and
+/// server and for the watchdog's own scheduling delay, so that `lost()` fires before another
+/// client can be granted the key, not after.
+pub(crate) fn lease_margin(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// A renewal's reply is awaited at most this fraction of the shortest lease in its batch (1/2),
+/// or the command timeout if shorter: a later answer could not save the lease, and a new
+/// connection gets a chance before the lease ends.
+pub(crate) const RENEW_REPLY_DIVISOR: u32 = 2;
+
+/// A waiter never retries sooner than this, so a lock changing hands quickly is not hammered.
+pub(crate) const WAIT_MIN_PAUSE: Duration = Duration::from_millis(2);
+/// Re-check interval of a waiter whose key's release announcements are not confirmed
+/// (subscription pending or refused, pub/sub connection down): short, bounded polling.
+pub(crate) const WAIT_POLL_PAUSE: Duration = Duration::from_millis(50);
+/// Re-check interval when the holder's lease length is unknown (a key without expiry).
+pub(crate) const WAIT_UNKNOWN_LEASE_PAUSE: Duration = Duration::from_millis(500);
+/// A waiter woken by the holder's expiry (no announcement) tries at the expiry plus a jitter
+/// of at most this fraction of the remaining lease (1/20)...
+pub(crate) const WAIT_EXPIRY_JITTER_DIVISOR: u32 = 20;
+/// ...and at most this, so that waiters of one expired key do not retry in lockstep, yet a
+/// crashed holder delays them only milliseconds past its lease.
+pub(crate) const WAIT_EXPIRY_JITTER_MAX: Duration = Duration::from_millis(5);
+/// After a failed attempt (Redis restarting, a timeout) a waiter retries after this...
+pub(crate) const WAIT_RETRY_MIN: Duration = Duration::from_millis(20);
+/// ...doubling up to this, within its wait budget.
+pub(crate) const WAIT_RETRY_MAX: Duration = Duration::from_millis(500);
+/// How long a head waiter defers to other clients after its own client released the key:
+/// about a pub/sub delivery plus a round trip on a local network.
+pub(crate) const WAIT_COURTESY: Duration = Duration::from_millis(1);
+
+/// The release feed's first pause after a failure, doubling...
+pub(crate) const FEED_RETRY_MIN: Duration = Duration::from_millis(50);
+/// ...up to this.
+pub(crate) const FEED_RETRY_MAX: Duration = Duration::from_secs(1);
+/// While the feed is subscribed to anything, it sends a `PING` this often: a pub/sub
+/// connection only listens, so without it a silently dead TCP flow would never be noticed.
+pub(crate) const FEED_HEALTH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// An acquisition or release whose reply never came is re-sent in the background: first at
+/// once, then after this pause, doubling...
+pub(crate) const ORPHAN_RETRY_MIN: Duration = Duration::from_millis(50);
+/// ...at most this many times in all (the lease bounds it too: after it, nothing is left).
+pub(crate) const ORPHAN_ATTEMPTS: u32 = 5;
+
+/// The doubling backoff `min · 2^(attempt-1)`, at most `max`.
+pub(crate) fn backoff(min: Duration, max: Duration, attempt: u32) -> Duration {
+    min.saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+        .min(max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_stops_at_the_cap() {
+        let ms = Duration::from_millis;
+        let steps: Vec<_> = (1..=6).map(|a| backoff(ms(20), ms(500), a)).collect();
+        assert_eq!(steps, [ms(20), ms(40), ms(80), ms(160), ms(320), ms(500)]);
+        assert_eq!(backoff(ms(20), ms(500), 1000), ms(500));
+    }
+
+    #[test]
+    fn the_margin_keeps_the_client_lease_inside_the_server_lease() {
+        let ttl = Duration::from_secs(30);
+        assert_eq!(lease_margin(ttl), Duration::from_millis(302));
+        assert!(renew_after(ttl) + renew_window(ttl) < ttl - lease_margin(ttl));
+    }
+}
