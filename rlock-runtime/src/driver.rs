@@ -1,5 +1,5 @@
 //! The background runtime on which rlock's own tasks run: the watchdog, renewals, background
-//! releases and the release feed.
+//! releases, the release feed, and the tasks that read the connections' replies.
 //!
 //! They must not live on a caller's runtime: a short-lived runtime (a `spawn_blocking` helper,
 //! a per-test runtime sharing an installed client) would take them down with it, and every

@@ -54,29 +54,43 @@
 //!   keeps the outer hold's ttl and renewal.
 //! - **Waiting** (`wait` > 0): waiters are woken by release announcements, one connection per
 //!   client; within a client only the first waiter of a key retries per announcement, in
-//!   arrival order. A timer set to the holder's remaining lease (plus jitter) covers holders
-//!   that die without releasing and clients that do not announce.
+//!   arrival order. A timer set to the holder's remaining lease (plus at most 5 ms) covers
+//!   holders that die without releasing and clients that do not announce. While a key's
+//!   announcements are not confirmed (its subscription is pending, Redis refused it, or the
+//!   feed's connection is down), its waiters re-check every 50 ms instead. Failed attempts are
+//!   retried with backoff, and the budget is a deadline: `acquire` returns by it.
 //! - **Renewal**: while a hold lives, one watchdog task per client renews every lease about
-//!   every ttl/3, batching up to 200 keys per script call. `max_hold` caps the total hold:
-//!   then the hold is released and counted as lost.
+//!   every ttl/3, batching up to 200 keys per script call. A renewal never shortens a lease in
+//!   Redis. `max_hold` caps the total hold: then the hold is released and counted as lost.
+//!   The watchdog, background releases, the release feed and the connections' I/O run on
+//!   rlock's own driver threads, so a caller's runtime that ends takes none of them with it.
 //! - **Bounded**: every Redis call is bounded by the client's command timeout
 //!   ([`DEFAULT_COMMAND_TIMEOUT`]); a dead or paused Redis gives [`LockError::Timeout`] or
-//!   [`LockError::Unavailable`], never a hang or a panic, and the connection recovers on its
-//!   own once Redis is back. A guard dropped without release (a panic, a cancelled future, an
-//!   early return) is released in the background; an acquisition whose reply never came
-//!   releases its token in the background, so no orphan lock blocks others for a lease.
+//!   [`LockError::Unavailable`], never a hang or a panic. A command that times out replaces
+//!   its connection, so a TCP flow that went silent costs about two command timeouts, not the
+//!   kernel's retransmission time; the release feed checks its connection with a `PING` every
+//!   second. A guard dropped without release (a panic, a cancelled future, an early return) is
+//!   released in the background; an acquisition whose reply never came releases its token in
+//!   the background, so no orphan lock blocks others for a lease.
+//!
+//! # The states of a hold
+//! Each hold is one state machine with one owner: held → (renewal or extend on its way, at
+//! most one at a time, each remembering the ttl it asked) → held, and from held to released
+//! (by its owner) or lost. The client's estimate of the lease's end is always a lower bound of
+//! Redis's: it counts from when a request was *sent*, less a margin of 1 % of the ttl plus
+//! 2 ms (clock-rate drift and scheduling); an [`extend`](LockGuard::extend) counts from its
+//! send; an extend whose reply never came may still land, so its ttl caps every later estimate.
 //!
 //! # When the lease is lost
-//! The lease is counted lost when a renewal or release finds another token (or none) under the
-//! key; when the last confirmed renewal is a full ttl old with no renewal on its way (Redis
-//! unreachable, or this process paused), or one on its way stays unanswered for half the
-//! lease; when a lease without renewal reaches its end; or at `max_hold`. Then
-//! [`LockGuard::lost`] resolves and, under `on_lost = "abort"` (the default), the body's
-//! future is dropped at its next `.await` and [`LockError::Lost`] returned. So the signal can
-//! come up to half a lease after the client's own estimate of the expiry, while a last renewal
-//! is still unanswered: a renewal that finds our token proves the key never expired, and
-//! waiting for it avoids aborting bodies whose lease was fine. Fence the writes where that
-//! window matters.
+//! The lease is counted lost when a renewal, extend or release finds another token (or none)
+//! under the key; when the client's lower bound of the lease's end passes without a renewal
+//! proving it longer (Redis unreachable or slow, this process paused, renewal off), even if a
+//! renewal is still on its way; or at `max_hold`. Then [`LockGuard::lost`] resolves and,
+//! under `on_lost = "abort"` (the default), the body's future is dropped at its next `.await`
+//! and [`LockError::Lost`] returned. Because the estimate is a lower bound with a margin, the
+//! signal comes before Redis can have granted the key to anyone else, as far as this process's
+//! clock can tell. It may come while Redis still holds the key (a renewal whose reply was late
+//! may in fact have landed): the client cannot prove the lease, so it does not claim it.
 //!
 //! What the body may assume: while it runs and `lost()` has not fired, no other rlock client
 //! has been *granted* the key since this hold began, **as far as this process can prove**. A
@@ -96,9 +110,16 @@
 //!
 //! # Failure modes
 //! - **Redis down or unreachable**: acquisition fails with a backend error within the command
-//!   timeout; held leases are reported lost once they must have expired.
-//! - **Redis paused** (SIGSTOP, a long fork): commands time out; after the pause, renewals
-//!   resume if the leases had not ended.
+//!   timeout (a waiter retries within its budget); held leases are reported lost when their
+//!   lower bound passes. Service resumes on its own once Redis is back.
+//! - **Redis paused** (SIGSTOP, a long fork): commands time out and their connection is
+//!   replaced; after the pause, renewals resume if the leases had not been counted lost.
+//! - **A TCP flow that goes silent** (a NAT, firewall or load balancer that lost it, without a
+//!   reset): the first command that times out condemns the connection and the next opens a new
+//!   one; the release feed notices within its health `PING` interval plus a command timeout.
+//! - **A runtime that ends**: nothing of the client lives on a caller's runtime (connections,
+//!   watchdog, release feed and background releases run on rlock's driver threads), so one
+//!   client can be shared by many runtimes, such as per-test runtimes with an installed client.
 //! - **Failover** of a replicated Redis: replication is asynchronous, so a lock granted just
 //!   before the master failed may be missing on the promoted replica, and two holders can
 //!   coexist until the first lease ends. Fencing tokens still increase if the new master's

@@ -71,20 +71,12 @@ impl Connection {
         if let Some(live) = self.live().1.clone() {
             return Ok(live);
         }
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout));
-        let conn = tokio::time::timeout(
-            self.timeout,
-            self.client
-                .get_multiplexed_async_connection_with_config(&config),
-        )
-        .await
-        .map_err(|_| LockError::Timeout {
-            operation: "connect",
-            timeout: self.timeout,
-        })?
-        .map_err(|e| failure("connect", self.timeout, e))?;
+        let conn = tokio::time::timeout(self.timeout, self.open_on_driver())
+            .await
+            .map_err(|_| LockError::Timeout {
+                operation: "connect",
+                timeout: self.timeout,
+            })??;
         let mut live = self.live();
         live.0 += 1;
         let fresh = Live {
@@ -93,6 +85,36 @@ impl Connection {
         };
         live.1 = Some(fresh.clone());
         Ok(fresh)
+    }
+
+    /// Opens a connection on the driver, so that the task reading its replies lives there, not
+    /// on the caller's runtime: a runtime that ends (a per-test runtime sharing an installed
+    /// client) then takes no connection with it.
+    async fn open_on_driver(&self) -> Result<MultiplexedConnection, LockError> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout));
+        let (client, timeout) = (self.client.clone(), self.timeout);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let spawned = crate::driver::spawn(async move {
+            let opened = client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await;
+            let _ = tx.send(opened);
+        });
+        if !spawned {
+            return Err(LockError::Unavailable {
+                operation: "connect",
+                source: "rlock's driver thread could not start".into(),
+            });
+        }
+        match rx.await {
+            Ok(opened) => opened.map_err(|e| failure("connect", timeout, e)),
+            Err(_) => Err(LockError::Timeout {
+                operation: "connect",
+                timeout,
+            }),
+        }
     }
 
     /// Forgets connection `generation` (if it is still the live one): the next call opens a

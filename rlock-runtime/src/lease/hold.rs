@@ -513,3 +513,151 @@ impl Drop for ExtendUnanswered<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::memory::MemoryBackend;
+    use crate::backend::{AttemptAsks, Backend};
+
+    const TTL: Duration = Duration::from_secs(3);
+
+    /// A hold of `k` (ttl 3 s, renewal on) taken at `t0` in an in-process backend, not watched
+    /// by any watchdog: the test drives it.
+    async fn hold(t0: Instant) -> Arc<Hold> {
+        let engine = Engine::new(Backend::Memory(MemoryBackend::default()));
+        let lease = Lease {
+            key: "k",
+            token: "t",
+            ttl: TTL,
+        };
+        let ask = AttemptAsks {
+            fence: false,
+            remaining: false,
+        };
+        engine.backend.acquire(lease, ask).await.unwrap();
+        let plan = LeasePlan {
+            ttl: TTL,
+            renew: true,
+            max_hold: None,
+            fenced: false,
+        };
+        let key = LockKey::new("k").unwrap();
+        Hold::new(engine, key, "k".into(), "t".into(), None, plan, t0)
+    }
+
+    fn expires(hold: &Hold) -> Instant {
+        hold.state().expires
+    }
+
+    fn bound(sent: Instant, ttl: Duration) -> Instant {
+        sent + ttl - lease_margin(ttl)
+    }
+
+    #[tokio::test]
+    async fn an_extend_waits_for_the_renewal_on_its_way_then_counts_from_its_own_send() {
+        let t0 = Instant::now();
+        let hold = hold(t0).await;
+        let renewal_sent = t0 + renew_after(TTL);
+        assert!(matches!(hold.survey(renewal_sent), Due::Renew(TTL, _)));
+
+        // The extend may not go out while the renewal is in flight.
+        let extend = hold.extend(Duration::from_secs(60));
+        tokio::pin!(extend);
+        let early = tokio::time::timeout(Duration::from_millis(50), extend.as_mut()).await;
+        assert!(early.is_err(), "sent while a renewal was in flight");
+        assert_eq!(expires(&hold), bound(t0, TTL), "nothing changed yet");
+
+        // The renewal comes back; then the extend is sent, answered, and sets the lease.
+        hold.renewal_settled(renewal_sent, TTL, Some(true), renewal_sent);
+        let sent = Instant::now();
+        extend.await.unwrap();
+        let e = expires(&hold);
+        assert!(
+            e >= bound(sent, Duration::from_secs(60))
+                && e <= bound(Instant::now(), Duration::from_secs(60))
+        );
+        assert_eq!(hold.state().ttl, Duration::from_secs(60));
+    }
+
+    #[tokio::test]
+    async fn a_late_renewal_reply_never_moves_the_expiry_back() {
+        let t0 = Instant::now();
+        let hold = hold(t0).await;
+        hold.extend(Duration::from_secs(60)).await.unwrap();
+        let extended = expires(&hold);
+        // A renewal with the old ttl (sent before the extend, answered after it).
+        hold.state().in_flight = Some(InFlight::Renewal {
+            sent_at: t0,
+            ttl: TTL,
+        });
+        hold.renewal_settled(t0, TTL, Some(true), Instant::now());
+        assert_eq!(expires(&hold), extended);
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_extend_caps_every_later_estimate() {
+        let t0 = Instant::now();
+        let hold = hold(t0).await;
+        // An extend to 500 ms whose reply never came: it may land at any time.
+        let short = Duration::from_millis(500);
+        hold.state().in_flight = Some(InFlight::Extend {
+            sent_at: t0,
+            ttl: short,
+        });
+        hold.extend_settled(t0, short, None);
+        // A later renewal asking 3 s is confirmed: only 500 ms from its send can be counted on.
+        let sent = t0 + Duration::from_millis(100);
+        hold.state().in_flight = Some(InFlight::Renewal {
+            sent_at: sent,
+            ttl: TTL,
+        });
+        hold.renewal_settled(sent, TTL, Some(true), sent);
+        assert_eq!(expires(&hold), bound(sent, short));
+        assert_eq!(hold.state().renew_at, sent + renew_after(short));
+    }
+
+    #[tokio::test]
+    async fn the_hold_is_lost_at_its_bound_even_with_a_renewal_in_flight() {
+        let t0 = Instant::now();
+        let hold = hold(t0).await;
+        assert!(matches!(hold.survey(t0 + renew_after(TTL)), Due::Renew(..)));
+        assert!(matches!(hold.survey(bound(t0, TTL)), Due::Lost));
+        assert!(hold.is_lost());
+        // Its reply, arriving late and positive, does not revive it.
+        hold.renewal_settled(t0 + renew_after(TTL), TTL, Some(true), Instant::now());
+        assert!(hold.is_lost());
+        assert!(hold.extend(TTL).await.unwrap_err().is_lost());
+    }
+
+    #[tokio::test]
+    async fn a_failed_renewal_is_retried_soon_and_a_refused_one_loses_the_hold() {
+        let t0 = Instant::now();
+        let hold = hold(t0).await;
+        let sent = t0 + renew_after(TTL);
+        assert!(matches!(hold.survey(sent), Due::Renew(..)));
+        hold.renewal_settled(sent, TTL, None, sent);
+        assert_eq!(hold.state().renew_at, sent + renew_retry(TTL));
+        assert!(!hold.is_lost());
+        let again = sent + renew_retry(TTL);
+        assert!(matches!(hold.survey(again), Due::Renew(..)));
+        hold.renewal_settled(again, TTL, Some(false), again);
+        assert!(hold.is_lost());
+        assert_eq!(hold.engine.counters.snapshot().lost, 1);
+    }
+
+    #[tokio::test]
+    async fn release_reports_a_loss_found_before_and_counts_once() {
+        let t0 = Instant::now();
+        let hold = hold(t0).await;
+        hold.lose();
+        hold.lose();
+        assert!(hold.release().await.unwrap_err().is_lost());
+        let m = hold.engine.counters.snapshot();
+        assert_eq!(
+            (m.lost, m.released),
+            (1, 1),
+            "the key was still ours: deleted"
+        );
+    }
+}
