@@ -8,6 +8,7 @@ use uuid::Uuid;
 use crate::backend::Backend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisNode;
+use crate::backend::redlock::Redlock;
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::lease::Engine;
@@ -198,7 +199,9 @@ impl Default for LockClientBuilder {
 }
 
 impl LockClientBuilder {
-    /// The Redis URL (`redis://…` or `rediss://…`).
+    /// The Redis URL: `redis://…` or `rediss://…` for one server, or
+    /// `redlock://[user:password@]host1:port1,host2:port2,host3:port3[/db]` for Redlock over
+    /// independent masters (see [`redlock`](Self::redlock)).
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.url = Some(url.into());
         self
@@ -244,6 +247,32 @@ impl LockClientBuilder {
         self
     }
 
+    /// Redlock over these independent masters (each a `redis://` or `rediss://` URL), per
+    /// the redis.io algorithm: every operation goes to all masters at once and counts a
+    /// majority; a lease's validity is its ttl less the time acquiring took and a drift of
+    /// 1 % + 2 ms. It survives the loss of a minority of masters. Fencing tokens are refused
+    /// (each master would issue its own). Same as `.url("redlock://h1:p1,h2:p2,h3:p3")`.
+    ///
+    /// ```no_run
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::builder()
+    ///     .redlock(["redis://10.0.0.1:6379/", "redis://10.0.0.2:6379/", "redis://10.0.0.3:6379/"])
+    ///     .connect()
+    ///     .await?;
+    /// # drop(client); Ok(()) }
+    /// ```
+    pub fn redlock<I, S>(mut self, masters: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let masters: Vec<String> = masters.into_iter().map(Into::into).collect();
+        self.url = Some(format!("{REDLOCK_SCHEME}{}", masters.join(",")));
+        self
+    }
+
     /// Connects to the Redis server named by [`url`](Self::url).
     ///
     /// ```no_run
@@ -265,6 +294,14 @@ impl LockClientBuilder {
             LockError::InvalidConfig("no Redis URL given; call `.url(\"redis://…\")`".into())
         })?;
         self.check()?;
+        if let Some(masters) = redlock_masters(&url)? {
+            let clients = masters
+                .iter()
+                .map(|m| RedisNode::client(m))
+                .collect::<Result<Vec<_>, _>>()?;
+            let redlock = Redlock::connect(clients, self.command_timeout).await?;
+            return Ok(self.build(Backend::Redlock(Arc::new(redlock))));
+        }
         #[cfg(feature = "tls")]
         let client = RedisNode::client_with_roots(&url, self.tls_roots.clone())?;
         #[cfg(not(feature = "tls"))]
@@ -309,5 +346,68 @@ impl LockClientBuilder {
                 },
             )),
         }
+    }
+}
+
+/// The scheme of a Redlock URL.
+const REDLOCK_SCHEME: &str = "redlock://";
+
+/// The masters of a `redlock://` URL as `redis://` URLs (`None` for any other URL).
+/// `redlock://[user:password@]h1:p1,h2:p2[/db]`, or a list of full URLs (what
+/// [`LockClientBuilder::redlock`] makes).
+fn redlock_masters(url: &str) -> Result<Option<Vec<String>>, LockError> {
+    let Some(rest) = url.strip_prefix(REDLOCK_SCHEME) else {
+        return Ok(None);
+    };
+    let expected = "expected redlock://[user:password@]host1:port1,host2:port2,host3:port3[/db]";
+    if rest.contains("://") {
+        // Full URLs, as the builder's `redlock` joins them.
+        return Ok(Some(rest.split(',').map(str::to_owned).collect()));
+    }
+    let (auth, hosts) = match rest.rsplit_once('@') {
+        Some((auth, hosts)) => (format!("{auth}@"), hosts),
+        None => (String::new(), rest),
+    };
+    let (hosts, db) = match hosts.split_once('/') {
+        Some((hosts, db)) => (hosts, db),
+        None => (hosts, ""),
+    };
+    let masters: Vec<String> = hosts
+        .split(',')
+        .map(|h| format!("redis://{auth}{h}/{db}"))
+        .collect();
+    if hosts.split(',').any(str::is_empty) {
+        return Err(LockError::InvalidConfig(format!(
+            "unusable Redlock URL: an empty master; {expected}"
+        )));
+    }
+    Ok(Some(masters))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redlock_masters;
+
+    #[test]
+    fn redlock_urls_name_each_master() {
+        assert_eq!(redlock_masters("redis://h:1/").unwrap(), None);
+        assert_eq!(
+            redlock_masters("redlock://a:1,b:2,c:3").unwrap().unwrap(),
+            ["redis://a:1/", "redis://b:2/", "redis://c:3/"]
+        );
+        assert_eq!(
+            redlock_masters("redlock://u:p@a:1,b:2/3").unwrap().unwrap(),
+            ["redis://u:p@a:1/3", "redis://u:p@b:2/3"]
+        );
+        assert_eq!(
+            redlock_masters("redlock://redis://a:1/,rediss://b:2/")
+                .unwrap()
+                .unwrap(),
+            ["redis://a:1/", "rediss://b:2/"]
+        );
+        let bad = redlock_masters("redlock://a:1,,b:2")
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("expected redlock://"), "{bad}");
     }
 }

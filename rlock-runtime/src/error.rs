@@ -70,8 +70,9 @@ pub enum LockError {
         source: BoxError,
     },
 
-    /// Redlock: fewer than a majority of the masters granted the lock in time. (For the
-    /// multi-master backend; the single-node and in-memory backends never return it.)
+    /// Redlock: too many masters failed to answer for a majority to grant the lock in time.
+    /// (Only the Redlock backend returns it; a majority that answered "held by another
+    /// owner" is [`LockError::Busy`].)
     #[error(
         "lock `{key}` reached {granted} of the {needed} masters it needs; \
          another owner holds it or the masters are unreachable"

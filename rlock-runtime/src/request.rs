@@ -161,6 +161,11 @@ impl<'a> LockRequest<'a> {
 fn plan(client: &LockClient, key: &LockKey, options: &LockOptions) -> Result<LeasePlan, LockError> {
     let ttl = options.ttl.unwrap_or(client.shared().default_ttl);
     check_ttl(key, ttl)?;
+    if options.fenced
+        && let Some(why) = client.shared().engine.backend.refuses_fences()
+    {
+        return Err(LockError::InvalidConfig(format!("lock `{key}`: {why}")));
+    }
     if let Some(cap) = options.max_hold {
         check_max_hold(key, ttl, cap)?;
     }
@@ -170,6 +175,12 @@ fn plan(client: &LockClient, key: &LockKey, options: &LockOptions) -> Result<Lea
         max_hold: options.max_hold,
         fenced: options.fenced,
     })
+}
+
+/// Whether a failed attempt may succeed if tried again: Redis timed out or was unreachable,
+/// or too few Redlock masters answered.
+fn transient(e: &LockError) -> bool {
+    e.is_backend() || matches!(e, LockError::QuorumNotReached { .. })
 }
 
 /// One acquisition, waiting within its budget.
@@ -220,7 +231,7 @@ impl Waiting<'_> {
                 Ok(Ok(hold)) => return Ok(hold),
                 Ok(Err(left)) => holder_until = left.map(|l| Instant::now() + l),
                 // Retried below, once queued.
-                Err(e) if e.is_backend() => {}
+                Err(e) if transient(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -246,7 +257,7 @@ impl Waiting<'_> {
                         failures = 0;
                         last_error = None;
                     }
-                    Err(e) if e.is_backend() => {
+                    Err(e) if transient(&e) => {
                         failures += 1;
                         trace::debug_event!(key = self.key.as_str(), error = %e, "rlock: attempt failed; retrying within the wait budget");
                         last_error = Some(e);

@@ -49,6 +49,10 @@ pub(crate) fn lease_margin(ttl: Duration) -> Duration {
 /// connection gets a chance before the lease ends.
 pub(crate) const RENEW_REPLY_DIVISOR: u32 = 2;
 
+/// Redlock: each master gets at most this fraction of the lease (1/10) to answer (and at most
+/// the command timeout), so that one slow master cannot eat the lease's validity.
+pub(crate) const REDLOCK_NODE_TIMEOUT_DIVISOR: u32 = 10;
+
 /// A waiter never retries sooner than this, so a lock changing hands quickly is not hammered.
 pub(crate) const WAIT_MIN_PAUSE: Duration = Duration::from_millis(2);
 /// Re-check interval of a waiter whose key's release announcements are not confirmed

@@ -41,16 +41,14 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    /// Opens the first connection, bounded by `timeout` like every later command.
-    pub(crate) async fn open(client: redis::Client, timeout: Duration) -> Result<Self, LockError> {
-        let this = Self {
+    /// A connection opened on first use; every command is bounded by `timeout`.
+    pub(crate) fn lazy(client: redis::Client, timeout: Duration) -> Self {
+        Self {
             client,
             timeout,
             live: Mutex::new((0, None)),
             opening: tokio::sync::Mutex::new(()),
-        };
-        this.current().await?;
-        Ok(this)
+        }
     }
 
     pub(crate) fn timeout(&self) -> Duration {

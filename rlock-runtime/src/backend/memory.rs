@@ -140,8 +140,15 @@ impl LeaseStore for MemoryBackend {
         Ok(self.release_now(lease.key, lease.token))
     }
 
-    async fn renew(&self, batch: &[Lease<'_>], _limit: Duration) -> Result<Vec<bool>, LockError> {
-        Ok(batch.iter().map(|&l| self.set_lease(l, true)).collect())
+    async fn renew(
+        &self,
+        batch: &[Lease<'_>],
+        _limit: Duration,
+    ) -> Result<Vec<Option<bool>>, LockError> {
+        Ok(batch
+            .iter()
+            .map(|&l| Some(self.set_lease(l, true)))
+            .collect())
     }
 
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {

@@ -10,6 +10,7 @@ pub(crate) mod connection;
 pub(crate) mod memory;
 pub(crate) mod pubsub;
 pub(crate) mod redis;
+pub(crate) mod redlock;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -31,6 +32,8 @@ pub(crate) enum Attempt {
     Acquired { fence: Option<u64> },
     /// Another owner holds it; its lease has this much left, when the backend knows.
     Busy { remaining: Option<Duration> },
+    /// Redlock: too few masters answered for a majority to grant it.
+    NoQuorum { granted: usize, needed: usize },
 }
 
 /// What an attempt must find out besides taking the lock.
@@ -78,13 +81,14 @@ pub(crate) trait LeaseStore {
     fn release(&self, lease: Lease<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
 
     /// Renews many leases in one call, each only if still ours and never shortening it
-    /// (a late renewal must not undo a longer `extend`); `true` for each still ours. The reply
-    /// is awaited at most `limit` (and the command timeout).
+    /// (a late renewal must not undo a longer `extend`); per lease `Some(true)` when still
+    /// ours, `Some(false)` when not, `None` when it cannot be told (Redlock: too few masters
+    /// answered either way). The reply is awaited at most `limit` (and the command timeout).
     fn renew(
         &self,
         batch: &[Lease<'_>],
         limit: Duration,
-    ) -> impl Future<Output = Result<Vec<bool>, LockError>> + Send;
+    ) -> impl Future<Output = Result<Vec<Option<bool>>, LockError>> + Send;
 
     /// Sets the lease to exactly `lease.ttl` from now if still ours; `Ok(false)` when not.
     fn extend(&self, lease: Lease<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
@@ -94,6 +98,7 @@ pub(crate) trait LeaseStore {
 #[derive(Debug, Clone)]
 pub(crate) enum Backend {
     Redis(Arc<redis::RedisNode>),
+    Redlock(Arc<redlock::Redlock>),
     Memory(memory::MemoryBackend),
 }
 
@@ -106,6 +111,7 @@ impl Backend {
     ) -> Option<Arc<dyn ReleaseFeed>> {
         match self {
             Self::Redis(b) => Some(Arc::new(b.release_feed(listener))),
+            Self::Redlock(b) => Some(Arc::new(redlock::FanIn::new(b, &listener))),
             Self::Memory(b) => {
                 b.listen(listener);
                 None
@@ -117,7 +123,19 @@ impl Backend {
     pub(crate) fn in_process(&self) -> Option<&memory::MemoryBackend> {
         match self {
             Self::Memory(b) => Some(b),
-            Self::Redis(_) => None,
+            Self::Redis(_) | Self::Redlock(_) => None,
+        }
+    }
+
+    /// Why fencing tokens cannot be issued here, if they cannot.
+    pub(crate) fn refuses_fences(&self) -> Option<&'static str> {
+        match self {
+            Self::Redlock(_) => Some(
+                "fencing tokens are not safe on Redlock: each master would issue its own, and a \
+                 master restarted without persistence lets a majority issue a token lower than \
+                 one already given; use a single Redis (or Sentinel) for fenced locks",
+            ),
+            Self::Redis(_) | Self::Memory(_) => None,
         }
     }
 }
@@ -126,6 +144,7 @@ impl LeaseStore for Backend {
     async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
         match self {
             Self::Redis(b) => b.acquire(lease, ask).await,
+            Self::Redlock(b) => b.acquire(lease, ask).await,
             Self::Memory(b) => b.acquire(lease, ask).await,
         }
     }
@@ -133,13 +152,19 @@ impl LeaseStore for Backend {
     async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
         match self {
             Self::Redis(b) => b.release(lease).await,
+            Self::Redlock(b) => b.release(lease).await,
             Self::Memory(b) => b.release(lease).await,
         }
     }
 
-    async fn renew(&self, batch: &[Lease<'_>], limit: Duration) -> Result<Vec<bool>, LockError> {
+    async fn renew(
+        &self,
+        batch: &[Lease<'_>],
+        limit: Duration,
+    ) -> Result<Vec<Option<bool>>, LockError> {
         match self {
             Self::Redis(b) => b.renew(batch, limit).await,
+            Self::Redlock(b) => b.renew(batch, limit).await,
             Self::Memory(b) => b.renew(batch, limit).await,
         }
     }
@@ -147,6 +172,7 @@ impl LeaseStore for Backend {
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
         match self {
             Self::Redis(b) => b.extend(lease).await,
+            Self::Redlock(b) => b.extend(lease).await,
             Self::Memory(b) => b.extend(lease).await,
         }
     }

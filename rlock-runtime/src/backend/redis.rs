@@ -71,16 +71,29 @@ impl RedisNode {
         client: redis::Client,
         timeout: Duration,
     ) -> Result<Self, LockError> {
-        let conn = Connection::open(client.clone(), timeout).await?;
-        // Load the scripts up front, so the first calls do not all miss at once and load them
-        // again one by one. (After a server restart the cache is empty; EVALSHA reloads then.)
+        let node = Self::lazy(client, timeout);
+        node.load_scripts().await?;
+        Ok(node)
+    }
+
+    /// A node whose connection opens on first use (a Redlock master may be down at start).
+    pub(crate) fn lazy(client: redis::Client, timeout: Duration) -> Self {
+        let conn = Connection::lazy(client.clone(), timeout);
+        Self { client, conn }
+    }
+
+    /// Connects and loads the scripts up front, so the first calls do not all miss at once and
+    /// load them again one by one. (After a server restart the cache is empty; EVALSHA
+    /// reloads then.)
+    pub(crate) async fn load_scripts(&self) -> Result<(), LockError> {
         for script in [&*ACQUIRE, &*RELEASE, &*EXTEND, &*RENEW] {
-            conn.call("connect", timeout, |mut c| async move {
-                script.load_async(&mut c).await
-            })
-            .await?;
+            self.conn
+                .call("connect", self.conn.timeout(), |mut c| async move {
+                    script.load_async(&mut c).await
+                })
+                .await?;
         }
-        Ok(Self { client, conn })
+        Ok(())
     }
 
     /// A release feed on its own pub/sub connection.
@@ -103,12 +116,16 @@ impl RedisNode {
     }
 }
 
-impl LeaseStore for RedisNode {
+impl RedisNode {
     /// Without a fence and without waiting, a plain `SET key token NX PX ttl`: the cheapest
     /// atomic acquire there is. A waiter (which needs the holder's remaining lease when busy)
-    /// or a fence takes the acquire script instead: still one round trip.
-    async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
-        let timeout = self.conn.timeout();
+    /// or a fence takes the acquire script instead: still one round trip. Bounded by `limit`.
+    pub(crate) async fn acquire_within(
+        &self,
+        lease: Lease<'_>,
+        ask: AttemptAsks,
+        timeout: Duration,
+    ) -> Result<Attempt, LockError> {
         if !ask.fence && !ask.remaining {
             let set: Option<String> = self
                 .conn
@@ -148,6 +165,12 @@ impl LeaseStore for RedisNode {
             }
         })
     }
+}
+
+impl LeaseStore for RedisNode {
+    async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
+        self.acquire_within(lease, ask, self.conn.timeout()).await
+    }
 
     async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
         let mut release = RELEASE.prepare_invoke();
@@ -161,7 +184,11 @@ impl LeaseStore for RedisNode {
         Ok(deleted == 1)
     }
 
-    async fn renew(&self, batch: &[Lease<'_>], limit: Duration) -> Result<Vec<bool>, LockError> {
+    async fn renew(
+        &self,
+        batch: &[Lease<'_>],
+        limit: Duration,
+    ) -> Result<Vec<Option<bool>>, LockError> {
         let mut invocation = RENEW.prepare_invoke();
         for lease in batch {
             invocation
@@ -170,7 +197,7 @@ impl LeaseStore for RedisNode {
                 .arg(millis(lease.ttl));
         }
         let renewed: Vec<i64> = self.invoke("renew", limit, &invocation).await?;
-        Ok(renewed.into_iter().map(|r| r == 1).collect())
+        Ok(renewed.into_iter().map(|r| Some(r == 1)).collect())
     }
 
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {

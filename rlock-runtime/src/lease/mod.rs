@@ -112,6 +112,11 @@ impl Engine {
                 Ok(Ok(hold))
             }
             Attempt::Busy { remaining } => Ok(Err(remaining)),
+            Attempt::NoQuorum { granted, needed } => Err(LockError::QuorumNotReached {
+                key: key.as_str().to_owned(),
+                granted,
+                needed,
+            }),
         }
     }
 

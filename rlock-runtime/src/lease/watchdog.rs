@@ -209,9 +209,9 @@ async fn renew_batch(engine: Arc<Engine>, batch: Vec<(Arc<Hold>, Duration)>, sen
     match &result {
         Ok(ours) => {
             for ((hold, ttl), &ours) in batch.iter().zip(ours) {
-                settled(hold, *ttl, Some(ours));
+                settled(hold, *ttl, ours);
             }
-            let n = ours.iter().filter(|&&ok| ok).count();
+            let n = ours.iter().filter(|&&ok| ok == Some(true)).count();
             engine.counters.add(Count::Renewed, n as u64);
             crate::trace::debug_event!(renewed = n, "rlock: leases renewed");
         }

@@ -1,0 +1,252 @@
+//! Redlock over N independent Redis masters, per the algorithm on redis.io.
+//!
+//! Every operation fans out to all masters at once, each bounded by a per-node timeout, and
+//! counts a majority (`N/2 + 1`):
+//! - **acquire**: granted when a majority granted it within the lease's validity, which is
+//!   `ttl − elapsed − drift` with drift `0.01·ttl + 2 ms` on the monotonic clock. The hold's
+//!   own lower bound ([`lease_margin`](crate::tuning::lease_margin), counted from before the
+//!   fan-out) is exactly that validity. Otherwise the token is deleted on every master, and
+//!   the attempt is `Busy`, or `NoQuorum` when too many masters failed to answer.
+//! - **renew / extend**: ours when a majority confirms, lost when a majority denies, unknown
+//!   (retried) otherwise.
+//! - **release**: deleted everywhere; "was ours" when a majority deleted it.
+//! - **announcements**: every master's release feed tells the same waiters.
+//!
+//! Fencing tokens are refused: each master would issue its own, and after a master restarts
+//! without persistence a majority can hand out a token lower than one already issued.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use tokio::time::Instant;
+
+use super::redis::RedisNode;
+use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseFeed, ReleaseListener};
+use crate::error::LockError;
+use crate::tuning::{REDLOCK_NODE_TIMEOUT_DIVISOR, lease_margin};
+
+#[derive(Debug)]
+pub(crate) struct Redlock {
+    nodes: Vec<RedisNode>,
+    timeout: Duration,
+}
+
+/// How the masters answered one question about one lease.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    yes: usize,
+    no: usize,
+}
+
+impl Redlock {
+    /// Connects to every master at once; a majority must answer.
+    pub(crate) async fn connect(
+        clients: Vec<redis::Client>,
+        timeout: Duration,
+    ) -> Result<Self, LockError> {
+        let this = Self {
+            nodes: clients
+                .into_iter()
+                .map(|c| RedisNode::lazy(c, timeout))
+                .collect(),
+            timeout,
+        };
+        let reached = join_all(this.nodes.iter().map(RedisNode::load_scripts)).await;
+        let up = reached.iter().filter(|r| r.is_ok()).count();
+        if up < this.quorum() {
+            let first = reached.into_iter().find_map(Result::err);
+            return Err(match first {
+                Some(e @ LockError::Timeout { .. }) => e,
+                Some(LockError::Unavailable { source, .. }) => LockError::Unavailable {
+                    operation: "connect",
+                    source: format!(
+                        "only {up} of {} Redlock masters answered, {} needed: {source}",
+                        this.nodes.len(),
+                        this.quorum()
+                    )
+                    .into(),
+                },
+                _ => LockError::InvalidConfig("Redlock needs at least one master".into()),
+            });
+        }
+        Ok(this)
+    }
+
+    /// How many masters make a majority.
+    pub(crate) fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    fn node_timeout(&self, ttl: Duration) -> Duration {
+        self.timeout.min(ttl / REDLOCK_NODE_TIMEOUT_DIVISOR)
+    }
+
+    /// Ours on a majority → `Some(true)`; denied by so many that no majority can hold it →
+    /// `Some(false)`; otherwise unknown.
+    fn verdict(&self, t: Tally) -> Option<bool> {
+        if t.yes >= self.quorum() {
+            Some(true)
+        } else if t.no > self.nodes.len() - self.quorum() {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// A verdict, or the error of a call that could not be told either way.
+    fn decide(
+        &self,
+        operation: &'static str,
+        tally: Tally,
+        errors: Vec<LockError>,
+    ) -> Result<bool, LockError> {
+        self.verdict(tally).ok_or_else(|| {
+            errors.into_iter().next().unwrap_or(LockError::Unavailable {
+                operation,
+                source: "too few Redlock masters answered either way".into(),
+            })
+        })
+    }
+
+    /// Deletes the token on every master, for an acquisition that failed.
+    async fn release_everywhere(&self, lease: Lease<'_>) {
+        join_all(self.nodes.iter().map(|n| n.release(lease))).await;
+    }
+}
+
+fn tally<I: IntoIterator<Item = Result<bool, LockError>>>(results: I) -> (Tally, Vec<LockError>) {
+    let mut t = Tally::default();
+    let mut errors = Vec::new();
+    for r in results {
+        match r {
+            Ok(true) => t.yes += 1,
+            Ok(false) => t.no += 1,
+            Err(e) => errors.push(e),
+        }
+    }
+    (t, errors)
+}
+
+impl LeaseStore for Redlock {
+    async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
+        let started = Instant::now();
+        let ask = AttemptAsks {
+            fence: false,
+            ..ask
+        };
+        let limit = self.node_timeout(lease.ttl);
+        let answers = join_all(
+            self.nodes
+                .iter()
+                .map(|n| n.acquire_within(lease, ask, limit)),
+        )
+        .await;
+        let mut granted = 0;
+        let mut failed = 0;
+        let mut remaining: Option<Duration> = None;
+        for answer in &answers {
+            match answer {
+                Ok(Attempt::Acquired { .. }) => granted += 1,
+                Ok(Attempt::Busy { remaining: left }) => {
+                    if let Some(left) = *left {
+                        remaining = Some(remaining.map_or(left, |r| r.min(left)));
+                    }
+                }
+                Ok(Attempt::NoQuorum { .. }) | Err(_) => failed += 1,
+            }
+        }
+        let validity = lease
+            .ttl
+            .checked_sub(started.elapsed() + lease_margin(lease.ttl));
+        if granted >= self.quorum() && validity.is_some_and(|v| !v.is_zero()) {
+            return Ok(Attempt::Acquired { fence: None });
+        }
+        if granted > 0 || failed > 0 {
+            // A master that did not answer may have granted it too.
+            self.release_everywhere(lease).await;
+        }
+        if failed > self.nodes.len() - self.quorum() {
+            return Ok(Attempt::NoQuorum {
+                granted,
+                needed: self.quorum(),
+            });
+        }
+        Ok(Attempt::Busy { remaining })
+    }
+
+    async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+        let answers = join_all(self.nodes.iter().map(|n| n.release(lease))).await;
+        let (t, errors) = tally(answers);
+        self.decide("release", t, errors)
+    }
+
+    async fn renew(
+        &self,
+        batch: &[Lease<'_>],
+        limit: Duration,
+    ) -> Result<Vec<Option<bool>>, LockError> {
+        let shortest = batch.iter().map(|l| l.ttl).min().unwrap_or(limit);
+        let limit = limit.min(self.node_timeout(shortest));
+        let answers = join_all(self.nodes.iter().map(|n| n.renew(batch, limit))).await;
+        let mut tallies = vec![Tally::default(); batch.len()];
+        let mut first_error = None;
+        for answer in answers {
+            match answer {
+                Ok(per_lease) => {
+                    for (t, ours) in tallies.iter_mut().zip(per_lease) {
+                        match ours {
+                            Some(true) => t.yes += 1,
+                            Some(false) => t.no += 1,
+                            None => {}
+                        }
+                    }
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        let verdicts: Vec<Option<bool>> = tallies.into_iter().map(|t| self.verdict(t)).collect();
+        match first_error {
+            Some(e) if verdicts.iter().all(Option::is_none) => Err(e),
+            _ => Ok(verdicts),
+        }
+    }
+
+    async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+        let answers = join_all(self.nodes.iter().map(|n| n.extend(lease))).await;
+        let (t, errors) = tally(answers);
+        self.decide("extend", t, errors)
+    }
+}
+
+/// Every master's release feed, telling the same listener.
+#[derive(Debug)]
+pub(crate) struct FanIn(Vec<Arc<dyn ReleaseFeed>>);
+
+impl FanIn {
+    pub(crate) fn new(redlock: &Redlock, listener: &Weak<dyn ReleaseListener>) -> Self {
+        Self(
+            redlock
+                .nodes
+                .iter()
+                .map(|n| Arc::new(n.release_feed(listener.clone())) as Arc<dyn ReleaseFeed>)
+                .collect(),
+        )
+    }
+}
+
+impl ReleaseFeed for FanIn {
+    fn subscribe(&self, key: &str) {
+        for feed in &self.0 {
+            feed.subscribe(key);
+        }
+    }
+
+    fn unsubscribe(&self, key: &str) {
+        for feed in &self.0 {
+            feed.unsubscribe(key);
+        }
+    }
+}

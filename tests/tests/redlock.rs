@@ -1,0 +1,259 @@
+//! Redlock over independent masters, against real `redis-server` processes: the same
+//! semantics as one Redis, a majority decides, a minority of dead or paused masters changes
+//! nothing, a dead majority gives `QuorumNotReached` in bounded time, fencing is refused.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use rlock_runtime::{LockClient, LockError, LockOptions};
+use rlock_tests::RedisServer;
+
+const TIMEOUT: Duration = Duration::from_millis(300);
+
+/// `redlock://127.0.0.1:p1,127.0.0.1:p2,…` for `masters`.
+fn redlock_url(masters: &[RedisServer]) -> String {
+    let hosts: Vec<String> = masters
+        .iter()
+        .map(|m| format!("127.0.0.1:{}", m.port()))
+        .collect();
+    format!("redlock://{}", hosts.join(","))
+}
+
+async fn redlock_client(masters: &[RedisServer]) -> LockClient {
+    LockClient::builder()
+        .url(redlock_url(masters))
+        .command_timeout(TIMEOUT)
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to the masters: {e}"))
+}
+
+/// How many masters hold `key`.
+async fn holding(masters: &[RedisServer], key: &str) -> usize {
+    let mut n = 0;
+    for m in masters {
+        if m.pid().is_none() {
+            continue;
+        }
+        let mut raw = m.raw().await;
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(key)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        n += usize::from(exists);
+    }
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_semantics_of_one_redis_hold_on_redlock() {
+    let masters = RedisServer::start_many(3);
+    let a = redlock_client(&masters).await;
+    let b = redlock_client(&masters).await;
+
+    // Acquire on every master, busy for another client, release everywhere.
+    let guard = a
+        .lock("order:1")
+        .ttl(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(holding(&masters, "order:1").await, 3);
+    assert!(b.lock("order:1").acquire().await.unwrap_err().is_busy());
+    guard.extend(Duration::from_secs(20)).await.unwrap();
+    guard.release().await.unwrap();
+    assert_eq!(holding(&masters, "order:1").await, 0);
+
+    // Reentrancy within a body costs nothing and keeps the hold.
+    let inner = a
+        .with_lock("order:2", LockOptions::new(), async {
+            let again = a.lock("order:2").acquire().await.unwrap();
+            assert!(again.is_reentrant());
+            again.release().await.unwrap();
+            holding(&masters, "order:2").await
+        })
+        .await
+        .unwrap();
+    assert_eq!(inner, 3);
+
+    // A waiter is woken by the release, from any master's announcement.
+    let held = a
+        .lock("order:3")
+        .ttl(Duration::from_secs(20))
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.lock("order:3")
+                .wait(Duration::from_secs(10))
+                .acquire()
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+
+    // Without renewal the lease ends, lost() fires, and the late release reports it.
+    let short = a
+        .lock("order:4")
+        .ttl(Duration::from_millis(200))
+        .renew(false)
+        .acquire()
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), short.lost())
+        .await
+        .unwrap();
+    // (lost() fires a margin before the masters expire the key.)
+    b.lock("order:4")
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(short.release().await.unwrap_err().is_lost());
+
+    // Fencing tokens are refused, with the reason.
+    let fenced = a.lock("order:5").fenced().acquire().await.unwrap_err();
+    assert!(
+        matches!(&fenced, LockError::InvalidConfig(why) if why.contains("not safe on Redlock")),
+        "{fenced}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_renews_on_a_majority_while_a_master_is_down_or_paused() {
+    let masters = RedisServer::start_many(3);
+    let a = redlock_client(&masters).await;
+    let b = redlock_client(&masters).await;
+    let guard = a
+        .lock("job")
+        .ttl(Duration::from_millis(600))
+        .acquire()
+        .await
+        .unwrap();
+
+    // One master dies: the other two keep renewing.
+    masters[0].kill();
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        assert!(b.lock("job").acquire().await.unwrap_err().is_busy() || guard.is_lost());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!guard.is_lost(), "two of three masters renew the lease");
+
+    guard.release().await.unwrap();
+
+    // It comes back empty (no persistence), so take a fresh hold on all three; then one
+    // master is paused past the lease: the other two keep renewing, and nobody else gets in.
+    masters[0].restart();
+    let guard = a
+        .lock("job")
+        .ttl(Duration::from_millis(600))
+        .acquire()
+        .await
+        .unwrap();
+    masters[1].pause();
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        match b.lock("job").acquire().await {
+            Ok(_) => assert!(guard.is_lost(), "granted twice while one master was paused"),
+            Err(e) => assert!(e.is_busy() || e.is_backend(), "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    masters[1].resume();
+    assert!(!guard.is_lost(), "two of three masters renew the lease");
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minority_of_dead_masters_is_survived_and_a_majority_is_reported() {
+    let masters = RedisServer::start_many(5);
+    let client = redlock_client(&masters).await;
+    masters[0].kill();
+    masters[1].kill();
+    let guard = client.lock("two-down").acquire().await.unwrap();
+    assert_eq!(holding(&masters, "two-down").await, 3);
+    guard.release().await.unwrap();
+
+    masters[2].kill();
+    let started = Instant::now();
+    let err = client.lock("three-down").acquire().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LockError::QuorumNotReached {
+                granted: 2,
+                needed: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "bounded by the per-node timeout"
+    );
+    // The two grants were taken back: nothing is left to block others.
+    assert_eq!(holding(&masters, "three-down").await, 0);
+
+    // Connecting needs a majority too.
+    let refused = LockClient::builder()
+        .url(redlock_url(&masters))
+        .command_timeout(TIMEOUT)
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(refused.is_backend(), "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_held_on_a_minority_does_not_stop_the_majority_and_bad_urls_say_the_form() {
+    let masters = RedisServer::start_many(3);
+    // Another library's lock on one master only: two of three still grant.
+    let mut raw = masters[0].raw().await;
+    let () = redis::cmd("SET")
+        .arg("split")
+        .arg("someone-else")
+        .arg("PX")
+        .arg(10_000)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let client = redlock_client(&masters).await;
+    let guard = client.lock("split").acquire().await.unwrap();
+    guard.release().await.unwrap();
+    let other: Option<String> = redis::cmd("GET")
+        .arg("split")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(
+        other.as_deref(),
+        Some("someone-else"),
+        "not ours: left alone"
+    );
+
+    // Held on two of three by someone else: busy.
+    for m in &masters[1..] {
+        let mut raw = m.raw().await;
+        let () = redis::cmd("SET")
+            .arg("taken")
+            .arg("x")
+            .arg("PX")
+            .arg(10_000)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+    }
+    assert!(client.lock("taken").acquire().await.unwrap_err().is_busy());
+
+    let bad = LockClient::connect("redlock://127.0.0.1:1,,127.0.0.1:2")
+        .await
+        .unwrap_err();
+    assert!(bad.to_string().contains("expected redlock://"), "{bad}");
+}
