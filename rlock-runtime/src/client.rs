@@ -6,6 +6,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::backend::Backend;
+use crate::backend::endpoint::Endpoint;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisNode;
 use crate::backend::redlock::Redlock;
@@ -199,9 +200,13 @@ impl Default for LockClientBuilder {
 }
 
 impl LockClientBuilder {
-    /// The Redis URL: `redis://…` or `rediss://…` for one server, or
-    /// `redlock://[user:password@]host1:port1,host2:port2,host3:port3[/db]` for Redlock over
-    /// independent masters (see [`redlock`](Self::redlock)).
+    /// The Redis URL, one form per topology, so that one setting selects any of them:
+    /// - `redis://[user:password@]host[:port][/db]` (or `rediss://` for TLS): one server;
+    /// - `redis+sentinel://[user:password@]s1:p1,s2:p2,s3:p3/service[/db]`: the master the
+    ///   sentinels monitor as `service`, followed across failovers (see
+    ///   [`sentinel`](Self::sentinel)); the user and password are the master's;
+    /// - `redlock://[user:password@]host1:port1,host2:port2,host3:port3[/db]`: Redlock over
+    ///   independent masters (see [`redlock`](Self::redlock)).
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.url = Some(url.into());
         self
@@ -244,6 +249,34 @@ impl LockClientBuilder {
     /// How long any one Redis command may take (default 2 s); connecting is bounded by it too.
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout;
+        self
+    }
+
+    /// A master managed by Redis Sentinel: `service` is the name the sentinels monitor
+    /// (`sentinel monitor <service> …`), `sentinels` their addresses (`host:port`). The client
+    /// asks the sentinels for the master whenever it (re)connects, and replaces a connection
+    /// that fails or answers `READONLY` (a demoted master), so it follows failovers. A lock
+    /// granted just before a failover may be missing on the promoted replica (replication is
+    /// asynchronous): its holder's next renewal then finds it gone and reports it lost. Same
+    /// as `.url("redis+sentinel://s1:p1,s2:p2/service")`.
+    ///
+    /// ```no_run
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::builder()
+    ///     .sentinel("mymaster", ["10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"])
+    ///     .connect()
+    ///     .await?;
+    /// # drop(client); Ok(()) }
+    /// ```
+    pub fn sentinel<I, S>(mut self, service: &str, sentinels: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let hosts: Vec<String> = sentinels.into_iter().map(Into::into).collect();
+        self.url = Some(format!("{SENTINEL_SCHEME}{}/{service}", hosts.join(",")));
         self
     }
 
@@ -294,6 +327,11 @@ impl LockClientBuilder {
             LockError::InvalidConfig("no Redis URL given; call `.url(\"redis://…\")`".into())
         })?;
         self.check()?;
+        if let Some(sentinel) = sentinel_parts(&url)? {
+            let endpoint = sentinel.endpoint()?;
+            let node = RedisNode::connect(endpoint, self.command_timeout).await?;
+            return Ok(self.build(Backend::Redis(Arc::new(node))));
+        }
         if let Some(masters) = redlock_masters(&url)? {
             let clients = masters
                 .iter()
@@ -306,7 +344,8 @@ impl LockClientBuilder {
         let client = RedisNode::client_with_roots(&url, self.tls_roots.clone())?;
         #[cfg(not(feature = "tls"))]
         let client = RedisNode::client(&url)?;
-        let backend = RedisNode::connect(client, self.command_timeout).await?;
+        let backend =
+            RedisNode::connect(Endpoint::Fixed(Arc::new(client)), self.command_timeout).await?;
         Ok(self.build(Backend::Redis(Arc::new(backend))))
     }
 
@@ -349,6 +388,82 @@ impl LockClientBuilder {
     }
 }
 
+/// The scheme of a Sentinel URL.
+const SENTINEL_SCHEME: &str = "redis+sentinel://";
+
+/// What a `redis+sentinel://` URL names.
+#[derive(Debug, PartialEq, Eq)]
+struct SentinelParts {
+    sentinels: Vec<String>,
+    service: String,
+    /// `redis://[auth@]x/[db]`: the master's credentials and database, on a placeholder host.
+    master: String,
+}
+
+impl SentinelParts {
+    fn endpoint(&self) -> Result<Endpoint, LockError> {
+        use redis::IntoConnectionInfo;
+        use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+        let invalid = |e: redis::RedisError| {
+            LockError::InvalidConfig(format!("unusable Sentinel URL: {e}; {SENTINEL_FORM}"))
+        };
+        let master = self
+            .master
+            .as_str()
+            .into_connection_info()
+            .map_err(invalid)?;
+        let node = SentinelNodeConnectionInfo::default()
+            .set_redis_connection_info(master.redis_settings().clone());
+        let sentinels: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|s| format!("redis://{s}/"))
+            .collect();
+        let client = SentinelClient::build(
+            sentinels,
+            self.service.clone(),
+            Some(node),
+            SentinelServerType::Master,
+        )
+        .map_err(invalid)?;
+        Ok(Endpoint::Sentinel(Arc::new(tokio::sync::Mutex::new(
+            client,
+        ))))
+    }
+}
+
+/// The expected form, for error messages.
+const SENTINEL_FORM: &str =
+    "expected redis+sentinel://[user:password@]host1:port1,host2:port2/service[/db]";
+
+/// The parts of a `redis+sentinel://` URL (`None` for any other URL).
+fn sentinel_parts(url: &str) -> Result<Option<SentinelParts>, LockError> {
+    let Some(rest) = url.strip_prefix(SENTINEL_SCHEME) else {
+        return Ok(None);
+    };
+    let bad = |what: &str| {
+        LockError::InvalidConfig(format!("unusable Sentinel URL: {what}; {SENTINEL_FORM}"))
+    };
+    let (auth, rest) = match rest.rsplit_once('@') {
+        Some((auth, rest)) => (format!("{auth}@"), rest),
+        None => (String::new(), rest),
+    };
+    let (hosts, path) = rest.split_once('/').ok_or_else(|| bad("no service name"))?;
+    let (service, db) = path.split_once('/').unwrap_or((path, ""));
+    if service.is_empty() {
+        return Err(bad("no service name"));
+    }
+    let sentinels: Vec<String> = hosts.split(',').map(str::to_owned).collect();
+    if sentinels.iter().any(String::is_empty) {
+        return Err(bad("an empty sentinel address"));
+    }
+    Ok(Some(SentinelParts {
+        sentinels,
+        service: service.to_owned(),
+        master: format!("redis://{auth}master/{db}"),
+    }))
+}
+
 /// The scheme of a Redlock URL.
 const REDLOCK_SCHEME: &str = "redlock://";
 
@@ -386,7 +501,26 @@ fn redlock_masters(url: &str) -> Result<Option<Vec<String>>, LockError> {
 
 #[cfg(test)]
 mod tests {
-    use super::redlock_masters;
+    use super::{redlock_masters, sentinel_parts};
+
+    #[test]
+    fn sentinel_urls_name_the_sentinels_the_service_and_the_masters_auth() {
+        assert_eq!(sentinel_parts("redis://h:1/").unwrap(), None);
+        let p = sentinel_parts("redis+sentinel://u:p@s1:1,s2:2/mymaster/2")
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.sentinels, ["s1:1", "s2:2"]);
+        assert_eq!(p.service, "mymaster");
+        assert_eq!(p.master, "redis://u:p@master/2");
+        for bad in [
+            "redis+sentinel://s1:1",
+            "redis+sentinel://s1:1/",
+            "redis+sentinel://s1:1,,s2:2/m",
+        ] {
+            let e = sentinel_parts(bad).unwrap_err().to_string();
+            assert!(e.contains("expected redis+sentinel://"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn redlock_urls_name_each_master() {

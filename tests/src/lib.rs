@@ -38,6 +38,7 @@
 //! ```
 
 pub mod child;
+pub mod deploy;
 pub mod history;
 pub mod locking;
 

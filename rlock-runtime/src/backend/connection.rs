@@ -15,6 +15,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, RedisError};
 
+use super::endpoint::{Endpoint, is_demoted};
 use crate::error::LockError;
 
 #[derive(Clone)]
@@ -25,7 +26,7 @@ struct Live {
 }
 
 pub(crate) struct Connection {
-    client: redis::Client,
+    endpoint: Endpoint,
     timeout: Duration,
     live: Mutex<(u64, Option<Live>)>,
     /// Held while a new connection is being opened.
@@ -42,9 +43,9 @@ impl std::fmt::Debug for Connection {
 
 impl Connection {
     /// A connection opened on first use; every command is bounded by `timeout`.
-    pub(crate) fn lazy(client: redis::Client, timeout: Duration) -> Self {
+    pub(crate) fn lazy(endpoint: Endpoint, timeout: Duration) -> Self {
         Self {
-            client,
+            endpoint,
             timeout,
             live: Mutex::new((0, None)),
             opening: tokio::sync::Mutex::new(()),
@@ -92,12 +93,17 @@ impl Connection {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout));
-        let (client, timeout) = (self.client.clone(), self.timeout);
+        let (endpoint, timeout) = (self.endpoint.clone(), self.timeout);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let spawned = crate::driver::spawn(async move {
-            let opened = client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await;
+            let opened = match endpoint.client().await {
+                Ok(client) => {
+                    client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await
+                }
+                Err(e) => Err(e),
+            };
             let _ = tx.send(opened);
         });
         if !spawned {
@@ -143,7 +149,7 @@ impl Connection {
             let live = self.current().await?;
             used = Some(live.generation);
             command(live.conn).await.map_err(|e| {
-                if is_connection_failure(&e) {
+                if is_connection_failure(&e) || is_demoted(&e) {
                     self.condemn(live.generation);
                 }
                 failure(operation, limit, e)

@@ -7,6 +7,7 @@
 //! an interface it owns and the waiting layer implements.
 
 pub(crate) mod connection;
+pub(crate) mod endpoint;
 pub(crate) mod memory;
 pub(crate) mod pubsub;
 pub(crate) mod redis;

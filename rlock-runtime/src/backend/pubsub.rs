@@ -16,6 +16,7 @@ use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::mpsc;
 
 use super::connection::is_connection_failure;
+use super::endpoint::Endpoint;
 use super::{ReleaseFeed, ReleaseListener};
 use crate::tuning::{FEED_HEALTH_INTERVAL, FEED_RETRY_MAX, FEED_RETRY_MIN, backoff};
 
@@ -34,7 +35,7 @@ enum Op {
 
 /// Sends subscription changes to the feed task, starting it on first use.
 pub(crate) struct PubSubFeed {
-    client: redis::Client,
+    endpoint: Endpoint,
     timeout: Duration,
     listener: Weak<dyn ReleaseListener>,
     ops: Mutex<Option<mpsc::UnboundedSender<Op>>>,
@@ -48,12 +49,12 @@ impl std::fmt::Debug for PubSubFeed {
 
 impl PubSubFeed {
     pub(crate) fn new(
-        client: redis::Client,
+        endpoint: Endpoint,
         timeout: Duration,
         listener: Weak<dyn ReleaseListener>,
     ) -> Self {
         Self {
-            client,
+            endpoint,
             timeout,
             listener,
             ops: Mutex::new(None),
@@ -74,7 +75,7 @@ impl PubSubFeed {
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(op);
         let task = Feed {
-            client: self.client.clone(),
+            endpoint: self.endpoint.clone(),
             timeout: self.timeout,
             listener: self.listener.clone(),
             ops: rx,
@@ -97,7 +98,7 @@ impl ReleaseFeed for PubSubFeed {
 }
 
 struct Feed {
-    client: redis::Client,
+    endpoint: Endpoint,
     timeout: Duration,
     listener: Weak<dyn ReleaseListener>,
     ops: mpsc::UnboundedReceiver<Op>,
@@ -133,9 +134,11 @@ impl Feed {
                 }
             }
             failures += 1;
-            let connected =
-                tokio::time::timeout(self.timeout, self.client.get_async_pubsub()).await;
-            let Ok(Ok(pubsub)) = connected else {
+            let connecting = async {
+                let client = self.endpoint.client().await?;
+                client.get_async_pubsub().await
+            };
+            let Ok(Ok(pubsub)) = tokio::time::timeout(self.timeout, connecting).await else {
                 continue;
             };
             let (sink, stream) = pubsub.split();

@@ -8,6 +8,7 @@ use std::time::Duration;
 use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 
 use super::connection::Connection;
+use super::endpoint::Endpoint;
 use super::pubsub::{PubSubFeed, release_channel};
 use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseListener, millis};
 use crate::error::LockError;
@@ -24,7 +25,7 @@ static RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../scripts/renew.lua")));
 
 pub(crate) struct RedisNode {
-    client: redis::Client,
+    endpoint: Endpoint,
     conn: Connection,
 }
 
@@ -67,19 +68,16 @@ impl RedisNode {
     }
 
     /// Opens the command connection; `timeout` bounds connecting and every later command.
-    pub(crate) async fn connect(
-        client: redis::Client,
-        timeout: Duration,
-    ) -> Result<Self, LockError> {
-        let node = Self::lazy(client, timeout);
+    pub(crate) async fn connect(endpoint: Endpoint, timeout: Duration) -> Result<Self, LockError> {
+        let node = Self::lazy(endpoint, timeout);
         node.load_scripts().await?;
         Ok(node)
     }
 
     /// A node whose connection opens on first use (a Redlock master may be down at start).
-    pub(crate) fn lazy(client: redis::Client, timeout: Duration) -> Self {
-        let conn = Connection::lazy(client.clone(), timeout);
-        Self { client, conn }
+    pub(crate) fn lazy(endpoint: Endpoint, timeout: Duration) -> Self {
+        let conn = Connection::lazy(endpoint.clone(), timeout);
+        Self { endpoint, conn }
     }
 
     /// Connects and loads the scripts up front, so the first calls do not all miss at once and
@@ -98,7 +96,7 @@ impl RedisNode {
 
     /// A release feed on its own pub/sub connection.
     pub(crate) fn release_feed(&self, listener: Weak<dyn ReleaseListener>) -> PubSubFeed {
-        PubSubFeed::new(self.client.clone(), self.conn.timeout(), listener)
+        PubSubFeed::new(self.endpoint.clone(), self.conn.timeout(), listener)
     }
 
     /// Runs a script call (EVALSHA, loading the script on NOSCRIPT) within `limit`.

@@ -21,6 +21,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
+use super::endpoint::Endpoint;
 use super::redis::RedisNode;
 use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseFeed, ReleaseListener};
 use crate::error::LockError;
@@ -48,7 +49,7 @@ impl Redlock {
         let this = Self {
             nodes: clients
                 .into_iter()
-                .map(|c| RedisNode::lazy(c, timeout))
+                .map(|c| RedisNode::lazy(Endpoint::Fixed(Arc::new(c)), timeout))
                 .collect(),
             timeout,
         };

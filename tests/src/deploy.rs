@@ -1,0 +1,225 @@
+//! Replicated deployments on loopback ports, for the Sentinel tests: a master, its replicas
+//! and the sentinels that watch them, all real processes, all stopped on drop.
+
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::RedisServer;
+
+/// The name the sentinels monitor the master as.
+pub const SERVICE: &str = "mymaster";
+/// How long a master may be silent before the sentinels call it down (short, for tests).
+const DOWN_AFTER_MS: u64 = 500;
+/// How long the deployment may take to settle (replicas synced, sentinels agreeing).
+const SETTLE: Duration = Duration::from_secs(20);
+
+/// One `redis-server --sentinel` process.
+#[derive(Debug)]
+pub struct SentinelProcess {
+    port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl SentinelProcess {
+    fn start(master_port: u16) -> io::Result<Self> {
+        let port = free_port()?;
+        let dir =
+            std::env::temp_dir().join(format!("rlock-sentinel-{}-{port}", std::process::id()));
+        fs::create_dir_all(&dir)?;
+        let conf = dir.join("sentinel.conf");
+        fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n\
+                 dir {dir}\nlogfile {dir}/sentinel.log\n\
+                 sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2\n\
+                 sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n\
+                 sentinel failover-timeout {SERVICE} 3000\n\
+                 sentinel parallel-syncs {SERVICE} 2\n",
+                dir = dir.display()
+            ),
+        )?;
+        let child = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        Ok(Self {
+            port,
+            dir,
+            child: Some(child),
+        })
+    }
+
+    /// The sentinel's `host:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn query(&self, args: &[&str]) -> redis::RedisResult<redis::Value> {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?;
+        let mut conn = client.get_connection_with_timeout(Duration::from_millis(500))?;
+        conn.set_read_timeout(Some(Duration::from_millis(500)))?;
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(&mut conn)
+    }
+
+    /// The port this sentinel names as master now.
+    pub fn master_port(&self) -> Option<u16> {
+        let reply = self
+            .query(&["SENTINEL", "get-master-addr-by-name", SERVICE])
+            .ok()?;
+        let addr: Vec<String> = redis::from_redis_value(reply).ok()?;
+        addr.get(1)?.parse().ok()
+    }
+
+    /// How many replicas and other sentinels it knows.
+    fn known(&self) -> Option<(usize, usize)> {
+        let replicas = self.query(&["SENTINEL", "replicas", SERVICE]).ok()?;
+        let sentinels = self.query(&["SENTINEL", "sentinels", SERVICE]).ok()?;
+        let count = |v: redis::Value| match v {
+            redis::Value::Array(items) => items.len(),
+            _ => 0,
+        };
+        Some((count(replicas), count(sentinels)))
+    }
+}
+
+impl Drop for SentinelProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A master with two replicas and three sentinels (quorum 2).
+#[derive(Debug)]
+pub struct SentinelDeployment {
+    /// The servers: index 0 starts as the master.
+    pub servers: Vec<RedisServer>,
+    /// The sentinels watching them.
+    pub sentinels: Vec<SentinelProcess>,
+}
+
+impl SentinelDeployment {
+    /// Starts the deployment and waits until the replicas are in sync and every sentinel knows
+    /// both replicas and the two other sentinels.
+    ///
+    /// # Panics
+    ///
+    /// When it does not settle within 20 s.
+    pub fn start() -> Self {
+        let master = RedisServer::start();
+        let master_port = master.port().to_string();
+        let mut servers = vec![master];
+        for _ in 0..2 {
+            servers.push(RedisServer::start_with_args(&[
+                "--replicaof",
+                "127.0.0.1",
+                &master_port,
+            ]));
+        }
+        let sentinels: Vec<SentinelProcess> = (0..3)
+            .map(|_| SentinelProcess::start(servers[0].port()).expect("start a sentinel"))
+            .collect();
+        let deployment = Self { servers, sentinels };
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            let synced = deployment.servers[1..]
+                .iter()
+                .all(|r| info_field(r, "master_link_status").as_deref() == Some("up"));
+            let agreed = deployment
+                .sentinels
+                .iter()
+                .all(|s| s.known() == Some((2, 2)));
+            if synced && agreed {
+                return deployment;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the Sentinel deployment did not settle within {SETTLE:?} (replicas synced: \
+                 {synced}, sentinels agreed: {agreed})"
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `redis+sentinel://s1,s2,s3/mymaster`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self.sentinels.iter().map(SentinelProcess::addr).collect();
+        format!("redis+sentinel://{}/{SERVICE}", hosts.join(","))
+    }
+
+    /// The server the sentinels name master now (by majority of those answering).
+    pub fn master(&self) -> Option<&RedisServer> {
+        let mut ports: Vec<u16> = self
+            .sentinels
+            .iter()
+            .filter_map(SentinelProcess::master_port)
+            .collect();
+        ports.sort_unstable();
+        let port = *ports.get(ports.len() / 2)?;
+        self.servers.iter().find(|s| s.port() == port)
+    }
+
+    /// Kills the current master and waits until the sentinels name another one that answers
+    /// as a master.
+    ///
+    /// # Panics
+    ///
+    /// When no failover completes within 20 s.
+    pub fn fail_over(&self) -> &RedisServer {
+        let old = self.master().expect("a master before the failover");
+        let old_port = old.port();
+        old.kill();
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            if let Some(new) = self.master()
+                && new.port() != old_port
+                && info_field(new, "role").as_deref() == Some("master")
+            {
+                return new;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no failover within {SETTLE:?} after killing the master"
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn free_port() -> io::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// A field of the server's `INFO replication`, `None` when it does not answer.
+fn info_field(server: &RedisServer, field: &str) -> Option<String> {
+    let mut conn = server
+        .redis_client()
+        .get_connection_with_timeout(Duration::from_millis(500))
+        .ok()?;
+    conn.set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut conn)
+        .ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_owned())
+}
