@@ -6,6 +6,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::backend::Backend;
+use crate::backend::cluster::{ClusterOpener, ClusterStore};
 use crate::backend::endpoint::Endpoint;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisNode;
@@ -205,6 +206,8 @@ impl LockClientBuilder {
     /// - `redis+sentinel://[user:password@]s1:p1,s2:p2,s3:p3/service[/db]`: the master the
     ///   sentinels monitor as `service`, followed across failovers (see
     ///   [`sentinel`](Self::sentinel)); the user and password are the master's;
+    /// - `redis+cluster://[user:password@]host1:port1,host2:port2`: Redis Cluster, from these
+    ///   seed nodes (see [`cluster`](Self::cluster));
     /// - `redlock://[user:password@]host1:port1,host2:port2,host3:port3[/db]`: Redlock over
     ///   independent masters (see [`redlock`](Self::redlock)).
     pub fn url(mut self, url: impl Into<String>) -> Self {
@@ -249,6 +252,32 @@ impl LockClientBuilder {
     /// How long any one Redis command may take (default 2 s); connecting is bounded by it too.
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout;
+        self
+    }
+
+    /// Redis Cluster, found from these seed nodes (each a `redis://` URL; any few of the
+    /// cluster's nodes). Each lock lives on the shard of its key's slot; the client follows
+    /// `MOVED`/`ASK` during resharding and failover, renews leases in one script call per
+    /// slot, and announces releases on sharded channels (Redis 7). Same as
+    /// `.url("redis+cluster://h1:p1,h2:p2")`.
+    ///
+    /// ```no_run
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::builder()
+    ///     .cluster(["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"])
+    ///     .connect()
+    ///     .await?;
+    /// # drop(client); Ok(()) }
+    /// ```
+    pub fn cluster<I, S>(mut self, seeds: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let seeds: Vec<String> = seeds.into_iter().map(Into::into).collect();
+        self.url = Some(format!("{CLUSTER_SCHEME}{}", seeds.join(",")));
         self
     }
 
@@ -331,6 +360,11 @@ impl LockClientBuilder {
             let endpoint = sentinel.endpoint()?;
             let node = RedisNode::connect(endpoint, self.command_timeout).await?;
             return Ok(self.build(Backend::Redis(Arc::new(node))));
+        }
+        if let Some(seeds) = cluster_seeds(&url)? {
+            let opener = ClusterOpener::new(seeds, self.command_timeout)?;
+            let store = ClusterStore::connect(opener, self.command_timeout).await?;
+            return Ok(self.build(Backend::Cluster(Arc::new(store))));
         }
         if let Some(masters) = redlock_masters(&url)? {
             let clients = masters
@@ -466,6 +500,8 @@ fn sentinel_parts(url: &str) -> Result<Option<SentinelParts>, LockError> {
 
 /// The scheme of a Redlock URL.
 const REDLOCK_SCHEME: &str = "redlock://";
+/// The scheme of a Redis Cluster URL.
+const CLUSTER_SCHEME: &str = "redis+cluster://";
 
 /// The masters of a `redlock://` URL as `redis://` URLs (`None` for any other URL).
 /// `redlock://[user:password@]h1:p1,h2:p2[/db]`, or a list of full URLs (what
@@ -474,34 +510,53 @@ fn redlock_masters(url: &str) -> Result<Option<Vec<String>>, LockError> {
     let Some(rest) = url.strip_prefix(REDLOCK_SCHEME) else {
         return Ok(None);
     };
-    let expected = "expected redlock://[user:password@]host1:port1,host2:port2,host3:port3[/db]";
+    node_urls(
+        rest,
+        "Redlock",
+        "redlock://[user:password@]host1:port1,host2:port2,host3:port3[/db]",
+    )
+    .map(Some)
+}
+
+/// The seed nodes of a `redis+cluster://` URL as `redis://` URLs (`None` for any other URL).
+fn cluster_seeds(url: &str) -> Result<Option<Vec<String>>, LockError> {
+    let Some(rest) = url.strip_prefix(CLUSTER_SCHEME) else {
+        return Ok(None);
+    };
+    node_urls(
+        rest,
+        "cluster",
+        "redis+cluster://[user:password@]host1:port1,host2:port2",
+    )
+    .map(Some)
+}
+
+/// `[auth@]h1:p1,h2:p2[/db]` (or a comma-separated list of full URLs) as one `redis://` URL
+/// per node, each with the same credentials and database.
+fn node_urls(rest: &str, what: &str, form: &str) -> Result<Vec<String>, LockError> {
     if rest.contains("://") {
-        // Full URLs, as the builder's `redlock` joins them.
-        return Ok(Some(rest.split(',').map(str::to_owned).collect()));
+        // Full URLs, as the builder's methods join them.
+        return Ok(rest.split(',').map(str::to_owned).collect());
     }
     let (auth, hosts) = match rest.rsplit_once('@') {
         Some((auth, hosts)) => (format!("{auth}@"), hosts),
         None => (String::new(), rest),
     };
-    let (hosts, db) = match hosts.split_once('/') {
-        Some((hosts, db)) => (hosts, db),
-        None => (hosts, ""),
-    };
-    let masters: Vec<String> = hosts
-        .split(',')
-        .map(|h| format!("redis://{auth}{h}/{db}"))
-        .collect();
+    let (hosts, db) = hosts.split_once('/').unwrap_or((hosts, ""));
     if hosts.split(',').any(str::is_empty) {
         return Err(LockError::InvalidConfig(format!(
-            "unusable Redlock URL: an empty master; {expected}"
+            "unusable {what} URL: an empty node address; expected {form}"
         )));
     }
-    Ok(Some(masters))
+    Ok(hosts
+        .split(',')
+        .map(|h| format!("redis://{auth}{h}/{db}"))
+        .collect())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{redlock_masters, sentinel_parts};
+    use super::{cluster_seeds, redlock_masters, sentinel_parts};
 
     #[test]
     fn sentinel_urls_name_the_sentinels_the_service_and_the_masters_auth() {
@@ -520,6 +575,21 @@ mod tests {
             let e = sentinel_parts(bad).unwrap_err().to_string();
             assert!(e.contains("expected redis+sentinel://"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn cluster_urls_name_the_seeds() {
+        assert_eq!(cluster_seeds("redlock://a:1").unwrap(), None);
+        assert_eq!(
+            cluster_seeds("redis+cluster://u:p@a:1,b:2")
+                .unwrap()
+                .unwrap(),
+            ["redis://u:p@a:1/", "redis://u:p@b:2/"]
+        );
+        let bad = cluster_seeds("redis+cluster://a:1,")
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("expected redis+cluster://"), "{bad}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Replicated deployments on loopback ports, for the Sentinel tests: a master, its replicas
-//! and the sentinels that watch them, all real processes, all stopped on drop.
+//! Replicated deployments on loopback ports: a master with its replicas and the sentinels
+//! that watch them, and a Redis Cluster of three masters with a replica each. All real
+//! processes, all stopped on drop.
 
 use std::fs;
 use std::io;
@@ -132,6 +133,9 @@ impl SentinelDeployment {
                 &master_port,
             ]));
         }
+        for server in &servers {
+            server_config(server, "repl-diskless-sync-delay", "0");
+        }
         let sentinels: Vec<SentinelProcess> = (0..3)
             .map(|_| SentinelProcess::start(servers[0].port()).expect("start a sentinel"))
             .collect();
@@ -222,4 +226,201 @@ fn info_field(server: &RedisServer, field: &str) -> Option<String> {
     info.lines()
         .find_map(|l| l.strip_prefix(&format!("{field}:")))
         .map(|v| v.trim().to_owned())
+}
+
+/// A Redis Cluster of three masters, each with one replica, made with
+/// `redis-cli --cluster create`; a node fails over after 1 s of silence.
+#[derive(Debug)]
+pub struct ClusterDeployment {
+    /// The six nodes; which are masters changes with failovers.
+    pub nodes: Vec<RedisServer>,
+}
+
+impl ClusterDeployment {
+    /// Starts the nodes, creates the cluster and waits until every node reports it healthy.
+    ///
+    /// # Panics
+    ///
+    /// When `redis-cli` is missing or the cluster does not come up within 20 s.
+    pub fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..6)
+            .map(|_| {
+                RedisServer::start_with_args(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-node-timeout",
+                    "1000",
+                    // Replicas sync at once instead of after the default 5 s.
+                    "--repl-diskless-sync-delay",
+                    "0",
+                ])
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let created = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli not found; install it with `apt-get install -y redis-tools`");
+        assert!(
+            created.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&created.stdout)
+        );
+        let deployment = Self { nodes };
+        deployment.wait_healthy(&[]);
+        deployment
+    }
+
+    /// `redis+cluster://` with every node as a seed.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        format!("redis+cluster://{}", hosts.join(","))
+    }
+
+    /// The nodes that are masters now.
+    pub fn masters(&self) -> Vec<&RedisServer> {
+        self.nodes
+            .iter()
+            .filter(|n| info_field(n, "role").as_deref() == Some("master"))
+            .collect()
+    }
+
+    /// The master serving `slot` now, as the live masters' `CLUSTER SLOTS` say.
+    pub fn master_of_slot(&self, slot: u16) -> Option<&RedisServer> {
+        let masters = self.masters();
+        let mut conn = masters
+            .first()?
+            .redis_client()
+            .get_connection_with_timeout(Duration::from_millis(500))
+            .ok()?;
+        conn.set_read_timeout(Some(Duration::from_millis(500)))
+            .ok()?;
+        let ranges: Vec<(u16, u16, (String, u16))> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query::<Vec<redis::Value>>(&mut conn)
+            .ok()?
+            .into_iter()
+            .filter_map(|range| {
+                let redis::Value::Array(parts) = range else {
+                    return None;
+                };
+                let start: u16 = redis::from_redis_value(parts.first()?.clone()).ok()?;
+                let end: u16 = redis::from_redis_value(parts.get(1)?.clone()).ok()?;
+                let redis::Value::Array(owner) = parts.get(2)?.clone() else {
+                    return None;
+                };
+                let host: String = redis::from_redis_value(owner.first()?.clone()).ok()?;
+                let port: u16 = redis::from_redis_value(owner.get(1)?.clone()).ok()?;
+                Some((start, end, (host, port)))
+            })
+            .collect();
+        let (_, _, (_, port)) = ranges
+            .into_iter()
+            .find(|(s, e, _)| (*s..=*e).contains(&slot))?;
+        masters.into_iter().find(|m| m.port() == port)
+    }
+
+    /// Waits until every node but `down` reports `cluster_state:ok`, with three masters and
+    /// every live replica in sync with its master (a replica that never synced cannot take
+    /// over).
+    ///
+    /// # Panics
+    ///
+    /// After 20 s.
+    pub fn wait_healthy(&self, down: &[u16]) {
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            let healthy = self
+                .nodes
+                .iter()
+                .filter(|n| !down.contains(&n.port()))
+                .all(|n| cluster_info(n).as_deref() == Some("ok"));
+            let synced = self
+                .nodes
+                .iter()
+                .filter(|n| !down.contains(&n.port()))
+                .filter(|n| info_field(n, "role").as_deref() == Some("slave"))
+                .all(|n| {
+                    let link = info_field(n, "master_link_status");
+                    link.as_deref() == Some("up") || down_master(n, down)
+                });
+            if healthy && synced && self.masters().len() == 3 {
+                return;
+            }
+            if Instant::now() >= deadline {
+                let view = self
+                    .nodes
+                    .iter()
+                    .filter(|n| !down.contains(&n.port()))
+                    .map(|n| {
+                        format!(
+                            "{}: {:?} {:?}\n{}",
+                            n.port(),
+                            cluster_info(n),
+                            info_field(n, "role"),
+                            n.log_tail()
+                        )
+                    })
+                    .collect::<Vec<_>>();
+                panic!(
+                    "the cluster is not healthy after {SETTLE:?}:\n{}",
+                    view.join("\n")
+                );
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Kills `master` and waits until its replica has taken over and the cluster is healthy.
+    pub fn fail_over(&self, master: &RedisServer) {
+        let port = master.port();
+        master.kill();
+        self.wait_healthy(&[port]);
+    }
+}
+
+/// `cluster_state` of a node's `CLUSTER INFO`.
+fn cluster_info(node: &RedisServer) -> Option<String> {
+    let mut conn = node
+        .redis_client()
+        .get_connection_with_timeout(Duration::from_millis(500))
+        .ok()?;
+    conn.set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("cluster_state:"))
+        .map(|v| v.trim().to_owned())
+}
+
+/// Whether replica `node` follows a master in `down` (it cannot be in sync with it).
+fn down_master(node: &RedisServer, down: &[u16]) -> bool {
+    info_field(node, "master_port")
+        .and_then(|p| p.parse::<u16>().ok())
+        .is_some_and(|p| down.contains(&p))
+}
+
+/// `CONFIG SET name value` on a running server.
+fn server_config(server: &RedisServer, name: &str, value: &str) {
+    if let Ok(mut conn) = server
+        .redis_client()
+        .get_connection_with_timeout(Duration::from_millis(500))
+    {
+        let _: redis::RedisResult<()> = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query(&mut conn);
+    }
 }

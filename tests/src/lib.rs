@@ -14,6 +14,8 @@
 //! `env!("CARGO_BIN_EXE_lock_worker")`) and [`history`], which parses what the workers print
 //! and checks the merged history for overlapping critical sections and out-of-order fences.
 //!
+//! [`deploy`] starts replicated deployments: a Sentinel-managed master, and a Redis Cluster.
+//!
 //! ```no_run
 //! # async fn demo() {
 //! use rlock_tests::RedisServer;

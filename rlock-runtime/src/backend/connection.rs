@@ -1,39 +1,66 @@
-//! A command connection that heals: one multiplexed connection, replaced when it stops
-//! answering.
+//! A command connection that heals: one multiplexed connection (or one cluster connection),
+//! replaced when it stops answering.
 //!
 //! redis-rs reconnects after a connection *drops*, but a TCP flow that goes silent (a NAT or
 //! firewall that lost it, a load balancer that blackholes it) never drops: every command would
 //! time out for as long as the kernel retransmits, a quarter of an hour. So here a command that
 //! times out, or fails with a connection-level error, condemns the connection it used, and the
 //! next command opens a fresh one: a silently dead flow costs about two command timeouts.
-//! Reconnection is single-flight: concurrent callers share one attempt.
+//! Reconnection is single-flight: concurrent callers share one attempt. Connections are opened
+//! on the driver, so the task reading their replies never lives on a caller's runtime.
 
 use std::future::Future;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, RedisError};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::{AsyncConnectionConfig, RedisError, RedisResult};
 
 use super::endpoint::{Endpoint, is_demoted};
 use crate::error::LockError;
 
-#[derive(Clone)]
-struct Live {
-    /// Which connection this is, so that only the one that failed is condemned.
-    generation: u64,
-    conn: MultiplexedConnection,
+/// How a connection is opened.
+pub(crate) trait Opener: Clone + Send + Sync + 'static {
+    type Conn: ConnectionLike + Clone + Send + Sync + 'static;
+    /// Whether this is Redis Cluster: each script's keys in one slot, renewals batched per
+    /// slot, releases announced on sharded channels.
+    const CLUSTER: bool;
+
+    /// Opens a new connection; `timeout` bounds connecting and every reply on it.
+    fn open(&self, timeout: Duration) -> impl Future<Output = RedisResult<Self::Conn>> + Send;
 }
 
-pub(crate) struct Connection {
-    endpoint: Endpoint,
+impl Opener for Endpoint {
+    type Conn = MultiplexedConnection;
+    const CLUSTER: bool = false;
+
+    async fn open(&self, timeout: Duration) -> RedisResult<MultiplexedConnection> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout));
+        self.client()
+            .await?
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+    }
+}
+
+#[derive(Clone)]
+struct Live<C> {
+    /// Which connection this is, so that only the one that failed is condemned.
+    generation: u64,
+    conn: C,
+}
+
+pub(crate) struct Connection<O: Opener> {
+    opener: O,
     timeout: Duration,
-    live: Mutex<(u64, Option<Live>)>,
+    live: Mutex<(u64, Option<Live<O::Conn>>)>,
     /// Held while a new connection is being opened.
     opening: tokio::sync::Mutex<()>,
 }
 
-impl std::fmt::Debug for Connection {
+impl<O: Opener> std::fmt::Debug for Connection<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
             .field("timeout", &self.timeout)
@@ -41,11 +68,11 @@ impl std::fmt::Debug for Connection {
     }
 }
 
-impl Connection {
+impl<O: Opener> Connection<O> {
     /// A connection opened on first use; every command is bounded by `timeout`.
-    pub(crate) fn lazy(endpoint: Endpoint, timeout: Duration) -> Self {
+    pub(crate) fn lazy(opener: O, timeout: Duration) -> Self {
         Self {
-            endpoint,
+            opener,
             timeout,
             live: Mutex::new((0, None)),
             opening: tokio::sync::Mutex::new(()),
@@ -56,13 +83,13 @@ impl Connection {
         self.timeout
     }
 
-    fn live(&self) -> MutexGuard<'_, (u64, Option<Live>)> {
+    fn live(&self) -> MutexGuard<'_, (u64, Option<Live<O::Conn>>)> {
         // Only whole values are stored: a poisoned slot is intact.
         self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The live connection, opening one if there is none.
-    async fn current(&self) -> Result<Live, LockError> {
+    async fn current(&self) -> Result<Live<O::Conn>, LockError> {
         if let Some(live) = self.live().1.clone() {
             return Ok(live);
         }
@@ -89,22 +116,11 @@ impl Connection {
     /// Opens a connection on the driver, so that the task reading its replies lives there, not
     /// on the caller's runtime: a runtime that ends (a per-test runtime sharing an installed
     /// client) then takes no connection with it.
-    async fn open_on_driver(&self) -> Result<MultiplexedConnection, LockError> {
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout));
-        let (endpoint, timeout) = (self.endpoint.clone(), self.timeout);
+    async fn open_on_driver(&self) -> Result<O::Conn, LockError> {
+        let (opener, timeout) = (self.opener.clone(), self.timeout);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let spawned = crate::driver::spawn(async move {
-            let opened = match endpoint.client().await {
-                Ok(client) => {
-                    client
-                        .get_multiplexed_async_connection_with_config(&config)
-                        .await
-                }
-                Err(e) => Err(e),
-            };
-            let _ = tx.send(opened);
+            let _ = tx.send(opener.open(timeout).await);
         });
         if !spawned {
             return Err(LockError::Unavailable {
@@ -140,7 +156,7 @@ impl Connection {
         command: F,
     ) -> Result<T, LockError>
     where
-        F: FnOnce(MultiplexedConnection) -> Fut,
+        F: FnOnce(O::Conn) -> Fut,
         Fut: Future<Output = Result<T, RedisError>>,
     {
         let limit = limit.min(self.timeout);

@@ -6,12 +6,14 @@
 //! This layer imports nothing above it: it tells of releases through [`ReleaseListener`],
 //! an interface it owns and the waiting layer implements.
 
+pub(crate) mod cluster;
 pub(crate) mod connection;
 pub(crate) mod endpoint;
 pub(crate) mod memory;
 pub(crate) mod pubsub;
 pub(crate) mod redis;
 pub(crate) mod redlock;
+pub(crate) mod slot;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -99,6 +101,7 @@ pub(crate) trait LeaseStore {
 #[derive(Debug, Clone)]
 pub(crate) enum Backend {
     Redis(Arc<redis::RedisNode>),
+    Cluster(Arc<cluster::ClusterStore>),
     Redlock(Arc<redlock::Redlock>),
     Memory(memory::MemoryBackend),
 }
@@ -112,6 +115,7 @@ impl Backend {
     ) -> Option<Arc<dyn ReleaseFeed>> {
         match self {
             Self::Redis(b) => Some(Arc::new(b.release_feed(listener))),
+            Self::Cluster(b) => Some(Arc::new(b.release_feed(listener))),
             Self::Redlock(b) => Some(Arc::new(redlock::FanIn::new(b, &listener))),
             Self::Memory(b) => {
                 b.listen(listener);
@@ -124,7 +128,7 @@ impl Backend {
     pub(crate) fn in_process(&self) -> Option<&memory::MemoryBackend> {
         match self {
             Self::Memory(b) => Some(b),
-            Self::Redis(_) | Self::Redlock(_) => None,
+            Self::Redis(_) | Self::Cluster(_) | Self::Redlock(_) => None,
         }
     }
 
@@ -136,7 +140,7 @@ impl Backend {
                  master restarted without persistence lets a majority issue a token lower than \
                  one already given; use a single Redis (or Sentinel) for fenced locks",
             ),
-            Self::Redis(_) | Self::Memory(_) => None,
+            Self::Redis(_) | Self::Cluster(_) | Self::Memory(_) => None,
         }
     }
 }
@@ -145,6 +149,7 @@ impl LeaseStore for Backend {
     async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
         match self {
             Self::Redis(b) => b.acquire(lease, ask).await,
+            Self::Cluster(b) => b.acquire(lease, ask).await,
             Self::Redlock(b) => b.acquire(lease, ask).await,
             Self::Memory(b) => b.acquire(lease, ask).await,
         }
@@ -153,6 +158,7 @@ impl LeaseStore for Backend {
     async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
         match self {
             Self::Redis(b) => b.release(lease).await,
+            Self::Cluster(b) => b.release(lease).await,
             Self::Redlock(b) => b.release(lease).await,
             Self::Memory(b) => b.release(lease).await,
         }
@@ -165,6 +171,7 @@ impl LeaseStore for Backend {
     ) -> Result<Vec<Option<bool>>, LockError> {
         match self {
             Self::Redis(b) => b.renew(batch, limit).await,
+            Self::Cluster(b) => b.renew(batch, limit).await,
             Self::Redlock(b) => b.renew(batch, limit).await,
             Self::Memory(b) => b.renew(batch, limit).await,
         }
@@ -173,6 +180,7 @@ impl LeaseStore for Backend {
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
         match self {
             Self::Redis(b) => b.extend(lease).await,
+            Self::Cluster(b) => b.extend(lease).await,
             Self::Redlock(b) => b.extend(lease).await,
             Self::Memory(b) => b.extend(lease).await,
         }

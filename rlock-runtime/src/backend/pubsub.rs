@@ -1,4 +1,4 @@
-//! The release feed of a Redis client: one pub/sub connection, shared by all its waiters,
+//! The release feed of a client: one subscribing connection, shared by all its waiters,
 //! subscribed to the release channel of every key that has a waiter and to no other.
 //!
 //! The feed runs on the driver (never on a caller's runtime) and tells its listener, per key,
@@ -6,25 +6,45 @@
 //! channel rights) or one not yet confirmed leaves the key's waiters on short re-checks. A
 //! `PING` every [`FEED_HEALTH_INTERVAL`] notices a connection that went silent; then the
 //! listener hears `feed_lost` and the feed reconnects and subscribes again.
+//!
+//! The loop is the same for every topology; a [`Session`] is one connection of it: a RESP2
+//! pub/sub connection (`SUBSCRIBE`) for one server, or a cluster connection with RESP3
+//! sharded subscriptions (`SSUBSCRIBE`) for Redis Cluster.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
+use redis::{RedisError, RedisResult};
 use tokio::sync::mpsc;
 
 use super::connection::is_connection_failure;
 use super::endpoint::Endpoint;
+use super::slot::hashed_part;
 use super::{ReleaseFeed, ReleaseListener};
 use crate::tuning::{FEED_HEALTH_INTERVAL, FEED_RETRY_MAX, FEED_RETRY_MIN, backoff};
 
-/// Prefix of the channel on which the release script announces a key's release.
+/// Prefix of the channels on which the release script announces a key's release.
 pub(crate) const RELEASE_CHANNEL_PREFIX: &str = "rlock:released:";
 
+/// The channel of `redis_key`'s releases on one server.
 pub(crate) fn release_channel(redis_key: &str) -> String {
     format!("{RELEASE_CHANNEL_PREFIX}{redis_key}")
+}
+
+/// The sharded channel of `redis_key`'s releases on Redis Cluster: in the key's slot (its
+/// hash tag, or the whole key, wrapped in braces), so that the release script may `SPUBLISH`
+/// to it and only the key's shard carries it. A key whose hashed part holds a `}` cannot be
+/// wrapped: then the channel is the key itself (channels and keys are separate namespaces).
+pub(crate) fn shard_channel(redis_key: &str) -> String {
+    let tag = hashed_part(redis_key);
+    if tag.contains('}') {
+        redis_key.to_owned()
+    } else {
+        format!("{RELEASE_CHANNEL_PREFIX}{{{tag}}}:{redis_key}")
+    }
 }
 
 #[derive(Debug)]
@@ -33,28 +53,74 @@ enum Op {
     Unsubscribe(String),
 }
 
+/// How a session answered a subscription.
+pub(crate) enum Subscribed {
+    Confirmed,
+    /// Redis answered with an error (e.g. `NOPERM`): the connection is fine.
+    Refused(RedisError),
+    /// The connection failed.
+    Failed,
+}
+
+impl Subscribed {
+    pub(crate) fn from_result(r: Option<RedisResult<()>>) -> Self {
+        match r {
+            Some(Ok(())) => Self::Confirmed,
+            Some(Err(e)) if !is_connection_failure(&e) => Self::Refused(e),
+            _ => Self::Failed,
+        }
+    }
+}
+
+/// One subscribing connection.
+pub(crate) trait Session: Send + Sized + 'static {
+    /// Subscribes the channel (each call bounded by `timeout`).
+    fn subscribe(
+        &mut self,
+        channel: &str,
+        timeout: Duration,
+    ) -> impl Future<Output = Subscribed> + Send;
+    /// Unsubscribes it; `false` when the connection failed.
+    fn unsubscribe(
+        &mut self,
+        channel: &str,
+        timeout: Duration,
+    ) -> impl Future<Output = bool> + Send;
+    /// The channel of the next announcement; `None` when the connection ended.
+    fn next_announcement(&mut self) -> impl Future<Output = Option<String>> + Send;
+    /// Whether the connection still answers.
+    fn ping(&mut self, timeout: Duration) -> impl Future<Output = bool> + Send;
+}
+
+/// Opens sessions, and names each key's channel.
+pub(crate) trait Connector: Send + Sync + 'static {
+    type Session: Session;
+    fn connect(&self) -> impl Future<Output = RedisResult<Self::Session>> + Send;
+    fn channel(&self, redis_key: &str) -> String;
+}
+
 /// Sends subscription changes to the feed task, starting it on first use.
-pub(crate) struct PubSubFeed {
-    endpoint: Endpoint,
+pub(crate) struct Feed<C: Connector + Clone> {
+    connector: C,
     timeout: Duration,
     listener: Weak<dyn ReleaseListener>,
     ops: Mutex<Option<mpsc::UnboundedSender<Op>>>,
 }
 
-impl std::fmt::Debug for PubSubFeed {
+impl<C: Connector + Clone> std::fmt::Debug for Feed<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PubSubFeed").finish_non_exhaustive()
+        f.debug_struct("Feed").finish_non_exhaustive()
     }
 }
 
-impl PubSubFeed {
+impl<C: Connector + Clone> Feed<C> {
     pub(crate) fn new(
-        endpoint: Endpoint,
+        connector: C,
         timeout: Duration,
         listener: Weak<dyn ReleaseListener>,
     ) -> Self {
         Self {
-            endpoint,
+            connector,
             timeout,
             listener,
             ops: Mutex::new(None),
@@ -74,12 +140,13 @@ impl PubSubFeed {
         // confirmed and waiters keep to their short re-checks.
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(op);
-        let task = Feed {
-            endpoint: self.endpoint.clone(),
+        let task = FeedTask {
+            connector: self.connector.clone(),
             timeout: self.timeout,
             listener: self.listener.clone(),
             ops: rx,
             wanted: HashSet::new(),
+            keys_by_channel: HashMap::new(),
         };
         if crate::driver::spawn(task.run()) {
             *ops = Some(tx);
@@ -87,7 +154,7 @@ impl PubSubFeed {
     }
 }
 
-impl ReleaseFeed for PubSubFeed {
+impl<C: Connector + Clone> ReleaseFeed for Feed<C> {
     fn subscribe(&self, key: &str) {
         self.send(Op::Subscribe(key.to_owned()));
     }
@@ -97,13 +164,15 @@ impl ReleaseFeed for PubSubFeed {
     }
 }
 
-struct Feed {
-    endpoint: Endpoint,
+struct FeedTask<C: Connector> {
+    connector: C,
     timeout: Duration,
     listener: Weak<dyn ReleaseListener>,
     ops: mpsc::UnboundedReceiver<Op>,
     /// Keys whose releases the waiters want announced, connected or not.
     wanted: HashSet<String>,
+    /// Which key each subscribed channel announces.
+    keys_by_channel: HashMap<String, String>,
 }
 
 /// Why a connected feed stopped.
@@ -114,7 +183,7 @@ enum Stop {
     Failed,
 }
 
-impl Feed {
+impl<C: Connector> FeedTask<C> {
     /// Runs until the client is dropped, reconnecting after failures.
     async fn run(mut self) {
         let mut failures = 0;
@@ -134,15 +203,11 @@ impl Feed {
                 }
             }
             failures += 1;
-            let connecting = async {
-                let client = self.endpoint.client().await?;
-                client.get_async_pubsub().await
-            };
-            let Ok(Ok(pubsub)) = tokio::time::timeout(self.timeout, connecting).await else {
+            let connected = tokio::time::timeout(self.timeout, self.connector.connect()).await;
+            let Ok(Ok(session)) = connected else {
                 continue;
             };
-            let (sink, stream) = pubsub.split();
-            match self.serve(sink, stream, &mut failures).await {
+            match self.serve(session, &mut failures).await {
                 Stop::Closed => return,
                 Stop::Failed => match self.listener.upgrade() {
                     Some(listener) => listener.feed_lost(),
@@ -154,42 +219,45 @@ impl Feed {
 
     fn note(&mut self, op: &Op) {
         match op {
-            Op::Subscribe(key) => self.wanted.insert(key.clone()),
-            Op::Unsubscribe(key) => self.wanted.remove(key),
-        };
+            Op::Subscribe(key) => {
+                self.wanted.insert(key.clone());
+                self.keys_by_channel
+                    .insert(self.connector.channel(key), key.clone());
+            }
+            Op::Unsubscribe(key) => {
+                self.wanted.remove(key);
+                self.keys_by_channel.remove(&self.connector.channel(key));
+            }
+        }
     }
 
-    /// Subscribes `key` on `sink`, telling the listener the outcome. `false` when the
-    /// connection failed (a refusal by Redis is not a failure).
-    async fn subscribe(&self, sink: &mut PubSubSink, key: &str) -> bool {
+    /// Subscribes `key`, telling the listener the outcome. `false` when the connection failed
+    /// (a refusal by Redis is not a failure).
+    async fn subscribe(&self, session: &mut C::Session, key: &str) -> bool {
         let Some(listener) = self.listener.upgrade() else {
             return true;
         };
-        match tokio::time::timeout(self.timeout, sink.subscribe(release_channel(key))).await {
-            Ok(Ok(())) => {
+        let channel = self.connector.channel(key);
+        match session.subscribe(&channel, self.timeout).await {
+            Subscribed::Confirmed => {
                 listener.confirmed(key);
                 true
             }
-            Ok(Err(e)) if !is_connection_failure(&e) => {
-                crate::trace::warn_event!(key, error = %e, "rlock: Redis refused the release subscription; waiters re-check on a short timer");
+            Subscribed::Refused(_e) => {
+                crate::trace::warn_event!(key, error = %_e, "rlock: Redis refused the release subscription; waiters re-check on a short timer");
                 listener.refused(key);
                 true
             }
-            _ => false,
+            Subscribed::Failed => false,
         }
     }
 
     /// Serves one connection: subscribes every wanted key, then follows requests and
-    /// messages, with a health `PING` while anything is subscribed.
-    async fn serve(
-        &mut self,
-        mut sink: PubSubSink,
-        mut stream: PubSubStream,
-        failures: &mut u32,
-    ) -> Stop {
+    /// announcements, with a health `PING` while anything is subscribed.
+    async fn serve(&mut self, mut session: C::Session, failures: &mut u32) -> Stop {
         let keys: Vec<String> = self.wanted.iter().cloned().collect();
         for key in &keys {
-            if !self.subscribe(&mut sink, key).await {
+            if !self.subscribe(&mut session, key).await {
                 return Stop::Failed;
             }
         }
@@ -204,34 +272,96 @@ impl Feed {
                     self.note(&op);
                     let ok = match op {
                         // (Subscribing a key again is harmless: Redis confirms it again.)
-                        Op::Subscribe(key) => self.subscribe(&mut sink, &key).await,
+                        Op::Subscribe(key) => self.subscribe(&mut session, &key).await,
                         Op::Unsubscribe(key) => {
-                            let r = tokio::time::timeout(
-                                self.timeout,
-                                sink.unsubscribe(release_channel(&key)),
-                            ).await;
-                            matches!(r, Ok(Ok(())))
+                            let channel = self.connector.channel(&key);
+                            session.unsubscribe(&channel, self.timeout).await
                         }
                     };
                     if !ok {
                         return Stop::Failed;
                     }
                 }
-                msg = stream.next() => {
-                    let Some(msg) = msg else { return Stop::Failed };
+                channel = session.next_announcement() => {
+                    let Some(channel) = channel else { return Stop::Failed };
                     let Some(listener) = self.listener.upgrade() else { return Stop::Closed };
-                    if let Some(key) = msg.get_channel_name().strip_prefix(RELEASE_CHANNEL_PREFIX) {
+                    if let Some(key) = self.keys_by_channel.get(&channel) {
                         listener.released(key);
                     }
                 }
                 _ = health.tick(), if !self.wanted.is_empty() => {
-                    let pong = tokio::time::timeout(self.timeout, sink.ping::<String>()).await;
-                    if !matches!(pong, Ok(Ok(_))) {
+                    if !session.ping(self.timeout).await {
                         crate::trace::warn_event!("rlock: release feed stopped answering; reconnecting");
                         return Stop::Failed;
                     }
                 }
             }
         }
+    }
+}
+
+/// One server's (or the sentinels' master's) RESP2 pub/sub connection.
+pub(crate) struct PubSubSession {
+    sink: PubSubSink,
+    stream: PubSubStream,
+}
+
+impl Connector for Endpoint {
+    type Session = PubSubSession;
+
+    async fn connect(&self) -> RedisResult<PubSubSession> {
+        let (sink, stream) = self.client().await?.get_async_pubsub().await?.split();
+        Ok(PubSubSession { sink, stream })
+    }
+
+    fn channel(&self, redis_key: &str) -> String {
+        release_channel(redis_key)
+    }
+}
+
+impl Session for PubSubSession {
+    async fn subscribe(&mut self, channel: &str, timeout: Duration) -> Subscribed {
+        Subscribed::from_result(
+            tokio::time::timeout(timeout, self.sink.subscribe(channel))
+                .await
+                .ok(),
+        )
+    }
+
+    async fn unsubscribe(&mut self, channel: &str, timeout: Duration) -> bool {
+        matches!(
+            tokio::time::timeout(timeout, self.sink.unsubscribe(channel)).await,
+            Ok(Ok(()))
+        )
+    }
+
+    async fn next_announcement(&mut self) -> Option<String> {
+        self.stream
+            .next()
+            .await
+            .map(|msg| msg.get_channel_name().to_owned())
+    }
+
+    async fn ping(&mut self, timeout: Duration) -> bool {
+        matches!(
+            tokio::time::timeout(timeout, self.sink.ping::<String>()).await,
+            Ok(Ok(_))
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_channels_hash_like_their_keys() {
+        assert_eq!(
+            shard_channel("order:42"),
+            "rlock:released:{order:42}:order:42"
+        );
+        assert_eq!(hashed_part(&shard_channel("order:42")), "order:42");
+        assert_eq!(hashed_part(&shard_channel("{u}:x")), "u");
+        assert_eq!(shard_channel("a{}b}"), "a{}b}");
     }
 }

@@ -1,5 +1,8 @@
-//! A single Redis node: one healing, multiplexed command connection shared by every task of
-//! the client, and one pub/sub connection for release announcements.
+//! The scripted lease store: one healing command connection shared by every task of the
+//! client, and one subscribing connection for release announcements. [`RedisNode`] is a
+//! single server (or the sentinels' master); on Redis Cluster the same scripts run on a
+//! cluster connection, each script's keys in one slot, renewals batched per slot, and
+//! releases announced on sharded channels.
 
 use std::sync::LazyLock;
 use std::sync::Weak;
@@ -7,31 +10,42 @@ use std::time::Duration;
 
 use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 
-use super::connection::Connection;
+use std::collections::BTreeMap;
+
+use futures_util::future::join_all;
+
+use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
-use super::pubsub::{PubSubFeed, release_channel};
+use super::pubsub::{Connector, Feed, release_channel, shard_channel};
+use super::slot::slot;
 use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseListener, millis};
 use crate::error::LockError;
 use crate::key::fence_key;
 
 // Each script is hashed once; calls go out as EVALSHA and fall back to loading on NOSCRIPT.
-static ACQUIRE: LazyLock<Script> =
+pub(crate) static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../scripts/acquire.lua")));
-static RELEASE: LazyLock<Script> =
+pub(crate) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../scripts/release.lua")));
-static EXTEND: LazyLock<Script> =
+pub(crate) static EXTEND: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../scripts/extend.lua")));
-static RENEW: LazyLock<Script> =
+pub(crate) static RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../scripts/renew.lua")));
 
-pub(crate) struct RedisNode {
-    endpoint: Endpoint,
-    conn: Connection,
+/// The lease operations as scripts, over connections that `O` opens.
+pub(crate) struct Scripted<O: Opener> {
+    opener: O,
+    conn: Connection<O>,
 }
 
-impl std::fmt::Debug for RedisNode {
+/// One Redis server, or the master the sentinels name.
+pub(crate) type RedisNode = Scripted<Endpoint>;
+
+impl<O: Opener> std::fmt::Debug for Scripted<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisNode").finish_non_exhaustive()
+        f.debug_struct("Scripted")
+            .field("cluster", &O::CLUSTER)
+            .finish_non_exhaustive()
     }
 }
 
@@ -66,18 +80,20 @@ impl RedisNode {
             }
         }
     }
+}
 
+impl<O: Opener> Scripted<O> {
     /// Opens the command connection; `timeout` bounds connecting and every later command.
-    pub(crate) async fn connect(endpoint: Endpoint, timeout: Duration) -> Result<Self, LockError> {
-        let node = Self::lazy(endpoint, timeout);
-        node.load_scripts().await?;
-        Ok(node)
+    pub(crate) async fn connect(opener: O, timeout: Duration) -> Result<Self, LockError> {
+        let store = Self::lazy(opener, timeout);
+        store.load_scripts().await?;
+        Ok(store)
     }
 
-    /// A node whose connection opens on first use (a Redlock master may be down at start).
-    pub(crate) fn lazy(endpoint: Endpoint, timeout: Duration) -> Self {
-        let conn = Connection::lazy(endpoint.clone(), timeout);
-        Self { endpoint, conn }
+    /// A store whose connection opens on first use (a Redlock master may be down at start).
+    pub(crate) fn lazy(opener: O, timeout: Duration) -> Self {
+        let conn = Connection::lazy(opener.clone(), timeout);
+        Self { opener, conn }
     }
 
     /// Connects and loads the scripts up front, so the first calls do not all miss at once and
@@ -94,9 +110,12 @@ impl RedisNode {
         Ok(())
     }
 
-    /// A release feed on its own pub/sub connection.
-    pub(crate) fn release_feed(&self, listener: Weak<dyn ReleaseListener>) -> PubSubFeed {
-        PubSubFeed::new(self.endpoint.clone(), self.conn.timeout(), listener)
+    /// A release feed on its own subscribing connection.
+    pub(crate) fn release_feed(&self, listener: Weak<dyn ReleaseListener>) -> Feed<O>
+    where
+        O: Connector + Clone,
+    {
+        Feed::new(self.opener.clone(), self.conn.timeout(), listener)
     }
 
     /// Runs a script call (EVALSHA, loading the script on NOSCRIPT) within `limit`.
@@ -114,7 +133,7 @@ impl RedisNode {
     }
 }
 
-impl RedisNode {
+impl<O: Opener> Scripted<O> {
     /// Without a fence and without waiting, a plain `SET key token NX PX ttl`: the cheapest
     /// atomic acquire there is. A waiter (which needs the holder's remaining lease when busy)
     /// or a fence takes the acquire script instead: still one round trip. Bounded by `limit`.
@@ -165,17 +184,23 @@ impl RedisNode {
     }
 }
 
-impl LeaseStore for RedisNode {
+impl<O: Opener> LeaseStore for Scripted<O> {
     async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
         self.acquire_within(lease, ask, self.conn.timeout()).await
     }
 
     async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
         let mut release = RELEASE.prepare_invoke();
+        let (channel, publish) = if O::CLUSTER {
+            (shard_channel(lease.key), "SPUBLISH")
+        } else {
+            (release_channel(lease.key), "PUBLISH")
+        };
         release
             .key(lease.key)
             .arg(lease.token)
-            .arg(release_channel(lease.key));
+            .arg(channel)
+            .arg(publish);
         let deleted: i64 = self
             .invoke("release", self.conn.timeout(), &release)
             .await?;
@@ -187,15 +212,44 @@ impl LeaseStore for RedisNode {
         batch: &[Lease<'_>],
         limit: Duration,
     ) -> Result<Vec<Option<bool>>, LockError> {
-        let mut invocation = RENEW.prepare_invoke();
-        for lease in batch {
-            invocation
-                .key(lease.key)
-                .arg(lease.token)
-                .arg(millis(lease.ttl));
+        // One script call per slot on a cluster (a script's keys must share one), all at once.
+        let mut groups: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+        for (i, lease) in batch.iter().enumerate() {
+            let group = if O::CLUSTER { slot(lease.key) } else { 0 };
+            groups.entry(group).or_default().push(i);
         }
-        let renewed: Vec<i64> = self.invoke("renew", limit, &invocation).await?;
-        Ok(renewed.into_iter().map(|r| Some(r == 1)).collect())
+        let calls = groups.values().map(|indexes| async move {
+            let mut invocation = RENEW.prepare_invoke();
+            for &i in indexes {
+                let lease = &batch[i];
+                invocation
+                    .key(lease.key)
+                    .arg(lease.token)
+                    .arg(millis(lease.ttl));
+            }
+            let renewed: Result<Vec<i64>, LockError> =
+                self.invoke("renew", limit, &invocation).await;
+            (indexes, renewed)
+        });
+        let mut verdicts = vec![None; batch.len()];
+        let mut first_error = None;
+        for (indexes, renewed) in join_all(calls).await {
+            match renewed {
+                Ok(renewed) => {
+                    for (&i, r) in indexes.iter().zip(renewed) {
+                        verdicts[i] = Some(r == 1);
+                    }
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            // Nothing answered: the whole call failed.
+            Some(e) if verdicts.iter().all(Option::is_none) => Err(e),
+            _ => Ok(verdicts),
+        }
     }
 
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {

@@ -1,0 +1,49 @@
+//! Redis Cluster's key slots: which part of a key is hashed, and the slot it lands in.
+
+/// The number of slots of a cluster.
+const SLOTS: u16 = 16384;
+
+/// The part of a key Redis Cluster hashes: the content of its first `{…}` when non-empty,
+/// else the whole key.
+pub(crate) fn hashed_part(key: &str) -> &str {
+    if let Some(open) = key.find('{')
+        && let Some(len) = key[open + 1..].find('}')
+        && len > 0
+    {
+        return &key[open + 1..open + 1 + len];
+    }
+    key
+}
+
+/// The slot of `key`: CRC16 (XMODEM) of its hashed part, modulo 16384.
+pub(crate) fn slot(key: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in hashed_part(key).as_bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % SLOTS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from the Redis Cluster specification (the cluster tests check more keys
+        // against `CLUSTER KEYSLOT`).
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("bar"), 5061);
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        assert_eq!(slot("foo{}{bar}"), slot("foo{}{bar}"));
+        assert_eq!(hashed_part("{user:1}:cart"), "user:1");
+        assert_eq!(hashed_part("a{}b{c}"), "a{}b{c}");
+    }
+}

@@ -1,0 +1,209 @@
+//! Redis Cluster against a real local deployment (three masters, three replicas): the usual
+//! semantics, keys spread over every shard, a watchdog renewing a thousand keys across slots
+//! without a `CROSSSLOT`, releases announced on sharded channels, and a master failover after
+//! which every hold on its shard is renewed on the promoted replica or reported lost.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use rlock_runtime::{LockClient, LockGuard, LockOptions};
+use rlock_tests::RedisServer;
+use rlock_tests::deploy::ClusterDeployment;
+
+const TIMEOUT: Duration = Duration::from_millis(500);
+
+async fn cluster_client(cluster: &ClusterDeployment) -> LockClient {
+    LockClient::builder()
+        .url(cluster.url())
+        .command_timeout(TIMEOUT)
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to the cluster: {e}"))
+}
+
+async fn dbsize(node: &RedisServer) -> i64 {
+    let mut raw = node.raw().await;
+    redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap()
+}
+
+async fn slot_of(node: &RedisServer, key: &str) -> u16 {
+    let mut raw = node.raw().await;
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query_async(&mut raw)
+        .await
+        .unwrap()
+}
+
+async fn token_on(node: &RedisServer, key: &str) -> Option<String> {
+    let mut raw = node.raw().await;
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut raw)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_semantics_hold_on_a_cluster_and_keys_spread_over_every_shard() {
+    let cluster = ClusterDeployment::start();
+    let a = cluster_client(&cluster).await;
+    let b = cluster_client(&cluster).await;
+
+    // Thirty keys land on all three masters.
+    let mut guards = Vec::new();
+    for i in 0..30 {
+        guards.push(
+            a.lock(format!("order:{i}"))
+                .fenced()
+                .acquire()
+                .await
+                .unwrap(),
+        );
+    }
+    for master in cluster.masters() {
+        assert!(dbsize(master).await > 0, "a master holds none of 30 keys");
+    }
+    for guard in guards {
+        assert!(guard.fence().is_some());
+        assert!(
+            b.lock(guard.key().clone())
+                .acquire()
+                .await
+                .unwrap_err()
+                .is_busy()
+        );
+        guard.extend(Duration::from_secs(20)).await.unwrap();
+        guard.release().await.unwrap();
+    }
+
+    // Reentrancy, and a waiter woken by a release announced on its key's shard.
+    let seen = a
+        .with_lock("cart:7", LockOptions::new(), async {
+            a.lock("cart:7").acquire().await.unwrap().is_reentrant()
+        })
+        .await
+        .unwrap();
+    assert!(seen);
+    let held = a
+        .lock("cart:8")
+        .ttl(Duration::from_secs(20))
+        .acquire()
+        .await
+        .unwrap();
+    let slot = slot_of(cluster.masters()[0], "cart:8").await;
+    let shard = cluster.master_of_slot(slot).unwrap();
+    shard.reset_stats();
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.lock("cart:8")
+                .wait(Duration::from_secs(10))
+                .acquire()
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    held.release().await.unwrap();
+    let started = Instant::now();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let stats = shard.command_stats();
+    assert!(
+        stats.get("ssubscribe").copied().unwrap_or(0) >= 1,
+        "the waiter subscribed on the key's shard: {stats:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_renews_a_thousand_keys_across_slots() {
+    let cluster = ClusterDeployment::start();
+    let client = cluster_client(&cluster).await;
+    let mut guards: Vec<LockGuard> = Vec::new();
+    for i in 0..1000 {
+        guards.push(
+            client
+                .lock(format!("job:{i}"))
+                .ttl(Duration::from_millis(1500))
+                .acquire()
+                .await
+                .unwrap(),
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let m = client.metrics();
+    assert_eq!(m.renew_failures, 0, "{m:?}");
+    assert!(m.renewed >= 1000, "{m:?}");
+    assert!(guards.iter().all(|g| !g.is_lost()), "{m:?}");
+    let mut total = 0;
+    for master in cluster.masters() {
+        total += dbsize(master).await;
+    }
+    assert_eq!(total, 1000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_master_fails_over_holds_are_renewed_on_the_replica_or_reported_lost() {
+    let cluster = ClusterDeployment::start();
+    let a = cluster_client(&cluster).await;
+    let b = cluster_client(&cluster).await;
+    let mut held = Vec::new();
+    for i in 0..30 {
+        held.push(
+            a.lock(format!("held:{i}"))
+                .ttl(Duration::from_secs(3))
+                .acquire()
+                .await
+                .unwrap(),
+        );
+    }
+    // Let replication carry them over, as it normally would before a crash.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let victim = cluster
+        .master_of_slot(slot_of(cluster.masters()[0], "held:0").await)
+        .unwrap();
+    cluster.fail_over(victim);
+
+    // The clients serve again, on every shard.
+    let started = Instant::now();
+    for i in 0..30 {
+        let key = format!("after:{i}");
+        loop {
+            match b.lock(key.as_str()).acquire().await {
+                Ok(guard) => {
+                    guard.release().await.unwrap();
+                    break;
+                }
+                Err(e) => {
+                    assert!(e.is_backend(), "{e}");
+                    assert!(
+                        started.elapsed() < Duration::from_secs(20),
+                        "not serving: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    // A few renewal periods later, every hold is renewed where its slot lives now, or lost.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut kept = 0;
+    for guard in &held {
+        if guard.is_lost() {
+            continue;
+        }
+        kept += 1;
+        let slot = slot_of(cluster.masters()[0], guard.key().as_str()).await;
+        let owner = cluster.master_of_slot(slot).unwrap();
+        assert_eq!(
+            token_on(owner, guard.key().as_str()).await.as_deref(),
+            Some(guard.token()),
+            "{} is not lost, yet its shard does not hold it",
+            guard.key()
+        );
+    }
+    eprintln!("holds kept across the failover: {kept} of {}", held.len());
+}
