@@ -16,6 +16,9 @@
 //!
 //! [`deploy`] starts replicated deployments: a Sentinel-managed master, and a Redis Cluster.
 //!
+//! [`proxy::FaultProxy`] sits between a client and a server to delay, batch, blackhole or cut
+//! its TCP flows.
+//!
 //! ```no_run
 //! # async fn demo() {
 //! use rlock_tests::RedisServer;
@@ -43,6 +46,7 @@ pub mod child;
 pub mod deploy;
 pub mod history;
 pub mod locking;
+pub mod proxy;
 
 use std::collections::BTreeMap;
 use std::fmt;

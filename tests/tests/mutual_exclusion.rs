@@ -5,7 +5,8 @@
 //! The test then proves exclusion three ways: no increment was lost, no two recorded critical
 //! sections overlap in wall-clock time, and fencing tokens increase in the order the sections
 //! happened. A negative control runs the same workers without the lock and shows that these
-//! checks catch it.
+//! checks catch it. A shorter run goes through the harness' fault proxy, with every chunk
+//! delayed and flushed in bursts.
 #![allow(clippy::unwrap_used)]
 
 use std::io::Read;
@@ -17,6 +18,7 @@ use rlock_tests::RedisServer;
 use rlock_tests::history::{
     Section, WorkerReport, check_mutual_exclusion, owner_switches, parse_worker_output,
 };
+use rlock_tests::proxy::FaultProxy;
 
 const PROCESSES: usize = 8;
 const TASKS: usize = 4;
@@ -50,10 +52,10 @@ fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
     })
 }
 
-/// Runs `processes` workers against `server` until all exit (or kills them after
+/// Runs `processes` workers against the Redis at `url` until all exit (or kills them after
 /// [`DEADLINE`] and panics); asserts each succeeded and returns their parsed reports.
 fn run_workers(
-    server: &RedisServer,
+    url: &str,
     processes: usize,
     tasks: usize,
     iterations: usize,
@@ -63,7 +65,7 @@ fn run_workers(
     let mut outputs = Vec::new();
     for _ in 0..processes {
         let mut child = Command::new(env!("CARGO_BIN_EXE_lock_worker"))
-            .args(["--redis", &server.url(), "--key", "mx:shared"])
+            .args(["--redis", url, "--key", "mx:shared"])
             .args(["--counter", "mx:counter"])
             .args(["--tasks", &tasks.to_string()])
             .args(["--iterations", &iterations.to_string()])
@@ -120,7 +122,7 @@ fn counter(server: &RedisServer) -> u64 {
 fn lock_excludes_across_processes() {
     let server = RedisServer::start();
     let started = Instant::now();
-    let reports = run_workers(&server, PROCESSES, TASKS, ITERATIONS, &[]);
+    let reports = run_workers(&server.url(), PROCESSES, TASKS, ITERATIONS, &[]);
     let elapsed = started.elapsed();
 
     let entered: u64 = reports.iter().map(|r| r.entered).sum();
@@ -153,7 +155,7 @@ fn lock_excludes_across_processes() {
 #[test]
 fn stale_holders_cannot_break_exclusion() {
     let server = RedisServer::start();
-    let reports = run_workers(&server, 4, 2, 20, &["--stale-every", "5"]);
+    let reports = run_workers(&server.url(), 4, 2, 20, &["--stale-every", "5"]);
     let entered: u64 = reports.iter().map(|r| r.entered).sum();
     let sections: Vec<Section> = reports.into_iter().flat_map(|r| r.sections).collect();
     assert_eq!(counter(&server), entered, "lost updates");
@@ -165,7 +167,7 @@ fn stale_holders_cannot_break_exclusion() {
 #[test]
 fn checks_catch_workers_without_the_lock() {
     let server = RedisServer::start();
-    let reports = run_workers(&server, 2, 4, 20, &["--no-lock"]);
+    let reports = run_workers(&server.url(), 2, 4, 20, &["--no-lock"]);
     let entered: u64 = reports.iter().map(|r| r.entered).sum();
     let sections: Vec<Section> = reports.into_iter().flat_map(|r| r.sections).collect();
 
@@ -175,4 +177,25 @@ fn checks_catch_workers_without_the_lock() {
         "expected lost updates, counter {count} of {entered}"
     );
     assert!(check_mutual_exclusion(&sections).is_err());
+}
+
+/// The same exclusion through a slow, bursty network: every worker reaches Redis through the
+/// fault proxy, which delays each chunk by 1 ms and flushes every 2 ms, so replies (renewals,
+/// releases, announcements, the racy increment's reads) arrive late and in bursts.
+#[test]
+fn lock_excludes_across_processes_through_a_slow_bursty_network() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    proxy.set_delay(Duration::from_millis(1));
+    proxy.set_batching(Some(Duration::from_millis(2)));
+    let reports = run_workers(&proxy.url(), 4, 3, 15, &["--stale-every", "5"]);
+    let entered: u64 = reports.iter().map(|r| r.entered).sum();
+    let sections: Vec<Section> = reports.into_iter().flat_map(|r| r.sections).collect();
+    assert_eq!(entered, 4 * 3 * 15);
+    assert_eq!(counter(&server), entered, "lost updates");
+    check_mutual_exclusion(&sections).unwrap();
+    assert!(
+        proxy.connections() >= 4,
+        "the workers did not use the proxy"
+    );
 }
