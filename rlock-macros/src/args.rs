@@ -8,7 +8,7 @@ use proc_macro2::Span;
 use syn::ext::IdentExt as _;
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned as _;
-use syn::{Expr, Ident, Lit, LitBool, LitStr, Path, Token};
+use syn::{Expr, Ident, Lit, LitBool, LitInt, LitStr, Path, Token};
 
 use crate::duration::{self, Millis};
 use crate::suggest;
@@ -22,12 +22,25 @@ mod kw {
     syn::custom_keyword!(on_lost);
     syn::custom_keyword!(fence);
     syn::custom_keyword!(client);
+    syn::custom_keyword!(min_replicas);
 }
 
 /// Every option, in the order the docs list them.
 pub(crate) const OPTIONS: &[&str] = &[
-    "key", "ttl", "wait", "renew", "max_hold", "on_lost", "fence", "client", "crate",
+    "key",
+    "ttl",
+    "wait",
+    "renew",
+    "max_hold",
+    "on_lost",
+    "fence",
+    "min_replicas",
+    "client",
+    "crate",
 ];
+
+/// The most replicas a grant may wait for: more than a master ever has is a typo.
+pub(crate) const MAX_REPLICAS: u32 = 64;
 
 /// The shortest lease accepted: renewal runs every ttl/3, and below this a network round trip
 /// or a scheduler hiccup would regularly outlast the lease.
@@ -63,6 +76,7 @@ pub(crate) struct Args {
     pub(crate) max_hold: Option<DurationArg>,
     pub(crate) on_lost: Option<OnLost>,
     pub(crate) fence: Option<Ident>,
+    pub(crate) min_replicas: Option<u32>,
     pub(crate) client: Option<Expr>,
     pub(crate) krate: Option<Path>,
 }
@@ -113,6 +127,10 @@ impl Parse for Args {
                 let name = input.parse::<kw::fence>()?;
                 let value = fence_value(input, name.span)?;
                 set(&mut args.fence, value, "fence", name.span)?;
+            } else if lookahead.peek(kw::min_replicas) {
+                let name = input.parse::<kw::min_replicas>()?;
+                let value = replicas_value(input, name.span)?;
+                set(&mut args.min_replicas, value, "min_replicas", name.span)?;
             } else if lookahead.peek(kw::client) {
                 let name = input.parse::<kw::client>()?;
                 let value = client_value(input, name.span)?;
@@ -340,6 +358,34 @@ fn on_lost_value(input: ParseStream<'_>, span: Span) -> syn::Result<OnLost> {
         value.span(),
         format!("`on_lost` must be a string literal{hint}; {EXPECTED}"),
     ))
+}
+
+fn replicas_value(input: ParseStream<'_>, span: Span) -> syn::Result<u32> {
+    equals(input, "min_replicas", "min_replicas = 1", span)?;
+    let expected = format!(
+        "`min_replicas` must be a whole number from 0 to {MAX_REPLICAS}, such as `min_replicas = 1`"
+    );
+    if input.peek(LitInt) {
+        let lit: LitInt = input.parse()?;
+        return match lit.base10_parse::<u32>() {
+            Ok(n) if n <= MAX_REPLICAS && lit.suffix().is_empty() => Ok(n),
+            _ => Err(syn::Error::new(lit.span(), expected)),
+        };
+    }
+    let value = bad_value(input)?;
+    let hint = match &value {
+        Expr::Lit(lit) => match &lit.lit {
+            Lit::Str(text) if text.value().parse::<u32>().is_ok() => {
+                format!(
+                    "; write it without quotes: `min_replicas = {}`",
+                    text.value()
+                )
+            }
+            _ => String::new(),
+        },
+        _ => String::new(),
+    };
+    Err(syn::Error::new(value.span(), format!("{expected}{hint}")))
 }
 
 fn fence_value(input: ParseStream<'_>, span: Span) -> syn::Result<Ident> {

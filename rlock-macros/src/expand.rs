@@ -431,6 +431,9 @@ fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> Token
         // A fence costs a second key write per acquisition: only when the body binds it.
         options.extend(quote!(.fenced(true)));
     }
+    if let Some(replicas) = args.min_replicas {
+        options.extend(quote!(.min_replicas(#replicas)));
+    }
 
     let fence = args
         .fence

@@ -69,6 +69,7 @@ use proc_macro::TokenStream;
 /// | [`max_hold = "5m"`](#max_hold) | hard cap on holding, renewals included | none |
 /// | [`on_lost = "abort"`](#on_lost) | what happens when the lease is lost | `"abort"` |
 /// | [`fence = token`](#fence) | binds the fencing token (`u64`) as a local | none |
+/// | [`min_replicas = 1`](#min_replicas) | the grant counts once this many replicas confirm it | the client's default (0) |
 /// | [`client = expr`](#client) | the `LockClient` to use | the installed default |
 /// | [`crate = "path"`](#crate) | path of the runtime crate | found automatically |
 ///
@@ -255,6 +256,28 @@ use proc_macro::TokenStream;
 /// Without the macro: `client.lock(key).fenced().acquire().await?` and
 /// `let token = guard.fence().map_or(0, Fence::get);`. Only a function that binds a fence asks
 /// Redis for one (a second key write per acquisition).
+///
+/// ## `min_replicas`
+///
+/// The grant counts only once this many replicas confirm they have it (`WAIT`, Redisson's
+/// `syncSlaves`); when fewer do within the command timeout, the lock is released and
+/// `LockError::NotReplicated` returned before the body runs. It closes the failover window in
+/// which a lock granted just before the master died is missing on the promoted replica; it is
+/// not consensus. A whole number from 0 to 64; not available on Redlock.
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, distributed_lock};
+/// #[distributed_lock(key = "payout:<id>", client = client, min_replicas = 1)]
+/// async fn pay_out(client: &LockClient, id: u64) -> Result<u64, LockError> {
+///     Ok(id)
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # // In process there is nothing to replicate to: the grant counts as confirmed.
+/// # assert_eq!(pay_out(&LockClient::in_memory(), 7).await.unwrap(), 7);
+/// # }
+/// ```
+///
+/// Without the macro: `client.lock(key).min_replicas(1).acquire().await?`.
 ///
 /// ## `client`
 ///

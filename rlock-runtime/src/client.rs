@@ -48,22 +48,8 @@ pub(crate) struct ClientShared {
     pub(crate) namespace: Option<String>,
     pub(crate) default_ttl: Duration,
     pub(crate) command_timeout: Duration,
-}
-
-impl ClientShared {
-    fn new(
-        backend: Backend,
-        namespace: Option<String>,
-        default_ttl: Duration,
-        command_timeout: Duration,
-    ) -> Self {
-        Self {
-            engine: Engine::new(backend),
-            namespace,
-            default_ttl,
-            command_timeout,
-        }
-    }
+    /// Replicas that must confirm a grant, for locks that do not say.
+    pub(crate) min_replicas: u32,
 }
 
 impl LockClient {
@@ -136,12 +122,13 @@ impl LockClient {
     pub fn sibling(&self) -> Self {
         let inner = &self.inner;
         Self {
-            inner: Arc::new(ClientShared::new(
-                inner.engine.backend.clone(),
-                inner.namespace.clone(),
-                inner.default_ttl,
-                inner.command_timeout,
-            )),
+            inner: Arc::new(ClientShared {
+                engine: Engine::new(inner.engine.backend.clone()),
+                namespace: inner.namespace.clone(),
+                default_ttl: inner.default_ttl,
+                command_timeout: inner.command_timeout,
+                min_replicas: inner.min_replicas,
+            }),
         }
     }
 
@@ -185,6 +172,7 @@ pub struct LockClientBuilder {
     namespace: Option<String>,
     default_ttl: Duration,
     command_timeout: Duration,
+    min_replicas: u32,
 }
 
 impl Default for LockClientBuilder {
@@ -196,6 +184,7 @@ impl Default for LockClientBuilder {
             namespace: None,
             default_ttl: DEFAULT_TTL,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            min_replicas: 0,
         }
     }
 }
@@ -252,6 +241,13 @@ impl LockClientBuilder {
     /// How long any one Redis command may take (default 2 s); connecting is bounded by it too.
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout;
+        self
+    }
+
+    /// How many replicas must confirm each grant for locks that do not say (default 0); see
+    /// [`LockRequest::min_replicas`](crate::LockRequest::min_replicas).
+    pub fn min_replicas(mut self, replicas: u32) -> Self {
+        self.min_replicas = replicas;
         self
     }
 
@@ -404,20 +400,21 @@ impl LockClientBuilder {
 
     fn build(self, backend: Backend) -> LockClient {
         LockClient {
-            inner: Arc::new(ClientShared::new(
-                backend,
-                self.namespace.filter(|ns| !ns.is_empty()),
-                if self.default_ttl.is_zero() {
+            inner: Arc::new(ClientShared {
+                engine: Engine::new(backend),
+                namespace: self.namespace.filter(|ns| !ns.is_empty()),
+                default_ttl: if self.default_ttl.is_zero() {
                     DEFAULT_TTL
                 } else {
                     self.default_ttl
                 },
-                if self.command_timeout.is_zero() {
+                command_timeout: if self.command_timeout.is_zero() {
                     DEFAULT_COMMAND_TIMEOUT
                 } else {
                     self.command_timeout
                 },
-            )),
+                min_replicas: self.min_replicas,
+            }),
         }
     }
 }

@@ -86,6 +86,22 @@ pub enum LockError {
         needed: usize,
     },
 
+    /// Fewer replicas than `min_replicas` confirmed the grant within the command timeout;
+    /// the lock was released again.
+    #[error(
+        "lock `{key}` was granted but only {acked} of the {needed} replicas it needs confirmed \
+         it in time, so it was released; check the replicas' health and lag, or lower \
+         `min_replicas`"
+    )]
+    NotReplicated {
+        /// The lock key, without the client's namespace.
+        key: String,
+        /// How many replicas confirmed the grant.
+        acked: u32,
+        /// How many were required.
+        needed: u32,
+    },
+
     /// No client was given and none was installed.
     #[error(
         "no lock client is configured; call `rlock_runtime::install(LockClient::connect(url).await?)` \
@@ -118,8 +134,15 @@ impl LockError {
         matches!(self, Self::Lost { .. })
     }
 
-    /// Whether the backend failed (timeout or unavailable); retrying later may help.
+    /// Whether the backend failed (timeout, unavailable, too few masters or replicas);
+    /// retrying later may help.
     pub fn is_backend(&self) -> bool {
-        matches!(self, Self::Timeout { .. } | Self::Unavailable { .. })
+        matches!(
+            self,
+            Self::Timeout { .. }
+                | Self::Unavailable { .. }
+                | Self::QuorumNotReached { .. }
+                | Self::NotReplicated { .. }
+        )
     }
 }

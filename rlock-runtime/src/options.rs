@@ -65,6 +65,7 @@ pub struct LockOptions {
     pub(crate) max_hold: Option<Duration>,
     pub(crate) on_lost: OnLost,
     pub(crate) fenced: bool,
+    pub(crate) min_replicas: Option<u32>,
 }
 
 impl Default for LockOptions {
@@ -76,6 +77,7 @@ impl Default for LockOptions {
             max_hold: None,
             on_lost: OnLost::Abort,
             fenced: false,
+            min_replicas: None,
         }
     }
 }
@@ -120,6 +122,14 @@ impl LockOptions {
     /// one more key write inside the acquire script; ask for it where a store checks it.
     pub fn fenced(mut self, fenced: bool) -> Self {
         self.fenced = fenced;
+        self
+    }
+
+    /// How many replicas must confirm the grant (`WAIT`) before it counts; without it the
+    /// client's default applies (0 unless configured). See
+    /// [`LockRequest::min_replicas`](crate::LockRequest::min_replicas).
+    pub fn min_replicas(mut self, replicas: u32) -> Self {
+        self.min_replicas = Some(replicas);
         self
     }
 

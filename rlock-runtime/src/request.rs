@@ -107,6 +107,20 @@ impl<'a> LockRequest<'a> {
         self
     }
 
+    /// Counts the grant only once `replicas` replicas have confirmed it (`WAIT replicas
+    /// timeout` right after the acquisition, Redisson's `syncSlaves`); when fewer confirm
+    /// within the command timeout, the lock is released and [`LockError::NotReplicated`]
+    /// returned. It closes the window in which a master that fails right after granting a
+    /// lock loses it on failover (the replica promoted in its place has it); it is not
+    /// consensus: replication stays asynchronous for everything else, and a replica that
+    /// confirmed may still not be the one promoted. Default: the client's
+    /// ([`LockClientBuilder::min_replicas`](crate::LockClientBuilder::min_replicas), 0).
+    /// Not available on Redlock, whose masters are independent.
+    pub fn min_replicas(mut self, replicas: u32) -> Self {
+        self.options.min_replicas = Some(replicas);
+        self
+    }
+
     /// Replaces all options at once.
     pub fn options(mut self, options: LockOptions) -> Self {
         self.options = options;
@@ -169,18 +183,25 @@ fn plan(client: &LockClient, key: &LockKey, options: &LockOptions) -> Result<Lea
     if let Some(cap) = options.max_hold {
         check_max_hold(key, ttl, cap)?;
     }
+    let min_replicas = options.min_replicas.unwrap_or(client.shared().min_replicas);
+    if min_replicas > 0
+        && let Some(why) = client.shared().engine.backend.refuses_replica_acks()
+    {
+        return Err(LockError::InvalidConfig(format!("lock `{key}`: {why}")));
+    }
     Ok(LeasePlan {
         ttl,
         renew: options.renew,
         max_hold: options.max_hold,
         fenced: options.fenced,
+        min_replicas,
     })
 }
 
 /// Whether a failed attempt may succeed if tried again: Redis timed out or was unreachable,
-/// or too few Redlock masters answered.
+/// or too few Redlock masters or replicas answered.
 fn transient(e: &LockError) -> bool {
-    e.is_backend() || matches!(e, LockError::QuorumNotReached { .. })
+    e.is_backend()
 }
 
 /// One acquisition, waiting within its budget.

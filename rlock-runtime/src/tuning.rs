@@ -53,6 +53,10 @@ pub(crate) const RENEW_REPLY_DIVISOR: u32 = 2;
 /// the command timeout), so that one slow master cannot eat the lease's validity.
 pub(crate) const REDLOCK_NODE_TIMEOUT_DIVISOR: u32 = 10;
 
+/// `min_replicas`: Redis's `WAIT` is given this fraction of the command timeout (1/2), so that
+/// its count of confirming replicas comes back before the client's own timeout.
+pub(crate) const REPLICA_WAIT_DIVISOR: u32 = 2;
+
 /// A waiter never retries sooner than this, so a lock changing hands quickly is not hammered.
 pub(crate) const WAIT_MIN_PAUSE: Duration = Duration::from_millis(2);
 /// Re-check interval of a waiter whose key's release announcements are not confirmed

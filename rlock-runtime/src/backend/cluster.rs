@@ -12,12 +12,14 @@ use std::time::Duration;
 
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::mpsc;
 
 use super::connection::Opener;
 use super::pubsub::{Connector, Session, Subscribed, shard_channel};
 use super::redis::Scripted;
+use super::slot::slot;
 use crate::error::LockError;
 
 /// A cluster, reached through its seed nodes.
@@ -56,6 +58,21 @@ impl Opener for ClusterOpener {
 
     async fn open(&self, _timeout: Duration) -> RedisResult<ClusterConnection> {
         self.commands.get_async_connection().await
+    }
+
+    /// Routed to the master of `key`'s slot: the node, and connection, that wrote it.
+    async fn wait_replicas(
+        mut conn: ClusterConnection,
+        key: &str,
+        replicas: u32,
+        wait_ms: u64,
+    ) -> RedisResult<u32> {
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(wait_ms);
+        let route = Route::new(slot(key), SlotAddr::Master);
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+        let acked = conn.route_command(wait, routing).await?;
+        redis::from_redis_value(acked).map_err(Into::into)
     }
 }
 

@@ -28,6 +28,15 @@ pub(crate) trait Opener: Clone + Send + Sync + 'static {
 
     /// Opens a new connection; `timeout` bounds connecting and every reply on it.
     fn open(&self, timeout: Duration) -> impl Future<Output = RedisResult<Self::Conn>> + Send;
+
+    /// `WAIT replicas wait_ms` on the server that holds `key`, over the connection that wrote
+    /// it: how many replicas have every write of that connection so far.
+    fn wait_replicas(
+        conn: Self::Conn,
+        key: &str,
+        replicas: u32,
+        wait_ms: u64,
+    ) -> impl Future<Output = RedisResult<u32>> + Send;
 }
 
 impl Opener for Endpoint {
@@ -41,6 +50,19 @@ impl Opener for Endpoint {
         self.client()
             .await?
             .get_multiplexed_async_connection_with_config(&config)
+            .await
+    }
+
+    async fn wait_replicas(
+        mut conn: MultiplexedConnection,
+        _key: &str,
+        replicas: u32,
+        wait_ms: u64,
+    ) -> RedisResult<u32> {
+        redis::cmd("WAIT")
+            .arg(replicas)
+            .arg(wait_ms)
+            .query_async(&mut conn)
             .await
     }
 }

@@ -95,6 +95,14 @@ pub(crate) trait LeaseStore {
 
     /// Sets the lease to exactly `lease.ttl` from now if still ours; `Ok(false)` when not.
     fn extend(&self, lease: Lease<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// Waits (within the command timeout) until `replicas` replicas have the grant of
+    /// `lease`; returns how many confirmed it.
+    fn confirm_replicas(
+        &self,
+        lease: Lease<'_>,
+        replicas: u32,
+    ) -> impl Future<Output = Result<u32, LockError>> + Send;
 }
 
 /// The backends, as an enum rather than a trait object: the set is closed and known here.
@@ -129,6 +137,17 @@ impl Backend {
         match self {
             Self::Memory(b) => Some(b),
             Self::Redis(_) | Self::Cluster(_) | Self::Redlock(_) => None,
+        }
+    }
+
+    /// Why replica acknowledgement cannot be asked for here, if it cannot.
+    pub(crate) fn refuses_replica_acks(&self) -> Option<&'static str> {
+        match self {
+            Self::Redlock(_) => Some(
+                "min_replicas does not apply to Redlock, whose masters are independent; \
+                 a majority of masters is what makes its grants survive a failure",
+            ),
+            Self::Redis(_) | Self::Cluster(_) | Self::Memory(_) => None,
         }
     }
 
@@ -183,6 +202,15 @@ impl LeaseStore for Backend {
             Self::Cluster(b) => b.extend(lease).await,
             Self::Redlock(b) => b.extend(lease).await,
             Self::Memory(b) => b.extend(lease).await,
+        }
+    }
+
+    async fn confirm_replicas(&self, lease: Lease<'_>, replicas: u32) -> Result<u32, LockError> {
+        match self {
+            Self::Redis(b) => b.confirm_replicas(lease, replicas).await,
+            Self::Cluster(b) => b.confirm_replicas(lease, replicas).await,
+            Self::Redlock(b) => b.confirm_replicas(lease, replicas).await,
+            Self::Memory(b) => b.confirm_replicas(lease, replicas).await,
         }
     }
 }

@@ -21,6 +21,7 @@ use super::slot::slot;
 use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseListener, millis};
 use crate::error::LockError;
 use crate::key::fence_key;
+use crate::tuning::REPLICA_WAIT_DIVISOR;
 
 // Each script is hashed once; calls go out as EVALSHA and fall back to loading on NOSCRIPT.
 pub(crate) static ACQUIRE: LazyLock<Script> =
@@ -250,6 +251,17 @@ impl<O: Opener> LeaseStore for Scripted<O> {
             Some(e) if verdicts.iter().all(Option::is_none) => Err(e),
             _ => Ok(verdicts),
         }
+    }
+
+    async fn confirm_replicas(&self, lease: Lease<'_>, replicas: u32) -> Result<u32, LockError> {
+        let timeout = self.conn.timeout();
+        // Redis's own wait ends well inside ours, so that its count, not our timeout, answers.
+        let wait_ms = millis(timeout / REPLICA_WAIT_DIVISOR);
+        self.conn
+            .call("wait for replicas", timeout, |c| {
+                O::wait_replicas(c, lease.key, replicas, wait_ms)
+            })
+            .await
     }
 
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {

@@ -220,6 +220,13 @@ impl LeaseStore for Redlock {
         let (t, errors) = tally(answers);
         self.decide("extend", t, errors)
     }
+
+    /// Refused before any lock is taken ([`Backend::refuses_replica_acks`]).
+    ///
+    /// [`Backend::refuses_replica_acks`]: super::Backend::refuses_replica_acks
+    async fn confirm_replicas(&self, _lease: Lease<'_>, _replicas: u32) -> Result<u32, LockError> {
+        Ok(0)
+    }
 }
 
 /// Every master's release feed, telling the same listener.

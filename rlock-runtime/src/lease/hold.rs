@@ -541,6 +541,7 @@ mod tests {
             renew: true,
             max_hold: None,
             fenced: false,
+            min_replicas: 0,
         };
         let key = LockKey::new("k").unwrap();
         Hold::new(engine, key, "k".into(), "t".into(), None, plan, t0)

@@ -30,6 +30,8 @@ pub(crate) struct LeasePlan {
     pub(crate) renew: bool,
     pub(crate) max_hold: Option<Duration>,
     pub(crate) fenced: bool,
+    /// Replicas that must confirm the grant before it counts.
+    pub(crate) min_replicas: u32,
 }
 
 /// What every clone of a client shares below the façade.
@@ -90,36 +92,69 @@ impl Engine {
             Some(deadline) => tokio::time::timeout_at(deadline, call).await.ok(),
             None => Some(call.await),
         };
-        orphan.armed = !matches!(outcome, Some(Ok(_)));
-        drop(orphan);
         let Some(outcome) = outcome else {
             return Ok(Err(None));
         };
-        match outcome? {
-            Attempt::Acquired { fence } => {
-                let hold = Hold::new(
-                    self.clone(),
-                    key.clone(),
-                    redis_key.to_owned(),
-                    token,
-                    fence.map(Fence),
-                    plan,
-                    sent_at,
-                );
-                self.counters.add(Count::Acquired, 1);
-                self.watchdog.watch(self, &hold);
-                crate::trace::debug_event!(key = key.as_str(), ?fence, "rlock: acquired");
-                Ok(Ok(hold))
+        let fence = match outcome {
+            Err(e) => return Err(e),
+            Ok(Attempt::Acquired { fence }) => fence,
+            Ok(Attempt::Busy { remaining }) => {
+                orphan.armed = false;
+                return Ok(Err(remaining));
             }
-            Attempt::Busy { remaining } => Ok(Err(remaining)),
-            Attempt::NoQuorum { granted, needed } => Err(LockError::QuorumNotReached {
+            Ok(Attempt::NoQuorum { granted, needed }) => {
+                return Err(LockError::QuorumNotReached {
+                    key: key.as_str().to_owned(),
+                    granted,
+                    needed,
+                });
+            }
+        };
+        if plan.min_replicas > 0
+            && let Err(e) = self.confirm_replicas(key, lease, plan.min_replicas).await
+        {
+            // The grant does not count: take it back now (the still-armed guard does it in
+            // the background if this fails, or if this future is dropped meanwhile).
+            let taken_back = self.backend.release(lease).await;
+            orphan.armed = taken_back.is_err();
+            if matches!(taken_back, Ok(true)) {
+                self.released(redis_key, Count::OrphanReleased);
+            }
+            return Err(e);
+        }
+        orphan.armed = false;
+        drop(orphan);
+        let hold = Hold::new(
+            self.clone(),
+            key.clone(),
+            redis_key.to_owned(),
+            token,
+            fence.map(Fence),
+            plan,
+            sent_at,
+        );
+        self.counters.add(Count::Acquired, 1);
+        self.watchdog.watch(self, &hold);
+        crate::trace::debug_event!(key = key.as_str(), ?fence, "rlock: acquired");
+        Ok(Ok(hold))
+    }
+
+    /// Waits until `needed` replicas confirm the grant of `lease`.
+    async fn confirm_replicas(
+        &self,
+        key: &LockKey,
+        lease: Lease<'_>,
+        needed: u32,
+    ) -> Result<(), LockError> {
+        match self.backend.confirm_replicas(lease, needed).await? {
+            acked if acked >= needed => Ok(()),
+            acked => Err(LockError::NotReplicated {
                 key: key.as_str().to_owned(),
-                granted,
+                acked,
                 needed,
             }),
         }
     }
-
     /// A release of ours deleted `redis_key`.
     fn released(&self, redis_key: &str, count: Count) {
         self.queues.released_here(redis_key);

@@ -35,6 +35,7 @@ pub async fn create_order(user_id: u64, voucher_id: &str) -> Result<u64, AppErro
     max_hold = "10m",
     on_lost = "continue",
     fence = token,
+    min_replicas = 1,
 )]
 async fn reserve(sku: String, warehouse: u32) -> Result<u64, LockError> {
     if sku.is_empty() {

@@ -1,0 +1,154 @@
+//! Replica acknowledgement (`min_replicas`, Redisson's `syncSlaves`) against a real master and
+//! replica: a grant counts only once `WAIT` confirms enough replicas have it; otherwise the
+//! lock is taken back and `NotReplicated` returned.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use rlock_runtime::{LockClient, LockError, LockOptions};
+use rlock_tests::RedisServer;
+use rlock_tests::locking::client_for;
+
+async fn exists(server: &RedisServer, key: &str) -> bool {
+    let mut raw = server.raw().await;
+    redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(&mut raw)
+        .await
+        .unwrap()
+}
+
+/// A master and one replica in sync.
+async fn master_and_replica() -> (RedisServer, RedisServer) {
+    let master = RedisServer::start();
+    let replica =
+        RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &master.port().to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut raw = replica.raw().await;
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        if info.contains("master_link_status:up") {
+            return (master, replica);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica did not sync: {info}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_counts_once_replicas_confirm_it_and_is_taken_back_otherwise() {
+    let (master, replica) = master_and_replica().await;
+    let client = client_for(&master, Duration::from_millis(400)).await;
+
+    // Confirmed by the replica: held, and the replica has it.
+    let guard = client
+        .lock("order:1")
+        .min_replicas(1)
+        .acquire()
+        .await
+        .unwrap();
+    assert!(exists(&replica, "order:1").await);
+    guard.release().await.unwrap();
+
+    // More replicas than there are: refused, and nothing left behind.
+    let err = client
+        .lock("order:2")
+        .min_replicas(2)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LockError::NotReplicated {
+                acked: 1,
+                needed: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.is_backend());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !exists(&master, "order:2").await,
+        "the unconfirmed grant was left behind"
+    );
+
+    // The replica stops answering: no confirmation within the timeout.
+    replica.pause();
+    let err = client
+        .lock("order:3")
+        .min_replicas(1)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LockError::NotReplicated {
+                acked: 0,
+                needed: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    replica.resume();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !exists(&master, "order:3").await,
+        "the unconfirmed grant was left behind"
+    );
+
+    // A client-wide default applies to locks that do not say, and a lock can opt out.
+    let strict = LockClient::builder()
+        .url(master.url())
+        .min_replicas(2)
+        .command_timeout(Duration::from_millis(400))
+        .connect()
+        .await
+        .unwrap();
+    assert!(
+        strict
+            .lock("order:4")
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_backend()
+    );
+    let relaxed = LockOptions::new().min_replicas(0);
+    strict
+        .with_lock("order:4", relaxed, async {})
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_refuses_replica_acknowledgement() {
+    let masters = RedisServer::start_many(3);
+    let hosts: Vec<String> = masters
+        .iter()
+        .map(|m| format!("127.0.0.1:{}", m.port()))
+        .collect();
+    let client = LockClient::connect(&format!("redlock://{}", hosts.join(",")))
+        .await
+        .unwrap();
+    let err = client
+        .lock("k")
+        .min_replicas(1)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LockError::InvalidConfig(why) if why.contains("Redlock")),
+        "{err}"
+    );
+}
