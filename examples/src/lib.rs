@@ -107,6 +107,40 @@ pub async fn backend(url: Option<String>) -> Result<Backend, LockError> {
     })
 }
 
+/// The URL given as `--redis URL` or in `REDIS_URL`, if any.
+pub fn url_argument() -> Option<String> {
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--redis" {
+            return args.next();
+        }
+    }
+    std::env::var("REDIS_URL").ok()
+}
+
+/// The topology examples' lesson: one order per user, on whatever deployment `url` names,
+/// with the same API as on one Redis. Prints what happens; `Err` when it cannot connect.
+pub async fn one_order_per_user(url: &str) -> Result<(), LockError> {
+    let client = LockClient::connect(url).await?;
+    let other_instance = LockClient::connect(url).await?;
+    println!("connected to {}", redact(url));
+    let guard = client
+        .lock("order:42")
+        .ttl(std::time::Duration::from_secs(10))
+        .acquire()
+        .await?;
+    println!("instance A holds order:42 (token {})", guard.token());
+    match other_instance.lock("order:42").acquire().await {
+        Err(e) if e.is_busy() => println!("instance B is refused: {e}"),
+        Ok(_) => println!("instance B got it too: the lock is broken"),
+        Err(e) => println!("instance B failed: {e}"),
+    }
+    guard.release().await?;
+    let again = other_instance.lock("order:42").acquire().await?;
+    println!("after A released, instance B holds it");
+    again.release().await
+}
+
 /// The URL without its password, for printing.
 pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {

@@ -127,6 +127,15 @@
 //! - **Client clock**: never used for ownership; only to decide when to renew and when a
 //!   lease can no longer be proven held (measured from when requests were sent).
 //!
+//! # Topologies
+//! [`LockClientBuilder::url`] takes one URL form per topology, so that one setting selects
+//! any of them: `redis://` (one server), `redis+sentinel://` (a master the sentinels follow
+//! across failovers), `redis+cluster://` (Redis Cluster: scripts keep their keys in one slot,
+//! renewals are batched per slot, releases are announced on sharded channels) and
+//! `redlock://` (a majority of independent masters; no fencing). `min_replicas` makes a grant
+//! count only once replicas confirm it (`WAIT`), which closes the window in which a lock
+//! granted just before a master dies is missing on the promoted replica.
+//!
 //! # Choosing `ttl` and `wait`
 //! With renewal on (the default), `ttl` is how long a crashed holder blocks others: a few
 //! seconds to tens of seconds (Redisson uses 30 s), comfortably above the worst Redis round

@@ -184,7 +184,8 @@ impl<O: Opener> Connection<O> {
         let limit = limit.min(self.timeout);
         let mut used = None;
         let outcome = tokio::time::timeout(limit, async {
-            let live = self.current().await?;
+            // A reconnection that fails is reported as the caller's operation failing.
+            let live = self.current().await.map_err(|e| during(operation, e))?;
             used = Some(live.generation);
             command(live.conn).await.map_err(|e| {
                 if is_connection_failure(&e) || is_demoted(&e) {
@@ -206,6 +207,15 @@ impl<O: Opener> Connection<O> {
                 })
             }
         }
+    }
+}
+
+/// `e`, reported as a failure of `operation`.
+fn during(operation: &'static str, e: LockError) -> LockError {
+    match e {
+        LockError::Timeout { timeout, .. } => LockError::Timeout { operation, timeout },
+        LockError::Unavailable { source, .. } => LockError::Unavailable { operation, source },
+        other => other,
     }
 }
 

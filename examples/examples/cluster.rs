@@ -1,0 +1,27 @@
+//! Locks on Redis Cluster: the same API as on one Redis; each lock lives on its key's shard.
+//!
+//! ```text
+//! cargo run -p rlock-examples --example cluster -- --redis redis+cluster://127.0.0.1:7000,127.0.0.1:7001
+//! ```
+//!
+//! (`REDIS_URL` works too.) A local cluster: six `redis-server --cluster-enabled yes` and
+//! `redis-cli --cluster create … --cluster-replicas 1`.
+
+use std::process::ExitCode;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let Some(url) = rlock_examples::url_argument() else {
+        eprintln!(
+            "usage: cluster --redis redis+cluster://host1:port1,host2:port2 (or set REDIS_URL)"
+        );
+        return ExitCode::from(2);
+    };
+    match rlock_examples::one_order_per_user(&url).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cluster: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
