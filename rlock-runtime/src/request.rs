@@ -157,15 +157,19 @@ impl<'a> LockRequest<'a> {
             return Ok(LockGuard::new(held, true));
         }
         let plan = plan(client, &key, &options)?;
-        let hold = Waiting {
-            engine: &client.shared().engine,
-            key: &key,
-            redis_key: &redis_key,
-            plan,
-            started: Instant::now(),
-            budget: options.wait,
-        }
-        .acquire()
+        // Boxed: the acquisition path is a few kilobytes of state, which bodies that lock
+        // again (nested `with_lock`) would otherwise carry inline, level after level.
+        let hold = Box::pin(
+            Waiting {
+                engine: &client.shared().engine,
+                key: &key,
+                redis_key: &redis_key,
+                plan,
+                started: Instant::now(),
+                budget: options.wait,
+            }
+            .acquire(),
+        )
         .await?;
         Ok(LockGuard::new(hold, false))
     }

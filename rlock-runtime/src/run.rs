@@ -102,7 +102,8 @@ where
     };
     // The body's fence is 0 unless one was asked for (the macro asks when it binds one).
     let fence = guard.fence().map_or(0, Fence::get);
-    let body = scope::enter(guard.hold(), body(fence));
+    // Boxed, so that a body which locks again does not nest its state inline in ours.
+    let body = Box::pin(scope::enter(guard.hold(), body(fence)));
     let output = match on_lost {
         OnLost::Abort => {
             tokio::select! {

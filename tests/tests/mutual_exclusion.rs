@@ -199,3 +199,30 @@ fn lock_excludes_across_processes_through_a_slow_bursty_network() {
         "the workers did not use the proxy"
     );
 }
+
+/// `extend` racing the watchdog's renewals across processes, through the slow, bursty proxy:
+/// every second critical section holds a 600 ms lease across its renewal window and extends
+/// it to a random length at a random moment. A renewal that undid an extend would end a lease
+/// early: the worker reports any lost lease as an error, and the history and the counter show
+/// any overlap.
+#[test]
+fn extend_racing_renewals_keeps_exclusion_across_processes() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    proxy.set_delay(Duration::from_millis(1));
+    proxy.set_batching(Some(Duration::from_millis(2)));
+    let extra = [
+        "--ttl-ms",
+        "600",
+        "--extend-every",
+        "2",
+        "--wait-ms",
+        "5000",
+    ];
+    let reports = run_workers(&proxy.url(), 4, 2, 6, &extra);
+    let entered: u64 = reports.iter().map(|r| r.entered).sum();
+    let sections: Vec<Section> = reports.into_iter().flat_map(|r| r.sections).collect();
+    assert_eq!(entered, 4 * 2 * 6);
+    assert_eq!(counter(&server), entered, "lost updates");
+    check_mutual_exclusion(&sections).unwrap();
+}

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! lock_worker --redis URL --key K --tasks N --iterations M --ttl-ms T --wait-ms W --counter C
-//!             [--no-lock] [--stale-every S]
+//!             [--no-lock] [--stale-every S] [--extend-every E]
 //! ```
 //!
 //! Spawns `N` tokio tasks; each enters the critical section of lock `K` `M` times. Inside, it
@@ -28,6 +28,12 @@
 //! lock with a 30 ms lease and no renewal whose holder then stalls well past it (a GC pause)
 //! before releasing. It writes nothing and prints nothing; its late release must not free the
 //! lock of whoever holds it now, or the next sections overlap.
+//!
+//! `--extend-every E` makes every E-th critical section of a task hold the lock across the
+//! watchdog's renewal window (1/6 to 1/2 of the ttl) and call `extend` with a new lease
+//! (1/2 to 2 ttl) at a random moment, racing the renewals. A lease lost meanwhile is an error:
+//! nothing faulty happens in this run, so a loss can only come from an extend undone by a
+//! renewal.
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -46,6 +52,7 @@ struct Args {
     counter: String,
     no_lock: bool,
     stale_every: usize,
+    extend_every: usize,
 }
 
 /// One critical section: fence, start and end in microseconds since the UNIX epoch.
@@ -61,6 +68,7 @@ fn parse_args() -> Result<Args, String> {
     let mut counter = None;
     let mut no_lock = false;
     let mut stale_every = 0;
+    let mut extend_every = 0;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--no-lock" {
@@ -88,6 +96,9 @@ fn parse_args() -> Result<Args, String> {
             "--stale-every" => {
                 stale_every = usize::try_from(number()?).map_err(|e| e.to_string())?;
             }
+            "--extend-every" => {
+                extend_every = usize::try_from(number()?).map_err(|e| e.to_string())?;
+            }
             _ => return Err(format!("unknown argument {flag}")),
         }
     }
@@ -102,6 +113,7 @@ fn parse_args() -> Result<Args, String> {
         counter: counter.ok_or_else(|| missing("counter"))?,
         no_lock,
         stale_every,
+        extend_every,
     })
 }
 
@@ -157,6 +169,30 @@ async fn stale_hold(client: &LockClient, args: &Args) -> Result<bool, String> {
     }
 }
 
+/// Holds `guard` across the renewal window and extends it at a random moment meanwhile.
+async fn extend_during_renewals(
+    guard: &rlock_runtime::LockGuard,
+    ttl: Duration,
+) -> Result<(), String> {
+    let hold = ttl.mul_f64(fastrand::f64().mul_add(1.0 / 3.0, 1.0 / 6.0));
+    let extend_at = hold.mul_f64(fastrand::f64());
+    let new_ttl = ttl.mul_f64(fastrand::f64().mul_add(1.5, 0.5));
+    let work = async {
+        tokio::time::sleep(extend_at).await;
+        guard
+            .extend(new_ttl)
+            .await
+            .map_err(|e| format!("extend to {new_ttl:?}: {e}"))?;
+        tokio::time::sleep(hold - extend_at).await;
+        Ok(())
+    };
+    tokio::select! {
+        biased;
+        () = guard.lost() => Err(format!("the lease was lost while extending it to {new_ttl:?}")),
+        done = work => done,
+    }
+}
+
 /// One task's loop; returns its history and how many acquisitions gave up with `Busy`.
 async fn run_task(
     client: LockClient,
@@ -193,6 +229,9 @@ async fn run_task(
             Err(e) => return Err(format!("acquire: {e}")),
         };
         let start = now_us();
+        if args.extend_every > 0 && history.len() % args.extend_every == 0 {
+            extend_during_renewals(&guard, args.ttl).await?;
+        }
         let work = racy_increment(&mut raw, &args.counter).await;
         let end = now_us();
         let fence = guard.fence().map_or(0, |f| f.get());
