@@ -272,8 +272,7 @@ impl LockClientBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let seeds: Vec<String> = seeds.into_iter().map(Into::into).collect();
-        self.url = Some(format!("{CLUSTER_SCHEME}{}", seeds.join(",")));
+        self.url = Some(joined(CLUSTER_SCHEME, seeds, ""));
         self
     }
 
@@ -300,8 +299,7 @@ impl LockClientBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let hosts: Vec<String> = sentinels.into_iter().map(Into::into).collect();
-        self.url = Some(format!("{SENTINEL_SCHEME}{}/{service}", hosts.join(",")));
+        self.url = Some(joined(SENTINEL_SCHEME, sentinels, &format!("/{service}")));
         self
     }
 
@@ -326,8 +324,7 @@ impl LockClientBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let masters: Vec<String> = masters.into_iter().map(Into::into).collect();
-        self.url = Some(format!("{REDLOCK_SCHEME}{}", masters.join(",")));
+        self.url = Some(joined(REDLOCK_SCHEME, masters, ""));
         self
     }
 
@@ -417,6 +414,12 @@ impl LockClientBuilder {
             }),
         }
     }
+}
+
+/// `scheme`, the nodes joined by commas, then `tail`: a multi-node URL.
+fn joined<S: Into<String>>(scheme: &str, nodes: impl IntoIterator<Item = S>, tail: &str) -> String {
+    let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
+    format!("{scheme}{}{tail}", nodes.join(","))
 }
 
 /// The scheme of a Sentinel URL.

@@ -244,38 +244,11 @@ fn has_hash_tag(key: &str) -> bool {
 mod tests {
     use super::*;
 
-    /// The Redis Cluster slot of `key` (CRC16/XMODEM of its hash tag, modulo 16384).
-    fn cluster_slot(key: &str) -> u16 {
-        let bytes = key.as_bytes();
-        let hashed = match key.find('{') {
-            Some(open) => match key[open + 1..].find('}') {
-                Some(len) if len > 0 => &bytes[open + 1..open + 1 + len],
-                _ => bytes,
-            },
-            None => bytes,
-        };
-        crc16_xmodem(hashed) % 16384
-    }
-
-    fn crc16_xmodem(data: &[u8]) -> u16 {
-        let mut crc: u16 = 0;
-        for &byte in data {
-            crc ^= u16::from(byte) << 8;
-            for _ in 0..8 {
-                crc = if crc & 0x8000 != 0 {
-                    (crc << 1) ^ 0x1021
-                } else {
-                    crc << 1
-                };
-            }
-        }
-        crc
-    }
+    // The Redis Cluster slot of a key (CRC16/XMODEM of its hash tag, modulo 16384).
+    use crate::slot::slot as cluster_slot;
 
     #[test]
-    fn crc16_matches_the_cluster_spec() {
-        // The example given in the Redis Cluster specification.
-        assert_eq!(crc16_xmodem(b"123456789"), 0x31C3);
+    fn a_hash_tag_decides_the_slot() {
         assert_eq!(
             cluster_slot("{user1000}.following"),
             cluster_slot("user1000")

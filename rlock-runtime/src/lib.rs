@@ -155,7 +155,7 @@
 // lease:  lease/ (the hold's state machine, the watchdog)
 // wait:   wait/ (per-key queues, announcement state, timers)
 // backend: backend/ (lease operations per topology, connections, the release feed)
-// leaves: key, fence, token, metrics, tuning, driver, trace
+// leaves: key, fence, token, metrics, tuning, driver, trace, slot
 mod backend;
 mod client;
 mod driver;
@@ -169,6 +169,7 @@ mod options;
 mod request;
 mod run;
 mod scope;
+mod slot;
 mod token;
 mod trace;
 mod tuning;

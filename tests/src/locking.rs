@@ -12,12 +12,36 @@ use crate::RedisServer;
 ///
 /// When the server cannot be reached.
 pub async fn client_for(server: &RedisServer, timeout: Duration) -> LockClient {
+    client_at(&server.url(), timeout).await
+}
+
+/// A client of `url` (any topology's URL, or a proxy in front of a server) whose commands
+/// time out after `timeout`.
+///
+/// # Panics
+///
+/// When it cannot connect.
+pub async fn client_at(url: &str, timeout: Duration) -> LockClient {
     LockClient::builder()
-        .url(server.url())
+        .url(url)
         .command_timeout(timeout)
         .connect()
         .await
-        .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", server.url()))
+        .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"))
+}
+
+/// The value stored under `key` on `server` (for a lock: its owner token).
+///
+/// # Panics
+///
+/// When the server does not answer.
+pub async fn stored(server: &RedisServer, key: &str) -> Option<String> {
+    let mut raw = server.raw().await;
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut raw)
+        .await
+        .unwrap_or_else(|e| panic!("GET {key} on port {}: {e}", server.port()))
 }
 
 /// Takes `key` (waiting up to `wait`) and releases it again: proof that it is free, or frees
@@ -57,4 +81,33 @@ pub fn spawn_contender(
         tokio::time::sleep(hold).await;
         guard.release().await
     })
+}
+
+/// A handoff: a waiter of `waiter_client` (budget `wait`) queues for `guard`'s key, the holder
+/// releases, and the waiter must get the lock (woken by the release announcement) and release
+/// it in turn.
+///
+/// # Panics
+///
+/// When the release or the waiter's acquisition fails.
+pub async fn handoff(guard: rlock_runtime::LockGuard, waiter_client: &LockClient, wait: Duration) {
+    let key = guard.key().clone();
+    let waiter = {
+        let client = waiter_client.clone();
+        let key = key.clone();
+        tokio::spawn(async move { client.lock(key).wait(wait).acquire().await })
+    };
+    // Long enough for the waiter to try once, queue and subscribe.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    guard
+        .release()
+        .await
+        .unwrap_or_else(|e| panic!("releasing `{key}`: {e}"));
+    let next = waiter
+        .await
+        .unwrap_or_else(|e| panic!("the waiter of `{key}` panicked: {e}"))
+        .unwrap_or_else(|e| panic!("the waiter of `{key}` did not get it: {e}"));
+    next.release()
+        .await
+        .unwrap_or_else(|e| panic!("releasing `{key}` again: {e}"));
 }

@@ -9,16 +9,12 @@ use std::time::{Duration, Instant};
 use rlock_runtime::{LockClient, LockGuard, LockOptions};
 use rlock_tests::RedisServer;
 use rlock_tests::deploy::ClusterDeployment;
+use rlock_tests::locking::{client_at, handoff, stored};
 
 const TIMEOUT: Duration = Duration::from_millis(500);
 
 async fn cluster_client(cluster: &ClusterDeployment) -> LockClient {
-    LockClient::builder()
-        .url(cluster.url())
-        .command_timeout(TIMEOUT)
-        .connect()
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect to the cluster: {e}"))
+    client_at(&cluster.url(), TIMEOUT).await
 }
 
 async fn dbsize(node: &RedisServer) -> i64 {
@@ -30,15 +26,6 @@ async fn slot_of(node: &RedisServer, key: &str) -> u16 {
     let mut raw = node.raw().await;
     redis::cmd("CLUSTER")
         .arg("KEYSLOT")
-        .arg(key)
-        .query_async(&mut raw)
-        .await
-        .unwrap()
-}
-
-async fn token_on(node: &RedisServer, key: &str) -> Option<String> {
-    let mut raw = node.raw().await;
-    redis::cmd("GET")
         .arg(key)
         .query_async(&mut raw)
         .await
@@ -95,20 +82,7 @@ async fn the_semantics_hold_on_a_cluster_and_keys_spread_over_every_shard() {
     let slot = slot_of(cluster.masters()[0], "cart:8").await;
     let shard = cluster.master_of_slot(slot).unwrap();
     shard.reset_stats();
-    let waiter = {
-        let b = b.clone();
-        tokio::spawn(async move {
-            b.lock("cart:8")
-                .wait(Duration::from_secs(10))
-                .acquire()
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    held.release().await.unwrap();
-    let started = Instant::now();
-    waiter.await.unwrap().unwrap().release().await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(10));
+    handoff(held, &b, Duration::from_secs(10)).await;
     let stats = shard.command_stats();
     assert!(
         stats.get("ssubscribe").copied().unwrap_or(0) >= 1,
@@ -199,7 +173,7 @@ async fn after_a_master_fails_over_holds_are_renewed_on_the_replica_or_reported_
         let slot = slot_of(cluster.masters()[0], guard.key().as_str()).await;
         let owner = cluster.master_of_slot(slot).unwrap();
         assert_eq!(
-            token_on(owner, guard.key().as_str()).await.as_deref(),
+            stored(owner, guard.key().as_str()).await.as_deref(),
             Some(guard.token()),
             "{} is not lost, yet its shard does not hold it",
             guard.key()

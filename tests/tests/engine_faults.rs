@@ -16,20 +16,10 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use rlock_runtime::{LockClient, LockError, LockGuard};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::{client_for, lock_and_release};
+use rlock_tests::locking::{client_at, client_for, lock_and_release};
 use rlock_tests::proxy::FaultProxy;
 
 const SHORT: Duration = Duration::from_millis(300);
-
-/// A client of `url` (a server or a proxy in front of one).
-async fn client_at(url: &str, timeout: Duration) -> LockClient {
-    LockClient::builder()
-        .url(url)
-        .command_timeout(timeout)
-        .connect()
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"))
-}
 
 /// Runs a blocking harness step (pause, restart) without stalling the test's runtime.
 fn blocking<T>(step: impl FnOnce() -> T) -> T {

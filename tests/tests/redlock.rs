@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use rlock_runtime::{LockClient, LockError, LockOptions};
 use rlock_tests::RedisServer;
+use rlock_tests::locking::{client_at, handoff};
 
 const TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -20,12 +21,7 @@ fn redlock_url(masters: &[RedisServer]) -> String {
 }
 
 async fn redlock_client(masters: &[RedisServer]) -> LockClient {
-    LockClient::builder()
-        .url(redlock_url(masters))
-        .command_timeout(TIMEOUT)
-        .connect()
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect to the masters: {e}"))
+    client_at(&redlock_url(masters), TIMEOUT).await
 }
 
 /// How many masters hold `key`.
@@ -84,18 +80,7 @@ async fn the_semantics_of_one_redis_hold_on_redlock() {
         .acquire()
         .await
         .unwrap();
-    let waiter = {
-        let b = b.clone();
-        tokio::spawn(async move {
-            b.lock("order:3")
-                .wait(Duration::from_secs(10))
-                .acquire()
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    held.release().await.unwrap();
-    waiter.await.unwrap().unwrap().release().await.unwrap();
+    handoff(held, &b, Duration::from_secs(10)).await;
 
     // Without renewal the lease ends, lost() fires, and the late release reports it.
     let short = a

@@ -7,15 +7,10 @@ use std::time::{Duration, Instant};
 
 use rlock_runtime::{LockClient, LockError, LockOptions};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::client_for;
+use rlock_tests::locking::{client_for, stored};
 
 async fn exists(server: &RedisServer, key: &str) -> bool {
-    let mut raw = server.raw().await;
-    redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(&mut raw)
-        .await
-        .unwrap()
+    stored(server, key).await.is_some()
 }
 
 /// A master and one replica in sync.

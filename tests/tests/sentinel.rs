@@ -8,25 +8,12 @@ use std::time::{Duration, Instant};
 
 use rlock_runtime::{LockClient, LockGuard};
 use rlock_tests::deploy::SentinelDeployment;
+use rlock_tests::locking::{client_at, handoff, stored};
 
 const TIMEOUT: Duration = Duration::from_millis(300);
 
 async fn sentinel_client(deployment: &SentinelDeployment) -> LockClient {
-    LockClient::builder()
-        .url(deployment.url())
-        .command_timeout(TIMEOUT)
-        .connect()
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect through the sentinels: {e}"))
-}
-
-async fn token_on(server: &rlock_tests::RedisServer, key: &str) -> Option<String> {
-    let mut raw = server.raw().await;
-    redis::cmd("GET")
-        .arg(key)
-        .query_async(&mut raw)
-        .await
-        .unwrap()
+    client_at(&deployment.url(), TIMEOUT).await
 }
 
 /// Takes `key` as soon as the client serves again (its connection to a dead master fails
@@ -63,22 +50,11 @@ async fn locks_through_the_sentinels_and_follow_a_failover() {
         .await
         .unwrap();
     assert_eq!(
-        token_on(master, "order:1").await.as_deref(),
+        stored(master, "order:1").await.as_deref(),
         Some(guard.token())
     );
     assert!(b.lock("order:1").acquire().await.unwrap_err().is_busy());
-    let waiter = {
-        let b = b.clone();
-        tokio::spawn(async move {
-            b.lock("order:1")
-                .wait(Duration::from_secs(5))
-                .acquire()
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    guard.release().await.unwrap();
-    waiter.await.unwrap().unwrap().release().await.unwrap();
+    handoff(guard, &b, Duration::from_secs(5)).await;
 
     // Holds taken before the failover, renewed by the watchdog (ttl 2 s).
     let mut held: Vec<LockGuard> = Vec::new();
@@ -99,7 +75,7 @@ async fn locks_through_the_sentinels_and_follow_a_failover() {
     // Both clients serve again within a few seconds, on the new master.
     let after = serving_again(&a, "after").await;
     assert_eq!(
-        token_on(new_master, "after").await.as_deref(),
+        stored(new_master, "after").await.as_deref(),
         Some(after.token())
     );
     serving_again(&b, "after:b").await.release().await.unwrap();
@@ -127,7 +103,7 @@ async fn locks_through_the_sentinels_and_follow_a_failover() {
         }
         kept += 1;
         assert_eq!(
-            token_on(new_master, guard.key().as_str()).await.as_deref(),
+            stored(new_master, guard.key().as_str()).await.as_deref(),
             Some(guard.token()),
             "{} is not lost, yet the new master does not hold it",
             guard.key()

@@ -19,8 +19,8 @@ use tokio::sync::mpsc;
 use super::connection::Opener;
 use super::pubsub::{Connector, Session, Subscribed, shard_channel};
 use super::redis::Scripted;
-use super::slot::slot;
 use crate::error::LockError;
+use crate::slot::slot;
 
 /// A cluster, reached through its seed nodes.
 pub(crate) type ClusterStore = Scripted<ClusterOpener>;

@@ -13,7 +13,6 @@ pub(crate) mod memory;
 pub(crate) mod pubsub;
 pub(crate) mod redis;
 pub(crate) mod redlock;
-pub(crate) mod slot;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;

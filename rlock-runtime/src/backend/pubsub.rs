@@ -22,8 +22,8 @@ use tokio::sync::mpsc;
 
 use super::connection::is_connection_failure;
 use super::endpoint::Endpoint;
-use super::slot::hashed_part;
 use super::{ReleaseFeed, ReleaseListener};
+use crate::slot::hashed_part;
 use crate::tuning::{FEED_HEALTH_INTERVAL, FEED_RETRY_MAX, FEED_RETRY_MIN, backoff};
 
 /// Prefix of the channels on which the release script announces a key's release.

@@ -17,10 +17,10 @@ use futures_util::future::join_all;
 use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
 use super::pubsub::{Connector, Feed, release_channel, shard_channel};
-use super::slot::slot;
 use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseListener, millis};
 use crate::error::LockError;
 use crate::key::fence_key;
+use crate::slot::slot;
 use crate::tuning::REPLICA_WAIT_DIVISOR;
 
 // Each script is hashed once; calls go out as EVALSHA and fall back to loading on NOSCRIPT.

@@ -17,8 +17,13 @@ pub(crate) fn hashed_part(key: &str) -> &str {
 
 /// The slot of `key`: CRC16 (XMODEM) of its hashed part, modulo 16384.
 pub(crate) fn slot(key: &str) -> u16 {
+    crc16(hashed_part(key).as_bytes()) % SLOTS
+}
+
+/// CRC16/XMODEM, the checksum Redis Cluster hashes keys with.
+fn crc16(data: &[u8]) -> u16 {
     let mut crc: u16 = 0;
-    for &byte in hashed_part(key).as_bytes() {
+    for &byte in data {
         crc ^= u16::from(byte) << 8;
         for _ in 0..8 {
             crc = if crc & 0x8000 != 0 {
@@ -28,7 +33,7 @@ pub(crate) fn slot(key: &str) -> u16 {
             };
         }
     }
-    crc % SLOTS
+    crc
 }
 
 #[cfg(test)]
@@ -37,6 +42,8 @@ mod tests {
 
     #[test]
     fn slots_match_redis() {
+        // The check value given in the Redis Cluster specification.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
         // Values from the Redis Cluster specification (the cluster tests check more keys
         // against `CLUSTER KEYSLOT`).
         assert_eq!(slot("foo"), 12182);
