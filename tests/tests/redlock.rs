@@ -244,3 +244,46 @@ async fn a_key_held_on_a_minority_does_not_stop_the_majority_and_bad_urls_say_th
         .unwrap_err();
     assert!(bad.to_string().contains("expected redlock://"), "{bad}");
 }
+
+/// The lease's validity is counted from before the fan-out, so a slow master shortens it: with
+/// one of three masters 60 ms away (each way), a lease without renewal is reported lost at
+/// least that round trip before a full ttl after `acquire` returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_master_shortens_the_validity() {
+    let masters = RedisServer::start_many(3);
+    let slow = rlock_tests::proxy::FaultProxy::start(masters[0].port());
+    slow.set_delay(Duration::from_millis(60));
+    let url = format!(
+        "redlock://127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}",
+        slow.port(),
+        masters[1].port(),
+        masters[2].port()
+    );
+    let client = LockClient::builder()
+        .url(url)
+        .command_timeout(Duration::from_secs(1))
+        .connect()
+        .await
+        .unwrap();
+    let ttl = Duration::from_secs(2);
+    let guard = client
+        .lock("slow")
+        .ttl(ttl)
+        .renew(false)
+        .acquire()
+        .await
+        .unwrap();
+    let returned = Instant::now();
+    assert_eq!(
+        holding(&masters, "slow").await,
+        3,
+        "the slow master granted it too"
+    );
+    tokio::time::timeout(ttl * 2, guard.lost()).await.unwrap();
+    let valid_for = returned.elapsed();
+    assert!(
+        valid_for <= ttl - Duration::from_millis(100),
+        "counted valid for {valid_for:?} after acquire returned, though acquiring took a \
+         120 ms round trip to the slow master"
+    );
+}
