@@ -120,10 +120,12 @@
 //! - **A runtime that ends**: nothing of the client lives on a caller's runtime (connections,
 //!   watchdog, release feed and background releases run on rlock's driver threads), so one
 //!   client can be shared by many runtimes, such as per-test runtimes with an installed client.
-//! - **Failover** of a replicated Redis: replication is asynchronous, so a lock granted just
-//!   before the master failed may be missing on the promoted replica, and two holders can
-//!   coexist until the first lease ends. Fencing tokens still increase if the new master's
-//!   clock does not lag the old one's by more than a lease. Use fencing where this matters.
+//! - **Failover** of a replicated Redis (Sentinel, Cluster): replication is asynchronous, so a
+//!   lock granted just before the master failed may be missing on the promoted replica, and
+//!   two holders can coexist until the first holder's next renewal finds the key gone and
+//!   `lost()` fires. `min_replicas` closes that window for grants (they count only once a
+//!   replica has them). Fencing tokens still increase if the new master's clock does not lag
+//!   the old one's by more than a lease. Use fencing where this matters.
 //! - **Client clock**: never used for ownership; only to decide when to renew and when a
 //!   lease can no longer be proven held (measured from when requests were sent).
 //!
