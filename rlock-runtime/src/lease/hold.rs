@@ -41,7 +41,7 @@ static NEXT_HOLD_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Where a hold is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
+enum Phase {
     /// Ours, as far as the client can prove.
     Held,
     /// The last guard asked for the release; its reply is on its way.
@@ -222,12 +222,8 @@ impl Hold {
         self.state().next_event()
     }
 
-    pub(crate) fn phase(&self) -> Phase {
-        self.state().phase
-    }
-
     pub(crate) fn is_lost(&self) -> bool {
-        self.phase() == Phase::Lost
+        self.state().phase == Phase::Lost
     }
 
     fn lease(&self, ttl: Duration) -> Lease<'_> {
@@ -456,10 +452,7 @@ impl Hold {
         match outcome {
             Ok(true) => {
                 self.engine.released(&self.redis_key, Count::Released);
-                self.state().phase = match was {
-                    Phase::Lost => Phase::Lost,
-                    _ => Phase::Released,
-                };
+                self.finish_release();
                 if was == Phase::Lost {
                     Err(self.lost_error())
                 } else {
@@ -471,12 +464,18 @@ impl Hold {
                 Err(self.lost_error())
             }
             Err(e) => {
-                let mut state = self.state();
-                if state.phase == Phase::Releasing {
-                    state.phase = Phase::Released;
-                }
+                self.finish_release();
                 Err(e)
             }
+        }
+    }
+
+    /// A hold not yet finished is released now. One already lost stays lost: `lost()` has
+    /// fired and `is_lost()` must not take it back.
+    fn finish_release(&self) {
+        let mut state = self.state();
+        if matches!(state.phase, Phase::Held | Phase::Releasing) {
+            state.phase = Phase::Released;
         }
     }
 
@@ -484,7 +483,7 @@ impl Hold {
     /// process at once, otherwise on the driver. If even that cannot run, the lease expires.
     pub(crate) fn release_in_background(self: &Arc<Self>) {
         if let Some(memory) = self.engine.backend.in_process() {
-            self.state().phase = Phase::Released;
+            self.finish_release();
             self.engine.watchdog.forget(self.id);
             if memory.release_now(&self.redis_key, &self.token) {
                 self.engine.released(&self.redis_key, Count::Released);
@@ -645,6 +644,30 @@ mod tests {
         hold.renewal_settled(again, TTL, Some(false), again);
         assert!(hold.is_lost());
         assert_eq!(hold.engine.counters.snapshot().lost, 1);
+    }
+
+    #[tokio::test]
+    async fn a_loss_stays_reported_after_the_key_is_released() {
+        let releasing = hold(Instant::now()).await;
+        releasing.state().phase = Phase::Releasing;
+        // The watchdog finds the lease unproven while the release is on its way...
+        releasing.lose();
+        // ...and the release, which found our token, settles afterwards.
+        releasing.finish_release();
+        assert!(
+            releasing.is_lost(),
+            "lost() fired; is_lost() must not take it back"
+        );
+        // The same when the last guard of a lost hold is dropped (in process: released at once).
+        let dropped = hold(Instant::now()).await;
+        dropped.lose();
+        dropped.release_in_background();
+        assert!(dropped.is_lost());
+        assert_eq!(
+            dropped.engine.counters.snapshot().released,
+            1,
+            "the key was deleted"
+        );
     }
 
     #[tokio::test]
