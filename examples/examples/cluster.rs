@@ -11,17 +11,5 @@ use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let Some(url) = rlock_examples::url_argument() else {
-        eprintln!(
-            "usage: cluster --redis redis+cluster://host1:port1,host2:port2 (or set REDIS_URL)"
-        );
-        return ExitCode::from(2);
-    };
-    match rlock_examples::one_order_per_user(&url).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("cluster: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    rlock_examples::topology_example("cluster", "redis+cluster://host1:port1,host2:port2").await
 }

@@ -12,17 +12,9 @@ use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let Some(url) = rlock_examples::url_argument() else {
-        eprintln!(
-            "usage: sentinel --redis redis+sentinel://host1:port1,host2:port2/service (or set REDIS_URL)"
-        );
-        return ExitCode::from(2);
-    };
-    match rlock_examples::one_order_per_user(&url).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("sentinel: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    rlock_examples::topology_example(
+        "sentinel",
+        "redis+sentinel://host1:port1,host2:port2/service",
+    )
+    .await
 }

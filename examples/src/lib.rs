@@ -118,6 +118,23 @@ pub fn url_argument() -> Option<String> {
     std::env::var("REDIS_URL").ok()
 }
 
+/// The whole `main` of a topology example called `name`: takes the URL from `--redis URL`
+/// or `REDIS_URL` (else prints the expected `form` and exits with 2), runs
+/// [`one_order_per_user`] on it, and prints any error with `Display`.
+pub async fn topology_example(name: &str, form: &str) -> std::process::ExitCode {
+    let Some(url) = url_argument() else {
+        eprintln!("usage: {name} --redis {form} (or set REDIS_URL)");
+        return std::process::ExitCode::from(2);
+    };
+    match one_order_per_user(&url).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// The topology examples' lesson: one order per user, on whatever deployment `url` names,
 /// with the same API as on one Redis. Prints what happens; `Err` when it cannot connect.
 pub async fn one_order_per_user(url: &str) -> Result<(), LockError> {

@@ -8,7 +8,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use proc_macro2::TokenStream;
 
-use crate::{args::Args, expand, template};
+use crate::args::{Args, OPTIONS};
+use crate::{expand, template};
 
 /// xorshift64*: small, fast and good enough to explore an input space.
 struct Rng(u64);
@@ -100,17 +101,8 @@ const OPTION_SEEDS: &[&str] = &[
     r#"key = "<p.0>", ttl = "1m30s", max_hold = "2h""#,
 ];
 
-const OPTION_PIECES: &[&str] = &[
-    "key",
-    "ttl",
-    "wait",
-    "renew",
-    "max_hold",
-    "on_lost",
-    "fence",
-    "min_replicas",
-    "client",
-    "crate",
+/// Tokens mixed with the option names (`args::OPTIONS`) into random option lists.
+const OPTION_TOKENS: &[&str] = &[
     "=",
     "1",
     "1000",
@@ -182,6 +174,7 @@ fn random_inputs_never_panic() {
 fn run_cases() {
     const CASES: usize = 100_000;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let option_pieces: Vec<&str> = OPTIONS.iter().chain(OPTION_TOKENS).copied().collect();
     let items: Vec<TokenStream> = ITEMS
         .iter()
         .map(|item| item.parse().expect("fixture items lex"))
@@ -205,10 +198,10 @@ fn run_cases() {
             format!("key = {:?}, ttl = \"10s\"", random_template(&mut rng))
         } else if rng.below(2) == 0 {
             let seed = rng.pick(OPTION_SEEDS);
-            mutate(&mut rng, seed, OPTION_PIECES)
+            mutate(&mut rng, seed, &option_pieces)
         } else {
             (0..rng.below(10))
-                .map(|_| rng.pick(OPTION_PIECES))
+                .map(|_| rng.pick(&option_pieces))
                 .collect::<Vec<_>>()
                 .join(" ")
         };

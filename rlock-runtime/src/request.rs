@@ -202,12 +202,6 @@ fn plan(client: &LockClient, key: &LockKey, options: &LockOptions) -> Result<Lea
     })
 }
 
-/// Whether a failed attempt may succeed if tried again: Redis timed out or was unreachable,
-/// or too few Redlock masters or replicas answered.
-fn transient(e: &LockError) -> bool {
-    e.is_backend()
-}
-
 /// One acquisition, waiting within its budget.
 struct Waiting<'a> {
     engine: &'a Arc<Engine>,
@@ -255,8 +249,9 @@ impl Waiting<'_> {
             {
                 Ok(Ok(hold)) => return Ok(hold),
                 Ok(Err(left)) => holder_until = left.map(|l| Instant::now() + l),
-                // Retried below, once queued.
-                Err(e) if transient(&e) => {}
+                // A backend failure (timeout, unreachable, too few masters or replicas) may
+                // pass: retried below, once queued.
+                Err(e) if e.is_backend() => {}
                 Err(e) => return Err(e),
             }
         }
@@ -282,7 +277,7 @@ impl Waiting<'_> {
                         failures = 0;
                         last_error = None;
                     }
-                    Err(e) if transient(&e) => {
+                    Err(e) if e.is_backend() => {
                         failures += 1;
                         trace::debug_event!(key = self.key.as_str(), error = %e, "rlock: attempt failed; retrying within the wait budget");
                         last_error = Some(e);

@@ -1,8 +1,8 @@
 //! Small steps that many tests take with a lock client.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rlock_runtime::LockClient;
+use rlock_runtime::{LockClient, LockGuard};
 
 use crate::RedisServer;
 
@@ -90,7 +90,7 @@ pub fn spawn_contender(
 /// # Panics
 ///
 /// When the release or the waiter's acquisition fails.
-pub async fn handoff(guard: rlock_runtime::LockGuard, waiter_client: &LockClient, wait: Duration) {
+pub async fn handoff(guard: LockGuard, waiter_client: &LockClient, wait: Duration) {
     let key = guard.key().clone();
     let waiter = {
         let client = waiter_client.clone();
@@ -110,4 +110,24 @@ pub async fn handoff(guard: rlock_runtime::LockGuard, waiter_client: &LockClient
     next.release()
         .await
         .unwrap_or_else(|e| panic!("releasing `{key}` again: {e}"));
+}
+
+/// Takes `key` as soon as the client serves again after a failover (its connection to the
+/// dead master fails first, then it finds the new one), retrying backend errors every 100 ms
+/// until `deadline`.
+///
+/// # Panics
+///
+/// On any other error, or when it does not serve by `deadline`.
+pub async fn serving_again(client: &LockClient, key: &str, deadline: Instant) -> LockGuard {
+    loop {
+        match client.lock(key).acquire().await {
+            Ok(guard) => return guard,
+            Err(e) => {
+                assert!(e.is_backend(), "{e}");
+                assert!(Instant::now() < deadline, "`{key}`: not serving again: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
 }

@@ -21,6 +21,21 @@ use rlock_tests::proxy::FaultProxy;
 
 const SHORT: Duration = Duration::from_millis(300);
 
+/// A task that waits up to `wait` for `key` (dropping the guard if it gets it) and tells how
+/// the acquisition ended and how long it took.
+fn spawn_timed_waiter(
+    client: &LockClient,
+    key: &'static str,
+    wait: Duration,
+) -> tokio::task::JoinHandle<(Result<(), LockError>, Duration)> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let result = client.lock(key).wait(wait).acquire().await;
+        (result.map(drop), started.elapsed())
+    })
+}
+
 /// Runs a blocking harness step (pause, restart) without stalling the test's runtime.
 fn blocking<T>(step: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(step)
@@ -351,16 +366,7 @@ async fn a_silently_dead_release_feed_is_replaced() {
         .await
         .unwrap();
 
-    let waiting_client = waiter.clone();
-    let waiting = tokio::spawn(async move {
-        let started = Instant::now();
-        let result = waiting_client
-            .lock("feed:1")
-            .wait(Duration::from_secs(6))
-            .acquire()
-            .await;
-        (result.map(drop), started.elapsed())
-    });
+    let waiting = spawn_timed_waiter(&waiter, "feed:1", Duration::from_secs(6));
     let mut raw = server.raw().await;
     let mut subscribers = 0;
     for _ in 0..100 {
@@ -571,16 +577,7 @@ async fn a_waiter_retries_transient_errors_within_its_budget() {
         .acquire()
         .await
         .unwrap();
-    let waiting_client = waiter.clone();
-    let waiting = tokio::spawn(async move {
-        let started = Instant::now();
-        let result = waiting_client
-            .lock("restart:k")
-            .wait(Duration::from_secs(15))
-            .acquire()
-            .await;
-        (result.map(drop), started.elapsed())
-    });
+    let waiting = spawn_timed_waiter(&waiter, "restart:k", Duration::from_secs(15));
     tokio::time::sleep(Duration::from_millis(300)).await;
     blocking(|| server.restart());
     let (result, waited) = tokio::time::timeout(Duration::from_secs(25), waiting)
@@ -616,12 +613,7 @@ async fn the_wait_budget_is_a_deadline_even_when_redis_stops_answering() {
         .await
         .unwrap();
     let budget = Duration::from_millis(800);
-    let waiting_client = waiter.clone();
-    let waiting = tokio::spawn(async move {
-        let started = Instant::now();
-        let result = waiting_client.lock("budget:k").wait(budget).acquire().await;
-        (result.map(drop), started.elapsed())
-    });
+    let waiting = spawn_timed_waiter(&waiter, "budget:k", budget);
     tokio::time::sleep(Duration::from_millis(200)).await;
     blocking(|| server.pause());
     let outcome = tokio::time::timeout(Duration::from_secs(10), waiting).await;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use rlock_runtime::{LockClient, LockError, LockOptions};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::{client_at, handoff};
+use rlock_tests::locking::{client_at, handoff, stored};
 
 const TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -31,13 +31,7 @@ async fn holding(masters: &[RedisServer], key: &str) -> usize {
         if m.pid().is_none() {
             continue;
         }
-        let mut raw = m.raw().await;
-        let exists: bool = redis::cmd("EXISTS")
-            .arg(key)
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        n += usize::from(exists);
+        n += usize::from(stored(m, key).await.is_some());
     }
     n
 }

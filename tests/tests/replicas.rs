@@ -37,6 +37,30 @@ async fn master_and_replica() -> (RedisServer, RedisServer) {
     }
 }
 
+/// Asks for `key` with `needed` replicas, which must be refused after `acked` confirmed.
+async fn refused(client: &LockClient, key: &str, needed: u32, acked: u32) {
+    let err = client
+        .lock(key)
+        .min_replicas(needed)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LockError::NotReplicated { acked: a, needed: n, .. } if a == acked && n == needed),
+        "{err}"
+    );
+    assert!(err.is_backend());
+}
+
+/// The refused grant of `key` is not left behind on `master`.
+async fn taken_back(master: &RedisServer, key: &str) {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !exists(master, key).await,
+        "the unconfirmed grant of {key} was left behind"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_counts_once_replicas_confirm_it_and_is_taken_back_otherwise() {
     let (master, replica) = master_and_replica().await;
@@ -53,55 +77,14 @@ async fn a_grant_counts_once_replicas_confirm_it_and_is_taken_back_otherwise() {
     guard.release().await.unwrap();
 
     // More replicas than there are: refused, and nothing left behind.
-    let err = client
-        .lock("order:2")
-        .min_replicas(2)
-        .acquire()
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LockError::NotReplicated {
-                acked: 1,
-                needed: 2,
-                ..
-            }
-        ),
-        "{err}"
-    );
-    assert!(err.is_backend());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(
-        !exists(&master, "order:2").await,
-        "the unconfirmed grant was left behind"
-    );
+    refused(&client, "order:2", 2, 1).await;
+    taken_back(&master, "order:2").await;
 
     // The replica stops answering: no confirmation within the timeout.
     replica.pause();
-    let err = client
-        .lock("order:3")
-        .min_replicas(1)
-        .acquire()
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LockError::NotReplicated {
-                acked: 0,
-                needed: 1,
-                ..
-            }
-        ),
-        "{err}"
-    );
+    refused(&client, "order:3", 1, 0).await;
     replica.resume();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(
-        !exists(&master, "order:3").await,
-        "the unconfirmed grant was left behind"
-    );
+    taken_back(&master, "order:3").await;
 
     // A client-wide default applies to locks that do not say, and a lock can opt out.
     let strict = LockClient::builder()

@@ -155,6 +155,7 @@ impl Engine {
             }),
         }
     }
+
     /// A release of ours deleted `redis_key`.
     fn released(&self, redis_key: &str, count: Count) {
         self.queues.released_here(redis_key);
