@@ -92,6 +92,16 @@ pub(crate) const ORPHAN_RETRY_MIN: Duration = Duration::from_millis(50);
 /// ...at most this many times in all (the lease bounds it too: after it, nothing is left).
 pub(crate) const ORPHAN_ATTEMPTS: u32 = 5;
 
+/// Redis Cluster: the cluster client re-sends a command that met `TRYAGAIN`, `CLUSTERDOWN` or
+/// a lost node at most this many times itself (redirects count too)...
+pub(crate) const CLUSTER_RETRIES: u32 = 4;
+/// ...pausing between this many milliseconds...
+pub(crate) const CLUSTER_RETRY_MIN_MS: u64 = 5;
+/// ...and this many, so that its retries end well inside one command timeout and the error
+/// reaches rlock, which knows the lease's and the waiter's deadlines (the driver's own
+/// default starts at 1.28 s, longer than many leases' renewal period).
+pub(crate) const CLUSTER_RETRY_MAX_MS: u64 = 50;
+
 /// The doubling backoff `min · 2^(attempt-1)`, at most `max`.
 pub(crate) fn backoff(min: Duration, max: Duration, attempt: u32) -> Duration {
     min.saturating_mul(1u32 << attempt.saturating_sub(1).min(16))

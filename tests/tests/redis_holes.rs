@@ -497,3 +497,36 @@ async fn a_release_cancelled_in_flight_still_frees_the_lock() {
     let other = client_for(&server, SHORT).await;
     lock_and_release(&other, "release:1", Duration::from_secs(5)).await;
 }
+
+/// A server whose script cache was emptied (`SCRIPT FLUSH`, or a replica promoted after the
+/// scripts were loaded on its master) runs every lease script on the next call: the call is
+/// re-sent as `EVAL`, which caches the script again.
+#[tokio::test]
+async fn an_emptied_script_cache_costs_one_eval_per_script() {
+    let server = RedisServer::start();
+    let client = client_for(&server, SHORT).await;
+    let mut raw = server.raw().await;
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let ((), counts) = server
+        .commands_during(async {
+            let guard = client
+                .lock("flushed")
+                .ttl(Duration::from_millis(300))
+                .fenced()
+                .acquire()
+                .await
+                .unwrap();
+            assert!(guard.fence().is_some());
+            guard.extend(Duration::from_millis(600)).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(400)).await; // a renewal
+            assert!(!guard.is_lost());
+            guard.release().await.unwrap();
+        })
+        .await;
+    // Acquire, extend, renew and release: each script missed once, then ran whole.
+    assert_eq!(counts.calls("eval"), 4, "{counts:?}");
+}

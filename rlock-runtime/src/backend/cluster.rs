@@ -1,11 +1,18 @@
-//! Redis Cluster, through the `redis` crate's own cluster client (which follows `MOVED`,
-//! `ASK` and `TRYAGAIN` and refreshes the slot map after a failover or a resharding).
+//! Redis Cluster, through the `redis` crate's own cluster client (which follows `MOVED` and
+//! `TRYAGAIN` and refreshes the slot map after a failover or a resharding).
 //!
 //! The lease scripts run unchanged: each script's keys share one slot (the fence key is
 //! `{<lock key>}:fence`), renewals are batched per slot ([`Scripted`](super::redis::Scripted)),
 //! and releases are announced on sharded channels (`SPUBLISH` in the key's slot) to which the
 //! feed subscribes with `SSUBSCRIBE` over RESP3, so a release reaches only its shard, not the
 //! whole cluster bus. Needs Redis 7 (sharded pub/sub).
+//!
+//! While a slot migrates, its keys live on two nodes. A command for a key already moved gets
+//! `ASK`; rlock re-sends it with `ASKING` in the same write ([`ClusterOpener::asked`]), since
+//! the driver sends the two apart and, on a shared connection, another task's command can take
+//! the `ASKING`. A renewal batch whose keys are split between the nodes gets `TRYAGAIN` and is
+//! re-sent key by key. The driver's own retries are kept short (`tuning::CLUSTER_RETRIES`), so
+//! that errors come back to rlock, which knows each lease's deadline.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +20,7 @@ use std::time::Duration;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
+use redis::{Cmd, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, Value};
 use tokio::sync::mpsc;
 
 use super::connection::Opener;
@@ -21,6 +28,7 @@ use super::pubsub::{Connector, Session, Subscribed, shard_channel};
 use super::redis::Scripted;
 use crate::error::LockError;
 use crate::slot::slot;
+use crate::tuning::{CLUSTER_RETRIES, CLUSTER_RETRY_MAX_MS, CLUSTER_RETRY_MIN_MS};
 
 /// A cluster, reached through its seed nodes.
 pub(crate) type ClusterStore = Scripted<ClusterOpener>;
@@ -49,6 +57,9 @@ impl ClusterOpener {
         ClusterClientBuilder::new(seeds.to_vec())
             .connection_timeout(timeout)
             .response_timeout(timeout)
+            .retries(CLUSTER_RETRIES)
+            .min_retry_wait(CLUSTER_RETRY_MIN_MS)
+            .max_retry_wait(CLUSTER_RETRY_MAX_MS)
     }
 }
 
@@ -73,6 +84,24 @@ impl Opener for ClusterOpener {
         let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
         let acked = conn.route_command(wait, routing).await?;
         redis::from_redis_value(acked).map_err(Into::into)
+    }
+
+    async fn asked(mut conn: ClusterConnection, cmd: &Cmd, ask: &RedisError) -> RedisResult<Value> {
+        let target = ask.redirect_node().and_then(|(node, _slot)| {
+            let (host, port) = node.rsplit_once(':')?;
+            Some(SingleNodeRoutingInfo::ByAddress {
+                host: host.to_owned(),
+                port: port.parse().ok()?,
+            })
+        });
+        let Some(target) = target else {
+            return Err(ask.clone());
+        };
+        let mut asking = redis::pipe();
+        asking.cmd("ASKING").add_command(cmd.clone());
+        // Both replies are read; the command's is the second.
+        let mut replies = conn.route_pipeline(asking, 1, 1, target).await?;
+        replies.pop().ok_or_else(|| ask.clone())
     }
 }
 

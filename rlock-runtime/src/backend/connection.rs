@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::{AsyncConnectionConfig, RedisError, RedisResult};
+use redis::{AsyncConnectionConfig, Cmd, RedisError, RedisResult, Value};
 
 use super::endpoint::{Endpoint, is_demoted};
 use crate::error::LockError;
@@ -37,6 +37,17 @@ pub(crate) trait Opener: Clone + Send + Sync + 'static {
         replicas: u32,
         wait_ms: u64,
     ) -> impl Future<Output = RedisResult<u32>> + Send;
+
+    /// Sends `ASKING` and `cmd`, in one write, to the node that the `ASK` redirect `ask`
+    /// names, and returns `cmd`'s reply. Only a cluster redirects.
+    fn asked(
+        conn: Self::Conn,
+        cmd: &Cmd,
+        ask: &RedisError,
+    ) -> impl Future<Output = RedisResult<Value>> + Send {
+        let _ = (conn, cmd);
+        std::future::ready(Err(ask.clone()))
+    }
 }
 
 impl Opener for Endpoint {

@@ -8,7 +8,9 @@ use std::sync::LazyLock;
 use std::sync::Weak;
 use std::time::Duration;
 
-use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
+use redis::{
+    Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind, ToRedisArgs,
+};
 
 use std::collections::BTreeMap;
 
@@ -23,15 +25,93 @@ use crate::key::fence_key;
 use crate::slot::slot;
 use crate::tuning::REPLICA_WAIT_DIVISOR;
 
-// Each script is hashed once; calls go out as EVALSHA and fall back to loading on NOSCRIPT.
-pub(crate) static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/acquire.lua")));
-pub(crate) static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/release.lua")));
-pub(crate) static EXTEND: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/extend.lua")));
-pub(crate) static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/renew.lua")));
+pub(crate) static ACQUIRE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../scripts/acquire.lua")));
+pub(crate) static RELEASE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../scripts/release.lua")));
+pub(crate) static EXTEND: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../scripts/extend.lua")));
+pub(crate) static RENEW: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../scripts/renew.lua")));
+
+/// A lease script, hashed once. Calls go out as `EVALSHA`, and as `EVAL` (which also caches
+/// it) on a server that lacks it: one that restarted, or a replica just promoted.
+pub(crate) struct Lua {
+    script: Script,
+    source: &'static str,
+}
+
+impl Lua {
+    fn new(source: &'static str) -> Self {
+        Self {
+            script: Script::new(source),
+            source,
+        }
+    }
+
+    fn call(&'static self) -> ScriptCall {
+        ScriptCall {
+            lua: self,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+}
+
+/// One call of a lease script: its keys and arguments.
+struct ScriptCall {
+    lua: &'static Lua,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl ScriptCall {
+    fn key(&mut self, key: &str) -> &mut Self {
+        self.keys.push(key.as_bytes().to_vec());
+        self
+    }
+
+    fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
+        self.args.extend(arg.to_redis_args());
+        self
+    }
+
+    fn command(&self, by_hash: bool) -> Cmd {
+        let mut cmd = if by_hash {
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(self.lua.script.get_hash());
+            cmd
+        } else {
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(self.lua.source);
+            cmd
+        };
+        cmd.arg(self.keys.len()).arg(&self.keys).arg(&self.args);
+        cmd
+    }
+
+    async fn run<O: Opener, T: FromRedisValue>(&self, conn: O::Conn) -> RedisResult<T> {
+        match query::<O, T>(conn.clone(), &self.command(true)).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                query::<O, T>(conn, &self.command(false)).await
+            }
+            other => other,
+        }
+    }
+}
+
+/// `cmd` on `conn`. On a cluster, an `ASK` redirect (the key's slot is migrating) is followed
+/// by [`Opener::asked`], which sends `ASKING` and the command in one write: sent apart on a
+/// shared connection, another task's command can slip in between and use up the `ASKING`.
+async fn query<O: Opener, T: FromRedisValue>(mut conn: O::Conn, cmd: &Cmd) -> RedisResult<T> {
+    match cmd.query_async(&mut conn).await {
+        Err(e) if O::CLUSTER && e.kind() == ErrorKind::Server(ServerErrorKind::Ask) => {
+            let reply = O::asked(conn, cmd, &e).await?;
+            Ok(T::from_redis_value(reply.extract_error()?)?)
+        }
+        other => other,
+    }
+}
 
 /// The lease operations as scripts, over connections that `O` opens.
 pub(crate) struct Scripted<O: Opener> {
@@ -104,7 +184,7 @@ impl<O: Opener> Scripted<O> {
         for script in [&*ACQUIRE, &*RELEASE, &*EXTEND, &*RENEW] {
             self.conn
                 .call("connect", self.conn.timeout(), |mut c| async move {
-                    script.load_async(&mut c).await
+                    script.script.load_async(&mut c).await
                 })
                 .await?;
         }
@@ -119,17 +199,15 @@ impl<O: Opener> Scripted<O> {
         Feed::new(self.opener.clone(), self.conn.timeout(), listener)
     }
 
-    /// Runs a script call (EVALSHA, loading the script on NOSCRIPT) within `limit`.
+    /// Runs a script call within `limit`.
     async fn invoke<T: FromRedisValue>(
         &self,
         operation: &'static str,
         limit: Duration,
-        invocation: &ScriptInvocation<'_>,
+        call: &ScriptCall,
     ) -> Result<T, LockError> {
         self.conn
-            .call(operation, limit, |mut c| async move {
-                invocation.invoke_async(&mut c).await
-            })
+            .call(operation, limit, |c| call.run::<O, T>(c))
             .await
     }
 }
@@ -147,15 +225,14 @@ impl<O: Opener> Scripted<O> {
         if !ask.fence && !ask.remaining {
             let set: Option<String> = self
                 .conn
-                .call("acquire", timeout, |mut c| async move {
-                    redis::cmd("SET")
-                        .arg(lease.key)
+                .call("acquire", timeout, |c| async move {
+                    let mut set = redis::cmd("SET");
+                    set.arg(lease.key)
                         .arg(lease.token)
                         .arg("NX")
                         .arg("PX")
-                        .arg(millis(lease.ttl))
-                        .query_async(&mut c)
-                        .await
+                        .arg(millis(lease.ttl));
+                    query::<O, _>(c, &set).await
                 })
                 .await?;
             return Ok(if set.is_some() {
@@ -164,10 +241,10 @@ impl<O: Opener> Scripted<O> {
                 Attempt::Busy { remaining: None }
             });
         }
-        let mut acquire = ACQUIRE.prepare_invoke();
+        let mut acquire = ACQUIRE.call();
         acquire
             .key(lease.key)
-            .key(fence_key(lease.key))
+            .key(&fence_key(lease.key))
             .arg(lease.token)
             .arg(millis(lease.ttl))
             .arg(if ask.fence { "1" } else { "0" });
@@ -191,7 +268,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
     }
 
     async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
-        let mut release = RELEASE.prepare_invoke();
+        let mut release = RELEASE.call();
         let (channel, publish) = if O::CLUSTER {
             (shard_channel(lease.key), "SPUBLISH")
         } else {
@@ -220,16 +297,11 @@ impl<O: Opener> LeaseStore for Scripted<O> {
             groups.entry(group).or_default().push(i);
         }
         let calls = groups.values().map(|indexes| async move {
-            let mut invocation = RENEW.prepare_invoke();
-            for &i in indexes {
-                let lease = &batch[i];
-                invocation
-                    .key(lease.key)
-                    .arg(lease.token)
-                    .arg(millis(lease.ttl));
-            }
-            let renewed: Result<Vec<i64>, LockError> =
-                self.invoke("renew", limit, &invocation).await;
+            let leases: Vec<Lease<'_>> = indexes.iter().map(|&i| batch[i]).collect();
+            let renewed = self
+                .conn
+                .call("renew", limit, |c| renew_group::<O>(c, leases))
+                .await;
             (indexes, renewed)
         });
         let mut verdicts = vec![None; batch.len()];
@@ -238,7 +310,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
             match renewed {
                 Ok(renewed) => {
                     for (&i, r) in indexes.iter().zip(renewed) {
-                        verdicts[i] = Some(r == 1);
+                        verdicts[i] = r;
                     }
                 }
                 Err(e) => {
@@ -265,7 +337,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
     }
 
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
-        let mut extend = EXTEND.prepare_invoke();
+        let mut extend = EXTEND.call();
         extend
             .key(lease.key)
             .arg(lease.token)
@@ -273,6 +345,44 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         let extended: i64 = self.invoke("extend", self.conn.timeout(), &extend).await?;
         Ok(extended == 1)
     }
+}
+
+/// One renew script call for leases that share a slot; a verdict per lease, `None` when its
+/// call got no answer.
+///
+/// While a cluster slot is half-migrated, a call whose keys are split between the two nodes
+/// gets `TRYAGAIN` for as long as the migration lasts. Each key then goes in a call of its own,
+/// which the cluster client follows to whichever node has the key (`ASK`).
+async fn renew_group<O: Opener>(
+    conn: O::Conn,
+    leases: Vec<Lease<'_>>,
+) -> Result<Vec<Option<bool>>, RedisError> {
+    let call = |leases: &[Lease<'_>]| {
+        let mut call = RENEW.call();
+        for lease in leases {
+            call.key(lease.key).arg(lease.token).arg(millis(lease.ttl));
+        }
+        call
+    };
+    match call(&leases).run::<O, Vec<i64>>(conn.clone()).await {
+        Ok(renewed) => Ok(renewed.into_iter().map(|r| Some(r == 1)).collect()),
+        Err(e) if O::CLUSTER && leases.len() > 1 && is_mid_migration(&e) => {
+            let singles = leases.iter().map(|lease| {
+                let (conn, single) = (conn.clone(), call(std::slice::from_ref(lease)));
+                async move {
+                    let renewed = single.run::<O, Vec<i64>>(conn).await;
+                    renewed.ok().and_then(|r| r.first().map(|&r| r == 1))
+                }
+            });
+            Ok(join_all(singles).await)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `TRYAGAIN`: the keys of one call are split between the two nodes of a slot migration.
+fn is_mid_migration(e: &RedisError) -> bool {
+    matches!(e.kind(), ErrorKind::Server(ServerErrorKind::TryAgain))
 }
 
 /// The holder's remaining lease from a `PTTL` reply. It is -1 for a key without expiry (set
