@@ -11,6 +11,7 @@ use crate::backend::endpoint::Endpoint;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisNode;
 use crate::backend::redlock::Redlock;
+use crate::backend::sentinel::SentinelMaster;
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::lease::Engine;
@@ -135,7 +136,10 @@ impl LockClient {
     /// What this client has done so far: acquisitions, busy and lost locks, renewals, waits.
     /// See [`LockMetrics`] for an example.
     pub fn metrics(&self) -> LockMetrics {
-        self.inner.engine.counters.snapshot()
+        LockMetrics {
+            master_switches: self.inner.engine.backend.master_switches(),
+            ..self.inner.engine.counters.snapshot()
+        }
     }
 
     /// The key as stored in Redis: the namespace, if any, then `:`, then the key.
@@ -278,8 +282,10 @@ impl LockClientBuilder {
 
     /// A master managed by Redis Sentinel: `service` is the name the sentinels monitor
     /// (`sentinel monitor <service> …`), `sentinels` their addresses (`host:port`). The client
-    /// asks the sentinels for the master whenever it (re)connects, and replaces a connection
-    /// that fails or answers `READONLY` (a demoted master), so it follows failovers. A lock
+    /// asks the sentinels for the master whenever it (re)connects, and moves its connections
+    /// to the new master as soon as a sentinel announces a failover (`+switch-master`), or a
+    /// connection fails or answers `READONLY` (a demoted master), whichever comes first;
+    /// [`LockMetrics::master_switches`] counts the announced ones. A lock
     /// granted just before a failover may be missing on the promoted replica (replication is
     /// asynchronous): its holder's next renewal then finds it gone and reports it lost. Same
     /// as `.url("redis+sentinel://s1:p1,s2:p2/service")`.
@@ -454,15 +460,17 @@ impl SentinelParts {
             .map(|s| format!("redis://{s}/"))
             .collect();
         let client = SentinelClient::build(
-            sentinels,
+            sentinels.clone(),
             self.service.clone(),
             Some(node),
             SentinelServerType::Master,
         )
         .map_err(invalid)?;
-        Ok(Endpoint::Sentinel(Arc::new(tokio::sync::Mutex::new(
+        Ok(Endpoint::Sentinel(SentinelMaster::watched(
             client,
-        ))))
+            self.service.clone(),
+            &sentinels,
+        )))
     }
 }
 

@@ -38,6 +38,9 @@ pub struct LockMetrics {
     pub renew_failures: u64,
     /// Total time spent waiting for busy locks, by acquisitions that waited.
     pub total_wait: Duration,
+    /// Changes of master announced by the sentinels (`+switch-master`) and followed: the
+    /// client's connections moved to the new master. Always 0 off Sentinel.
+    pub master_switches: u64,
 }
 
 #[derive(Debug, Default)]
@@ -94,6 +97,7 @@ impl Counters {
             renewed: get(&self.renewed),
             renew_failures: get(&self.renew_failures),
             total_wait: Duration::from_micros(get(&self.wait_micros)),
+            master_switches: 0,
         }
     }
 }

@@ -155,7 +155,12 @@ impl SentinelDeployment {
             assert!(
                 Instant::now() < deadline,
                 "the Sentinel deployment did not settle within {SETTLE:?} (replicas synced: \
-                 {synced}, sentinels agreed: {agreed})"
+                 {synced}; replicas and other sentinels known by each sentinel: {:?})",
+                deployment
+                    .sentinels
+                    .iter()
+                    .map(SentinelProcess::known)
+                    .collect::<Vec<_>>()
             );
             thread::sleep(Duration::from_millis(100));
         }
@@ -187,8 +192,26 @@ impl SentinelDeployment {
     /// When no failover completes within 20 s.
     pub fn fail_over(&self) -> &RedisServer {
         let old = self.master().expect("a master before the failover");
-        let old_port = old.port();
         old.kill();
+        self.new_master_after(old.port())
+    }
+
+    /// Asks the sentinels for a failover (`SENTINEL FAILOVER`), as an operator does before
+    /// maintenance: the old master stays up and becomes a replica of the new one. Waits until
+    /// the new one answers as a master.
+    ///
+    /// # Panics
+    ///
+    /// When no failover completes within 20 s.
+    pub fn switch_over(&self) -> &RedisServer {
+        let old = self.master().expect("a master before the failover");
+        self.sentinels[0]
+            .query(&["SENTINEL", "FAILOVER", SERVICE])
+            .expect("SENTINEL FAILOVER");
+        self.new_master_after(old.port())
+    }
+
+    fn new_master_after(&self, old_port: u16) -> &RedisServer {
         let deadline = Instant::now() + SETTLE;
         loop {
             if let Some(new) = self.master()
@@ -199,7 +222,7 @@ impl SentinelDeployment {
             }
             assert!(
                 Instant::now() < deadline,
-                "no failover within {SETTLE:?} after killing the master"
+                "no failover within {SETTLE:?} after the master's port {old_port}"
             );
             thread::sleep(Duration::from_millis(100));
         }
@@ -329,6 +352,24 @@ impl ClusterDeployment {
             .into_iter()
             .find(|(s, e, _)| (*s..=*e).contains(&slot))?;
         masters.into_iter().find(|m| m.port() == port)
+    }
+
+    /// The master serving `key`'s slot now.
+    pub fn master_of_key(&self, key: &str) -> Option<&RedisServer> {
+        let mut conn = self
+            .masters()
+            .first()?
+            .redis_client()
+            .get_connection_with_timeout(Duration::from_millis(500))
+            .ok()?;
+        conn.set_read_timeout(Some(Duration::from_millis(500)))
+            .ok()?;
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut conn)
+            .ok()?;
+        self.master_of_slot(slot)
     }
 
     /// Waits until every node but `down` reports `cluster_state:ok`, with three masters and

@@ -104,4 +104,41 @@ async fn locks_through_the_sentinels_and_follow_a_failover() {
     }
     eprintln!("holds kept across the failover: {kept} of {}", held.len());
     after.release().await.unwrap();
+    assert_eq!(a.metrics().master_switches, 1, "{:?}", a.metrics());
+}
+
+/// An operator's failover (`SENTINEL FAILOVER`): the old master stays up, demoted to a replica.
+/// The client hears the sentinels announce the new master (`+switch-master`) and moves there
+/// before any command of its own meets the old one, so the first acquisition afterwards goes
+/// straight to the new master instead of failing with `READONLY` on the old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switch_announced_by_the_sentinels_moves_the_client_at_once() {
+    let deployment = SentinelDeployment::start();
+    let a = sentinel_client(&deployment).await;
+    let old_master = deployment.master().unwrap();
+    let before = a.lock("before").acquire().await.unwrap();
+    assert_eq!(
+        stored(old_master, "before").await.as_deref(),
+        Some(before.token())
+    );
+    before.release().await.unwrap();
+
+    let new_master = deployment.switch_over();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.metrics().master_switches == 0 {
+        assert!(Instant::now() < deadline, "the switch was never followed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let after = a.lock("after").acquire().await.unwrap();
+    assert_eq!(
+        stored(new_master, "after").await.as_deref(),
+        Some(after.token())
+    );
+    after.release().await.unwrap();
+    assert_eq!(
+        a.metrics().master_switches,
+        1,
+        "one switch, heard from three sentinels"
+    );
 }

@@ -38,6 +38,12 @@ pub(crate) trait Opener: Clone + Send + Sync + 'static {
         wait_ms: u64,
     ) -> impl Future<Output = RedisResult<u32>> + Send;
 
+    /// How many times the server behind this opener has changed (a Sentinel failover): a
+    /// connection opened under an older count is replaced.
+    fn master_switches(&self) -> u64 {
+        0
+    }
+
     /// Sends `ASKING` and `cmd`, in one write, to the node that the `ASK` redirect `ask`
     /// names, and returns `cmd`'s reply. Only a cluster redirects.
     fn asked(
@@ -53,6 +59,10 @@ pub(crate) trait Opener: Clone + Send + Sync + 'static {
 impl Opener for Endpoint {
     type Conn = MultiplexedConnection;
     const CLUSTER: bool = false;
+
+    fn master_switches(&self) -> u64 {
+        Endpoint::master_switches(self)
+    }
 
     async fn open(&self, timeout: Duration) -> RedisResult<MultiplexedConnection> {
         let config = AsyncConnectionConfig::new()
@@ -82,6 +92,8 @@ impl Opener for Endpoint {
 struct Live<C> {
     /// Which connection this is, so that only the one that failed is condemned.
     generation: u64,
+    /// The opener's master switches when it was opened.
+    switches: u64,
     conn: C,
 }
 
@@ -121,15 +133,27 @@ impl<O: Opener> Connection<O> {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The live connection, if it still goes to the current master.
+    fn usable(&self) -> Option<Live<O::Conn>> {
+        let live = self.live().1.clone()?;
+        if live.switches == self.opener.master_switches() {
+            return Some(live);
+        }
+        self.condemn(live.generation);
+        None
+    }
+
     /// The live connection, opening one if there is none.
     async fn current(&self) -> Result<Live<O::Conn>, LockError> {
-        if let Some(live) = self.live().1.clone() {
+        if let Some(live) = self.usable() {
             return Ok(live);
         }
         let _opening = self.opening.lock().await;
-        if let Some(live) = self.live().1.clone() {
+        if let Some(live) = self.usable() {
             return Ok(live);
         }
+        // Read before opening: a switch heard meanwhile condemns the new connection too.
+        let switches = self.opener.master_switches();
         let conn = tokio::time::timeout(self.timeout, self.open_on_driver())
             .await
             .map_err(|_| LockError::Timeout {
@@ -140,6 +164,7 @@ impl<O: Opener> Connection<O> {
         live.0 += 1;
         let fresh = Live {
             generation: live.0,
+            switches,
             conn,
         };
         live.1 = Some(fresh.clone());

@@ -13,6 +13,7 @@ pub(crate) mod memory;
 pub(crate) mod pubsub;
 pub(crate) mod redis;
 pub(crate) mod redlock;
+pub(crate) mod sentinel;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -128,6 +129,14 @@ impl Backend {
                 b.listen(listener);
                 None
             }
+        }
+    }
+
+    /// How many master switches the sentinels announced (0 off Sentinel).
+    pub(crate) fn master_switches(&self) -> u64 {
+        match self {
+            Self::Redis(b) => b.master_switches(),
+            Self::Cluster(_) | Self::Redlock(_) | Self::Memory(_) => 0,
         }
     }
 

@@ -97,6 +97,11 @@ pub(crate) trait Connector: Send + Sync + 'static {
     type Session: Session;
     fn connect(&self) -> impl Future<Output = RedisResult<Self::Session>> + Send;
     fn channel(&self, redis_key: &str) -> String;
+    /// Changes when the server to subscribe on does (a Sentinel failover); `None` if it never
+    /// does.
+    fn watch_switches(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 /// Sends subscription changes to the feed task, starting it on first use.
@@ -255,6 +260,8 @@ impl<C: Connector> FeedTask<C> {
     /// Serves one connection: subscribes every wanted key, then follows requests and
     /// announcements, with a health `PING` while anything is subscribed.
     async fn serve(&mut self, mut session: C::Session, failures: &mut u32) -> Stop {
+        // Taken before subscribing: a master switch from here on moves the feed to the new one.
+        let mut switches = self.connector.watch_switches();
         let keys: Vec<String> = self.wanted.iter().cloned().collect();
         for key in &keys {
             if !self.subscribe(&mut session, key).await {
@@ -289,6 +296,10 @@ impl<C: Connector> FeedTask<C> {
                         listener.released(key);
                     }
                 }
+                () = switched(&mut switches) => {
+                    crate::trace::warn_event!("rlock: the master changed; the release feed moves to it");
+                    return Stop::Failed;
+                }
                 _ = health.tick(), if !self.wanted.is_empty() => {
                     if !session.ping(self.timeout).await {
                         crate::trace::warn_event!("rlock: release feed stopped answering; reconnecting");
@@ -297,6 +308,17 @@ impl<C: Connector> FeedTask<C> {
                 }
             }
         }
+    }
+}
+
+/// Completes when `switches` sees a change of master; never when there is nothing to watch.
+async fn switched(switches: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    let Some(rx) = switches else {
+        return std::future::pending().await;
+    };
+    if rx.changed().await.is_err() {
+        // The master's watcher is gone with its client: nothing will change any more.
+        std::future::pending::<()>().await;
     }
 }
 
@@ -316,6 +338,10 @@ impl Connector for Endpoint {
 
     fn channel(&self, redis_key: &str) -> String {
         release_channel(redis_key)
+    }
+
+    fn watch_switches(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Endpoint::watch_switches(self)
     }
 }
 

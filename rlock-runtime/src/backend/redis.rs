@@ -191,6 +191,11 @@ impl<O: Opener> Scripted<O> {
         Ok(())
     }
 
+    /// How many times the server behind the connections changed (a Sentinel failover).
+    pub(crate) fn master_switches(&self) -> u64 {
+        self.opener.master_switches()
+    }
+
     /// A release feed on its own subscribing connection.
     pub(crate) fn release_feed(&self, listener: Weak<dyn ReleaseListener>) -> Feed<O>
     where
