@@ -38,10 +38,16 @@ pub struct WorkerReport {
     pub entered: u64,
     /// `busy=` of the `DONE` line: acquisitions that gave up with `Busy` and were retried.
     pub busy: u64,
+    /// `unavailable=`: acquisitions that failed with a backend error and were retried
+    /// (`--ride-outages`).
+    pub unavailable: u64,
+    /// `lost=`: sections whose lease was lost, or whose release failed (`--ride-outages`).
+    pub lost: u64,
 }
 
 /// Parses the stdout of a `lock_worker` process (`H <fence> <start_us> <end_us>` lines and a
-/// final `DONE entered=<n> busy=<n>`), tagging its sections with `owner`.
+/// final `DONE entered=<n> busy=<n> unavailable=<n> lost=<n>`), tagging its sections with
+/// `owner`.
 ///
 /// # Errors
 ///
@@ -76,6 +82,10 @@ pub fn parse_worker_output(owner: usize, stdout: &str) -> Result<WorkerReport, S
                         report.entered = n;
                     } else if let Some(n) = value("busy=") {
                         report.busy = n;
+                    } else if let Some(n) = value("unavailable=") {
+                        report.unavailable = n;
+                    } else if let Some(n) = value("lost=") {
+                        report.lost = n;
                     } else {
                         return Err(format!("worker {owner}: bad summary line {line:?}"));
                     }
@@ -200,10 +210,10 @@ mod tests {
 
     #[test]
     fn parses_worker_output() {
-        let r =
-            parse_worker_output(3, "H 7 100 200\nH 9 300 400\nDONE entered=2 busy=5\n").unwrap();
+        let out = "H 7 100 200\nH 9 300 400\nDONE entered=2 busy=5 unavailable=1 lost=0\n";
+        let r = parse_worker_output(3, out).unwrap();
         assert_eq!(r.sections, [s(3, 7, 100, 200), s(3, 9, 300, 400)]);
-        assert_eq!((r.entered, r.busy), (2, 5));
+        assert_eq!((r.entered, r.busy, r.unavailable, r.lost), (2, 5, 1, 0));
         assert!(parse_worker_output(0, "H 1 2 3\n").is_err());
         assert!(parse_worker_output(0, "H 1 2 3\nDONE entered=2 busy=0\n").is_err());
         assert!(parse_worker_output(0, "H 1 x 3\nDONE entered=1 busy=0\n").is_err());

@@ -1,25 +1,36 @@
 //! One OS process of the multi-process mutual-exclusion test.
 //!
 //! ```text
-//! lock_worker --redis URL --key K --tasks N --iterations M --ttl-ms T --wait-ms W --counter C
-//!             [--no-lock] [--stale-every S] [--extend-every E]
+//! lock_worker --redis URL --key K --tasks N --iterations M --ttl-ms T --wait-ms W [--counter C]
+//!             [--no-lock] [--stale-every S] [--extend-every E] [--min-replicas R]
+//!             [--ride-outages]
 //! ```
 //!
 //! Spawns `N` tokio tasks; each enters the critical section of lock `K` `M` times. Inside, it
 //! increments the plain Redis key `C` with a deliberately racy read-sleep-write, so any two
-//! overlapping holders lose an increment. Acquisitions that give up with `Busy` are retried and
+//! overlapping holders lose an increment (without `--counter`, the section only sleeps 1 ms:
+//! the history alone is checked). Acquisitions that give up with `Busy` are retried and
 //! counted.
 //!
 //! Output (stdout), one line per critical section, then a summary:
 //!
 //! ```text
 //! H <fence> <start_us> <end_us>
-//! DONE entered=<n> busy=<n>
+//! DONE entered=<n> busy=<n> unavailable=<n> lost=<n>
 //! ```
 //!
-//! `start_us` is taken right after `acquire` returned and `end_us` right before `release`, both
-//! as wall-clock microseconds since the UNIX epoch, so histories of several processes on one
-//! machine can be merged. Any error other than `Busy` exits with status 1.
+//! `start_us` is taken right after `acquire` returned and `end_us` right before `release`, or
+//! when `lost()` fired if it fired first (a holder stops acting on a lost lock), both as
+//! wall-clock microseconds since the UNIX epoch, so histories of several processes on one
+//! machine can be merged. Any error other than `Busy` exits with status 1, and so does a lost
+//! lease.
+//!
+//! `--ride-outages` is for runs with a failover in the middle: an acquisition that fails with
+//! a backend error (Redis unreachable, `NotReplicated`, …) is retried after a short pause and
+//! counted as `unavailable`; a lease lost in a section, or a release that fails, is counted as
+//! `lost` instead of ending the run.
+//!
+//! `--min-replicas R` asks every acquisition for `R` replica acknowledgements.
 //!
 //! `--no-lock` skips the lock (fence 0 on every line): the negative control that shows the
 //! checks catch a broken lock.
@@ -49,10 +60,12 @@ struct Args {
     iterations: usize,
     ttl: Duration,
     wait: Duration,
-    counter: String,
+    counter: Option<String>,
     no_lock: bool,
     stale_every: usize,
     extend_every: usize,
+    min_replicas: u32,
+    ride_outages: bool,
 }
 
 /// One critical section: fence, start and end in microseconds since the UNIX epoch.
@@ -69,11 +82,20 @@ fn parse_args() -> Result<Args, String> {
     let mut no_lock = false;
     let mut stale_every = 0;
     let mut extend_every = 0;
+    let mut min_replicas = 0;
+    let mut ride_outages = false;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        if flag == "--no-lock" {
-            no_lock = true;
-            continue;
+        match flag.as_str() {
+            "--no-lock" => {
+                no_lock = true;
+                continue;
+            }
+            "--ride-outages" => {
+                ride_outages = true;
+                continue;
+            }
+            _ => {}
         }
         let value = it
             .next()
@@ -99,6 +121,9 @@ fn parse_args() -> Result<Args, String> {
             "--extend-every" => {
                 extend_every = usize::try_from(number()?).map_err(|e| e.to_string())?;
             }
+            "--min-replicas" => {
+                min_replicas = u32::try_from(number()?).map_err(|e| e.to_string())?;
+            }
             _ => return Err(format!("unknown argument {flag}")),
         }
     }
@@ -110,10 +135,12 @@ fn parse_args() -> Result<Args, String> {
         iterations: iterations.ok_or_else(|| missing("iterations"))?,
         ttl: ttl.ok_or_else(|| missing("ttl-ms"))?,
         wait: wait.ok_or_else(|| missing("wait-ms"))?,
-        counter: counter.ok_or_else(|| missing("counter"))?,
+        counter,
         no_lock,
         stale_every,
         extend_every,
+        min_replicas,
+        ride_outages,
     })
 }
 
@@ -122,6 +149,17 @@ fn now_us() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The section's work: the racy increment of `counter` on `raw` if there is one, else a pause.
+async fn work(raw: &mut Option<MultiplexedConnection>, args: &Args) -> Result<(), String> {
+    match (raw, &args.counter) {
+        (Some(raw), Some(counter)) => racy_increment(raw, counter).await,
+        _ => {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            Ok(())
+        }
+    }
 }
 
 /// The racy increment: a lost update shows up as a counter below the number of entries.
@@ -193,24 +231,32 @@ async fn extend_during_renewals(
     }
 }
 
-/// One task's loop; returns its history and how many acquisitions gave up with `Busy`.
+/// What one task did.
+#[derive(Debug, Default)]
+struct Tally {
+    history: Vec<Entry>,
+    busy: u64,
+    unavailable: u64,
+    lost: u64,
+}
+
+/// One task's loop.
 async fn run_task(
     client: LockClient,
-    mut raw: MultiplexedConnection,
+    mut raw: Option<MultiplexedConnection>,
     args: Args,
-) -> Result<(Vec<Entry>, u64), String> {
-    let mut history = Vec::with_capacity(args.iterations);
-    let mut busy = 0;
+) -> Result<Tally, String> {
+    let mut tally = Tally::default();
     let mut stale_due = false;
-    while history.len() < args.iterations {
+    while tally.history.len() < args.iterations {
         if stale_due {
             stale_due = !stale_hold(&client, &args).await?;
             continue;
         }
         if args.no_lock {
             let start = now_us();
-            racy_increment(&mut raw, &args.counter).await?;
-            history.push((0, start, now_us()));
+            work(&mut raw, &args).await?;
+            tally.history.push((0, start, now_us()));
             continue;
         }
         let guard = match client
@@ -218,56 +264,81 @@ async fn run_task(
             .ttl(args.ttl)
             .wait(args.wait)
             .fenced()
+            .min_replicas(args.min_replicas)
             .acquire()
             .await
         {
             Ok(guard) => guard,
             Err(LockError::Busy { .. }) => {
-                busy += 1;
+                tally.busy += 1;
+                continue;
+            }
+            Err(e) if args.ride_outages && e.is_backend() => {
+                tally.unavailable += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
             Err(e) => return Err(format!("acquire: {e}")),
         };
         let start = now_us();
-        if args.extend_every > 0 && history.len() % args.extend_every == 0 {
-            extend_during_renewals(&guard, args.ttl).await?;
-        }
-        let work = racy_increment(&mut raw, &args.counter).await;
+        let section = async {
+            if args.extend_every > 0 && tally.history.len() % args.extend_every == 0 {
+                extend_during_renewals(&guard, args.ttl).await?;
+            }
+            work(&mut raw, &args).await
+        };
+        // A holder stops acting on a lost lock: the section ends when `lost()` fires.
+        let (worked, lost) = tokio::select! {
+            biased;
+            () = guard.lost() => (Ok(()), true),
+            worked = section => (worked, false),
+        };
         let end = now_us();
         let fence = guard.fence().map_or(0, |f| f.get());
         let released = guard.release().await;
-        work?;
-        released.map_err(|e| format!("release (fence {fence}): {e}"))?;
-        history.push((fence, start, end));
-        stale_due = args.stale_every > 0 && history.len() % args.stale_every == 0;
+        worked?;
+        match released {
+            Ok(()) if !lost => {}
+            _ if args.ride_outages => tally.lost += 1,
+            Ok(()) => return Err(format!("the lease was lost (fence {fence})")),
+            Err(e) => return Err(format!("release (fence {fence}): {e}")),
+        }
+        tally.history.push((fence, start, end));
+        stale_due = args.stale_every > 0 && tally.history.len() % args.stale_every == 0;
     }
-    Ok((history, busy))
+    Ok(tally)
 }
 
 async fn run(args: Args) -> Result<(), String> {
     let client = LockClient::connect(&args.redis)
         .await
         .map_err(|e| format!("connect: {e}"))?;
-    let raw = redis::Client::open(args.redis.as_str())
-        .map_err(|e| format!("bad url {}: {e}", args.redis))?
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| format!("raw connection: {e}"))?;
+    let raw = match args.counter {
+        None => None,
+        Some(_) => Some(
+            redis::Client::open(args.redis.as_str())
+                .map_err(|e| format!("bad url {}: {e}", args.redis))?
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| format!("raw connection: {e}"))?,
+        ),
+    };
 
     let tasks: Vec<_> = (0..args.tasks)
         .map(|_| tokio::spawn(run_task(client.clone(), raw.clone(), args.clone())))
         .collect();
-    let mut entered = 0;
-    let mut busy = 0;
+    let mut total = Tally::default();
     let mut first_error = None;
     for task in tasks {
         match task.await {
-            Ok(Ok((history, task_busy))) => {
-                for (fence, start, end) in &history {
+            Ok(Ok(tally)) => {
+                for (fence, start, end) in &tally.history {
                     println!("H {fence} {start} {end}");
                 }
-                entered += history.len();
-                busy += task_busy;
+                total.history.extend(tally.history);
+                total.busy += tally.busy;
+                total.unavailable += tally.unavailable;
+                total.lost += tally.lost;
             }
             Ok(Err(e)) => first_error = first_error.or(Some(e)),
             Err(e) => first_error = first_error.or(Some(format!("task panicked: {e}"))),
@@ -276,7 +347,13 @@ async fn run(args: Args) -> Result<(), String> {
     if let Some(e) = first_error {
         return Err(e);
     }
-    println!("DONE entered={entered} busy={busy}");
+    println!(
+        "DONE entered={} busy={} unavailable={} lost={}",
+        total.history.len(),
+        total.busy,
+        total.unavailable,
+        total.lost
+    );
     Ok(())
 }
 
