@@ -147,11 +147,11 @@ fn parse_args() -> Result<Args, BenchError> {
 
 /// The implementations in the order of round `round`: each round starts one further, so that
 /// none always runs right after the same neighbour (whose keys Redis may still be expiring).
-fn rotated(round: usize) -> [Kind; Kind::ALL.len()] {
-    let mut kinds = Kind::ALL;
-    let n = kinds.len();
-    kinds.rotate_left(round % n);
-    kinds
+fn rotated<T: Clone>(items: &[T], round: usize) -> Vec<T> {
+    let mut items = items.to_vec();
+    let n = items.len().max(1);
+    items.rotate_left(round % n);
+    items
 }
 
 #[tokio::main]
@@ -205,7 +205,7 @@ async fn main() -> Result<(), BenchError> {
     // (a) Rounds alternate between implementations, so that drift hits all alike.
     eprintln!("bench: (a) uncontended");
     for round in 0..config.seq_rounds * usize::from(run('a')) {
-        for kind in rotated(round) {
+        for kind in rotated(&Kind::ALL, round) {
             let n = if kind == Kind::Redlock {
                 config.seq_redlock
             } else {
@@ -227,7 +227,7 @@ async fn main() -> Result<(), BenchError> {
         config.distinct_tasks
     );
     for round in 0..config.distinct_rounds * usize::from(run('b')) {
-        for kind in rotated(round) {
+        for kind in rotated(&Kind::ALL, round) {
             let per_task = if kind == Kind::Redlock {
                 config.distinct_redlock
             } else {

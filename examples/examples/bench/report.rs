@@ -105,13 +105,22 @@ fn rate(batches: Option<&Vec<Batch>>) -> f64 {
 /// Per-round ratios of `a`'s rate to `b`'s (rounds run both, one after the other): their
 /// median, minimum and maximum. Pairing rounds cancels drift in the machine's load.
 fn paired(batches: &HashMap<&'static str, Vec<Batch>>, a: Kind, b: Kind) -> (f64, f64, f64) {
-    let (Some(a), Some(b)) = (batches.get(a.label()), batches.get(b.label())) else {
+    per_round(batches.get(a.label()), batches.get(b.label()), Batch::rate)
+}
+
+/// Per-round ratios of `metric` of `a` to that of `b`: median, minimum and maximum.
+fn per_round(
+    a: Option<&Vec<Batch>>,
+    b: Option<&Vec<Batch>>,
+    metric: impl Fn(&Batch) -> f64,
+) -> (f64, f64, f64) {
+    let (Some(a), Some(b)) = (a, b) else {
         return (0.0, 0.0, 0.0);
     };
     let ratios: Vec<f64> = a
         .iter()
         .zip(b)
-        .map(|(a, b)| ratio(a.rate(), b.rate()))
+        .map(|(a, b)| ratio(metric(a), metric(b)))
         .collect();
     let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
     let max = ratios.iter().copied().fold(0.0, f64::max);
@@ -124,6 +133,16 @@ fn paired(batches: &HashMap<&'static str, Vec<Batch>>, a: Kind, b: Kind) -> (f64
 
 fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { a / b } else { 0.0 }
+}
+
+/// Every latency of some batches, sorted.
+fn latencies<'a>(batches: impl IntoIterator<Item = &'a Batch>) -> Vec<Duration> {
+    let mut lat: Vec<Duration> = batches
+        .into_iter()
+        .flat_map(|b| b.latencies.iter().copied())
+        .collect();
+    lat.sort();
+    lat
 }
 
 const RSLOCK_DEFAULT: Contender = Contender::Rslock {
@@ -297,12 +316,7 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
         "| implementation | ops/s | p50 µs | p99 µs | ÷ floor | ÷ rslock | client CPU µs/op | Redis CPU µs/op |\n|---|---:|---:|---:|---:|---:|---:|---:|"
     );
     for kind in Kind::ALL {
-        let mut lat: Vec<Duration> = results
-            .sequential
-            .get(kind.label())
-            .map(|b| b.iter().flat_map(|b| b.latencies.iter().copied()).collect())
-            .unwrap_or_default();
-        lat.sort();
+        let lat = latencies(results.sequential.get(kind.label()).into_iter().flatten());
         let r = seq(kind);
         let _ = writeln!(
             o,
