@@ -1,4 +1,5 @@
-//! The five ways of taking and releasing a lock that are measured side by side.
+//! The ways of taking and releasing a lock that are measured side by side, on one server or
+//! on a Redis Cluster.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::time::Duration;
 
 use redis::Script;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 
 use crate::BenchError;
@@ -104,7 +106,8 @@ pub fn fresh() -> u64 {
 }
 
 /// The minimum by hand: `SET key token NX PX ttl`, then the compare-and-delete by `EVALSHA`,
-/// on one multiplexed connection (or another connection of the `redis` crate).
+/// on one multiplexed connection (or on a cluster connection, which routes each command by
+/// its key's slot).
 #[derive(Clone)]
 pub struct Floor<C = MultiplexedConnection> {
     conn: C,
@@ -128,8 +131,19 @@ impl Floor {
     }
 }
 
+impl Floor<ClusterConnection> {
+    /// The floor on a Redis Cluster found from `seeds` (`redis://` URLs), through the `redis`
+    /// crate's own cluster connection.
+    pub async fn cluster(seeds: &[String]) -> Result<Self, BenchError> {
+        let client = redis::cluster::ClusterClient::new(seeds.iter().map(String::as_str))?;
+        let conn =
+            tokio::time::timeout(Duration::from_secs(5), client.get_async_connection()).await??;
+        Self::on(conn).await
+    }
+}
+
 impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
-    /// Loads the scripts before anything is timed.
+    /// Loads the scripts (on every master of a cluster) before anything is timed.
     async fn on(mut conn: C) -> Result<Self, BenchError> {
         let release = Script::new(FLOOR_RELEASE);
         let rlock_acquire = Script::new(RLOCK_ACQUIRE);
@@ -252,7 +266,7 @@ pub trait Cycle: Clone + Send + Sync + 'static {
 }
 
 /// Bounds one cycle by [`CYCLE_LIMIT`].
-async fn bounded<T>(run: impl Future<Output = Result<T, BenchError>>) -> Result<T, BenchError> {
+pub async fn bounded<T>(run: impl Future<Output = Result<T, BenchError>>) -> Result<T, BenchError> {
     tokio::time::timeout(CYCLE_LIMIT, run).await?
 }
 
@@ -287,6 +301,37 @@ impl Cycle for Lockers {
                 Kind::Macro => Ok(macro_cycle(&self.client, n).await?),
                 Kind::Rslock => rslock_cycle(&self.rslock, n).await,
                 Kind::Redlock => Err("redlock is blocking; use redlock_cycle".into()),
+            }
+        })
+        .await
+    }
+}
+
+/// The floor and rlock on one Redis Cluster (the peers take single-server URLs only).
+#[derive(Clone)]
+pub struct ClusterLockers {
+    pub floor: Floor<ClusterConnection>,
+    pub client: LockClient,
+}
+
+impl ClusterLockers {
+    /// `url` is the cluster's `redis+cluster://` URL for rlock, `seeds` the same nodes as
+    /// `redis://` URLs for the floor.
+    pub async fn connect(url: &str, seeds: &[String]) -> Result<Self, BenchError> {
+        Ok(Self {
+            floor: Floor::cluster(seeds).await?,
+            client: LockClient::connect(url).await?,
+        })
+    }
+}
+
+impl Cycle for ClusterLockers {
+    async fn cycle(&self, kind: Kind, n: u64) -> Result<(), BenchError> {
+        bounded(async {
+            match kind {
+                Kind::Floor => self.floor.cycle(n).await,
+                Kind::Manual => manual_cycle(&self.client, n).await,
+                other => Err(format!("{} is not measured on the cluster", other.label()).into()),
             }
         })
         .await

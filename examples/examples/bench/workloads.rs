@@ -1,4 +1,5 @@
-//! The four workloads: uncontended, distinct keys, one contended key, a watchdog at scale.
+//! The workloads: uncontended, distinct keys, one contended key, a watchdog at scale, and
+//! beyond one Redis (a Redis Cluster, Redlock over several masters).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use rlock_runtime::{LockClient, LockGuard};
 use tokio::task::JoinHandle;
 
 use crate::BenchError;
-use crate::lockers::{Cycle, Kind, Lockers, RENEWAL_TOP_LEVEL, fresh, redlock_cycle};
+use crate::lockers::{Cycle, Kind, Lockers, RENEWAL_TOP_LEVEL, TTL, bounded, fresh, redlock_cycle};
 use crate::stats::{self, Delta, Probe};
 
 /// Bound on a whole phase of one implementation.
@@ -119,7 +120,7 @@ async fn together(
     tokio::time::timeout(PHASE_LIMIT, run).await?
 }
 
-/// (b) `tasks` concurrent tasks, each doing `per_task` cycles on fresh keys (async
+/// (b), (e) `tasks` concurrent tasks, each doing `per_task` cycles on fresh keys (async
 /// implementations).
 pub async fn concurrent<L: Cycle>(
     l: &L,
@@ -585,5 +586,71 @@ pub async fn watchdog_rslock(
         server,
         client_cpu,
         kept,
+    })
+}
+
+/// (e) The topologies of the latency rows, as numbers of masters (1: a single node through a
+/// plain `redis://` URL; more: Redlock).
+pub const REDLOCK_MASTERS: [usize; 3] = [1, 3, 5];
+
+/// The URL of the client over the first `masters` of `ports`.
+pub fn masters_url(ports: &[u16], masters: usize) -> String {
+    match &ports[..masters] {
+        [one] => format!("redis://127.0.0.1:{one}/"),
+        some => {
+            let hosts: Vec<String> = some.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+            format!("redlock://{}", hosts.join(","))
+        }
+    }
+}
+
+/// (e) `n` acquisitions of fresh keys one after the other: each latency is that of
+/// `acquire().await` alone; the release follows, untimed.
+pub async fn acquire_latency(client: &LockClient, n: u64) -> Result<Batch, BenchError> {
+    timed(n, || {
+        bounded(async move {
+            let key = format!("bench:{}", fresh());
+            let t = Instant::now();
+            let guard = client.lock(key).ttl(TTL).acquire().await?;
+            let took = t.elapsed();
+            guard.release().await?;
+            Ok(took)
+        })
+    })
+    .await
+}
+
+/// Fails with the install command when `binary` cannot be run.
+pub fn require(binary: &str, package: &str) -> Result<(), BenchError> {
+    match std::process::Command::new(binary).arg("--version").output() {
+        Ok(out) if out.status.success() => Ok(()),
+        _ => Err(format!(
+            "workload (e) needs `{binary}` on PATH; install it with `apt-get install -y {package}`"
+        )
+        .into()),
+    }
+}
+
+/// Runs a start-up of the test harness (which panics when it fails) on a blocking thread,
+/// and turns its panic into an error that says what could not start.
+pub async fn start<T: Send + 'static>(
+    what: &str,
+    start: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, BenchError> {
+    // The error carries the panic's message: the default hook would only print it twice.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let started = tokio::task::spawn_blocking(start).await;
+    std::panic::set_hook(hook);
+    started.map_err(|e| {
+        let why = match e.try_into_panic() {
+            Ok(panic) => panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "it panicked".to_owned()),
+            Err(e) => e.to_string(),
+        };
+        format!("workload (e): could not start {what}: {}", why.trim_end()).into()
     })
 }
