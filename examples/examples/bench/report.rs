@@ -685,7 +685,7 @@ fn template(block: &str) -> String {
 const TEMPLATE_HEAD: &str = r#"# Benchmarks
 
 rlock side by side with the minimum a hand-written lock costs and with the peer crates, in one
-run, against one `redis-server`.
+run, against one `redis-server`; then, in (e), on a Redis Cluster and over Redlock masters.
 
 ```sh
 cargo run --release -p rlock-examples --example bench             # full run (about 1.5 min), rewrites the results below
@@ -736,6 +736,10 @@ Both peers implement Redlock; each is given one server URL, so its quorum is 1.
   one task per client, 200 keys per script call. rslock's renewing API is
   `LockManager::using`, which extends each lock by itself once its validity is down to 500 ms.
   redlock has no renewal.
+- **(e) beyond one Redis**: the program starts a Redis Cluster (3 masters with a replica each;
+  needs `redis-cli`) and measures rlock against the floor there, 64 tasks on distinct keys
+  spread over the slots; then five independent servers, and the latency of `acquire()` alone
+  on one node against Redlock over 3 and over 5 of them.
 
 ## How round trips are counted
 
