@@ -1,11 +1,14 @@
-//! The five ways of taking and releasing a lock that are measured side by side.
+//! The ways of taking and releasing a lock that are measured side by side, on one server or
+//! on a Redis Cluster.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::Script;
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 
 use crate::BenchError;
@@ -103,10 +106,11 @@ pub fn fresh() -> u64 {
 }
 
 /// The minimum by hand: `SET key token NX PX ttl`, then the compare-and-delete by `EVALSHA`,
-/// on one multiplexed connection.
+/// on one multiplexed connection (or on a cluster connection, which routes each command by
+/// its key's slot).
 #[derive(Clone)]
-pub struct Floor {
-    conn: MultiplexedConnection,
+pub struct Floor<C = MultiplexedConnection> {
+    conn: C,
     release: Arc<Script>,
     /// rlock's scripts, for [`Kind::Scripts`].
     rlock_acquire: Arc<Script>,
@@ -118,11 +122,29 @@ pub struct Floor {
 impl Floor {
     pub async fn connect(url: &str) -> Result<Self, BenchError> {
         let client = redis::Client::open(url)?;
-        let mut conn = tokio::time::timeout(
+        let conn = tokio::time::timeout(
             Duration::from_secs(5),
             client.get_multiplexed_async_connection(),
         )
         .await??;
+        Self::on(conn).await
+    }
+}
+
+impl Floor<ClusterConnection> {
+    /// The floor on a Redis Cluster found from `seeds` (`redis://` URLs), through the `redis`
+    /// crate's own cluster connection.
+    pub async fn cluster(seeds: &[String]) -> Result<Self, BenchError> {
+        let client = redis::cluster::ClusterClient::new(seeds.iter().map(String::as_str))?;
+        let conn =
+            tokio::time::timeout(Duration::from_secs(5), client.get_async_connection()).await??;
+        Self::on(conn).await
+    }
+}
+
+impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
+    /// Loads the scripts (on every master of a cluster) before anything is timed.
+    async fn on(mut conn: C) -> Result<Self, BenchError> {
         let release = Script::new(FLOOR_RELEASE);
         let rlock_acquire = Script::new(RLOCK_ACQUIRE);
         let rlock_release = Script::new(RLOCK_RELEASE);
@@ -238,6 +260,16 @@ pub fn redlock_cycle(rl: &redlock::RedLock, n: u64) -> Result<(), BenchError> {
     }
 }
 
+/// Something that runs one lock+unlock cycle of an implementation on key number `n`.
+pub trait Cycle: Clone + Send + Sync + 'static {
+    fn cycle(&self, kind: Kind, n: u64) -> impl Future<Output = Result<(), BenchError>> + Send;
+}
+
+/// Bounds one cycle by [`CYCLE_LIMIT`].
+pub async fn bounded<T>(run: impl Future<Output = Result<T, BenchError>>) -> Result<T, BenchError> {
+    tokio::time::timeout(CYCLE_LIMIT, run).await?
+}
+
 /// One handle of every implementation, on one server.
 #[derive(Clone)]
 pub struct Lockers {
@@ -256,10 +288,12 @@ impl Lockers {
             redlock: Arc::new(redlock::RedLock::new(vec![url.to_owned()])),
         })
     }
+}
 
+impl Cycle for Lockers {
     /// One lock+unlock of a fresh key, for the async implementations (not redlock).
-    pub async fn cycle(&self, kind: Kind, n: u64) -> Result<(), BenchError> {
-        let run = async {
+    async fn cycle(&self, kind: Kind, n: u64) -> Result<(), BenchError> {
+        bounded(async {
             match kind {
                 Kind::Floor => self.floor.cycle(n).await,
                 Kind::Scripts => self.floor.scripts_cycle(n).await,
@@ -268,7 +302,38 @@ impl Lockers {
                 Kind::Rslock => rslock_cycle(&self.rslock, n).await,
                 Kind::Redlock => Err("redlock is blocking; use redlock_cycle".into()),
             }
-        };
-        tokio::time::timeout(CYCLE_LIMIT, run).await?
+        })
+        .await
+    }
+}
+
+/// The floor and rlock on one Redis Cluster (the peers take single-server URLs only).
+#[derive(Clone)]
+pub struct ClusterLockers {
+    pub floor: Floor<ClusterConnection>,
+    pub client: LockClient,
+}
+
+impl ClusterLockers {
+    /// `url` is the cluster's `redis+cluster://` URL for rlock, `seeds` the same nodes as
+    /// `redis://` URLs for the floor.
+    pub async fn connect(url: &str, seeds: &[String]) -> Result<Self, BenchError> {
+        Ok(Self {
+            floor: Floor::cluster(seeds).await?,
+            client: LockClient::connect(url).await?,
+        })
+    }
+}
+
+impl Cycle for ClusterLockers {
+    async fn cycle(&self, kind: Kind, n: u64) -> Result<(), BenchError> {
+        bounded(async {
+            match kind {
+                Kind::Floor => self.floor.cycle(n).await,
+                Kind::Manual => manual_cycle(&self.client, n).await,
+                other => Err(format!("{} is not measured on the cluster", other.label()).into()),
+            }
+        })
+        .await
     }
 }

@@ -1,15 +1,18 @@
 //! The benchmark: rlock against the raw-Redis floor and the peer crates, in one run, on one
-//! server.
+//! server; then rlock on a Redis Cluster and over several Redlock masters.
 //!
 //! ```text
 //! cargo run --release -p rlock-examples --example bench                 # full, writes BENCHMARKS.md
-//! cargo run --release -p rlock-examples --example bench -- --quick      # CI smoke run, < 1 min
+//! cargo run --release -p rlock-examples --example bench -- --quick      # CI smoke run, < 1.5 min
 //! cargo run --release -p rlock-examples --example bench -- --redis redis://127.0.0.1:6379/ --out /tmp/b.md
 //! ```
 //!
-//! Without `--redis` it starts its own `redis-server` on a free loopback port. The last line
-//! printed is `bench: uncontended=R distinct=R contended_throughput=R contended_p99_gain=R
-//! macro_overhead=R`. See BENCHMARKS.md for what each workload does.
+//! Without `--redis` it starts its own `redis-server` on a free loopback port. Workload (e)
+//! always starts its own servers: a Redis Cluster (which needs `redis-cli`) and five
+//! independent masters. The last line printed is `bench: uncontended=R distinct=R
+//! contended_throughput=R contended_p99_gain=R macro_overhead=R cluster_distinct=R
+//! redlock3_p50=R` (`-` for a ratio of (e) when it did not run). See BENCHMARKS.md for what
+//! each workload does.
 
 mod lockers;
 mod report;
@@ -20,10 +23,16 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use lockers::{Kind, Lockers};
-use workloads::{Batch, Contended, Contender, Watchdog};
+use lockers::{ClusterLockers, Kind, Lockers};
+use rlock_runtime::LockClient;
+use rlock_tests::RedisServer;
+use rlock_tests::deploy::ClusterDeployment;
+use workloads::{Batch, Contended, Contender, REDLOCK_MASTERS, Watchdog};
 
 pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The workloads, in run order.
+const PHASES: &str = "abcde";
 
 /// Iteration counts of one mode.
 #[derive(Debug, Clone)]
@@ -47,6 +56,13 @@ pub struct Config {
     pub wd_locks: usize,
     pub wd_ttl: Duration,
     pub wd_window: Duration,
+    /// (e) cluster: rounds, tasks, cycles per task per implementation.
+    pub cluster_rounds: usize,
+    pub cluster_tasks: usize,
+    pub cluster_per_task: u64,
+    /// (e) Redlock: rounds, acquisitions per round per topology.
+    pub redlock_rounds: usize,
+    pub redlock_n: u64,
 }
 
 impl Config {
@@ -67,6 +83,11 @@ impl Config {
             wd_locks: 10_000,
             wd_ttl: Duration::from_secs(5),
             wd_window: Duration::from_secs(20),
+            cluster_rounds: 6,
+            cluster_tasks: 64,
+            cluster_per_task: 150,
+            redlock_rounds: 10,
+            redlock_n: 500,
         }
     }
 
@@ -87,6 +108,11 @@ impl Config {
             wd_locks: 1_000,
             wd_ttl: Duration::from_secs(1),
             wd_window: Duration::from_secs(2),
+            cluster_rounds: 2,
+            cluster_tasks: 64,
+            cluster_per_task: 20,
+            redlock_rounds: 3,
+            redlock_n: 300,
         }
     }
 }
@@ -102,11 +128,16 @@ pub struct Results {
     pub contended: Vec<(Contender, Duration, Contended)>,
     /// (d) rlock, then rslock.
     pub watchdog: Vec<(Kind, Watchdog)>,
+    /// (e) on the cluster, per implementation (floor, rlock): one batch per round.
+    pub cluster: HashMap<&'static str, Vec<Batch>>,
+    /// (e) acquire latencies per number of masters (see [`REDLOCK_MASTERS`]): one batch per
+    /// round.
+    pub redlock: HashMap<usize, Vec<Batch>>,
 }
 
 struct Args {
     quick: bool,
-    /// Workloads to run, among `abcd` (all by default).
+    /// Workloads to run, among [`PHASES`] (all by default).
     only: String,
     redis: Option<String>,
     out: Option<PathBuf>,
@@ -115,7 +146,7 @@ struct Args {
 fn parse_args() -> Result<Args, BenchError> {
     let mut args = Args {
         quick: false,
-        only: "abcd".to_owned(),
+        only: PHASES.to_owned(),
         redis: None,
         out: None,
     };
@@ -126,14 +157,14 @@ fn parse_args() -> Result<Args, BenchError> {
             "--redis" => args.redis = Some(it.next().ok_or("--redis needs a URL")?),
             "--out" => args.out = Some(it.next().ok_or("--out needs a path")?.into()),
             "--only" => {
-                args.only = it.next().ok_or("--only needs some of `abcd`")?;
-                if args.only.is_empty() || !args.only.chars().all(|c| "abcd".contains(c)) {
-                    return Err("--only takes letters among `abcd`".into());
+                args.only = it.next().ok_or("--only needs some of `abcde`")?;
+                if args.only.is_empty() || !args.only.chars().all(|c| PHASES.contains(c)) {
+                    return Err(format!("--only takes letters among `{PHASES}`").into());
                 }
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: bench [--quick] [--only abcd] [--redis redis://127.0.0.1:6379/] [--out FILE]\n\
+                    "usage: bench [--quick] [--only abcde] [--redis redis://127.0.0.1:6379/] [--out FILE]\n\
                      Full mode writes BENCHMARKS.md at the repository root unless --out is given;\n\
                      --quick and --only write a report only with --out."
                 );
@@ -145,13 +176,67 @@ fn parse_args() -> Result<Args, BenchError> {
     Ok(args)
 }
 
-/// The implementations in the order of round `round`: each round starts one further, so that
-/// none always runs right after the same neighbour (whose keys Redis may still be expiring).
-fn rotated(round: usize) -> [Kind; Kind::ALL.len()] {
-    let mut kinds = Kind::ALL;
-    let n = kinds.len();
-    kinds.rotate_left(round % n);
-    kinds
+/// The implementations (or topologies) in the order of round `round`: each round starts one
+/// further, so that none always runs right after the same neighbour (whose keys Redis may
+/// still be expiring).
+fn rotated<T: Clone>(items: &[T], round: usize) -> Vec<T> {
+    let mut items = items.to_vec();
+    let n = items.len().max(1);
+    items.rotate_left(round % n);
+    items
+}
+
+/// (e) rlock on a Redis Cluster against the floor there, then the acquire latency of one
+/// node against Redlock over 3 and 5 masters. Starts (and stops) its own servers.
+async fn beyond_one_redis(config: &Config, results: &mut Results) -> Result<(), BenchError> {
+    eprintln!(
+        "bench: (e) Redis Cluster, {} tasks on distinct keys",
+        config.cluster_tasks
+    );
+    let cluster = workloads::start("a Redis Cluster", ClusterDeployment::start).await?;
+    let seeds: Vec<String> = cluster.masters().iter().map(|m| m.url()).collect();
+    let on_cluster = ClusterLockers::connect(&cluster.url(), &seeds).await?;
+    let kinds = [Kind::Floor, Kind::Manual];
+    // Warm-up: every node's connection open, scripts cached.
+    for kind in kinds {
+        workloads::concurrent(&on_cluster, kind, config.cluster_tasks, 4).await?;
+    }
+    for round in 0..config.cluster_rounds {
+        for kind in rotated(&kinds, round) {
+            let batch = workloads::concurrent(
+                &on_cluster,
+                kind,
+                config.cluster_tasks,
+                config.cluster_per_task,
+            )
+            .await?;
+            results.cluster.entry(kind.label()).or_default().push(batch);
+        }
+    }
+    drop(on_cluster);
+    drop(cluster);
+
+    eprintln!("bench: (e) acquire latency, one node and Redlock over 3 and 5 masters");
+    let masters = REDLOCK_MASTERS.iter().max().copied().unwrap_or(1);
+    let servers = workloads::start("independent redis-servers", move || {
+        RedisServer::start_many(masters)
+    })
+    .await?;
+    let ports: Vec<u16> = servers.iter().map(RedisServer::port).collect();
+    let mut clients = Vec::new();
+    for m in REDLOCK_MASTERS {
+        let client = LockClient::connect(&workloads::masters_url(&ports, m)).await?;
+        // Warm-up: connections open, scripts cached.
+        workloads::acquire_latency(&client, 50).await?;
+        clients.push((m, client));
+    }
+    for round in 0..config.redlock_rounds {
+        for (m, client) in rotated(&clients, round) {
+            let batch = workloads::acquire_latency(&client, config.redlock_n).await?;
+            results.redlock.entry(m).or_default().push(batch);
+        }
+    }
+    Ok(())
 }
 
 #[tokio::main]
@@ -162,6 +247,11 @@ async fn main() -> Result<(), BenchError> {
     } else {
         Config::full()
     };
+    if args.only.contains('e') {
+        // Before the other workloads, so that a missing tool does not waste their run.
+        workloads::require("redis-server", "redis-server")?;
+        workloads::require("redis-cli", "redis-tools")?;
+    }
     let started = Instant::now();
     let load_before = report::loadavg();
 
@@ -205,7 +295,7 @@ async fn main() -> Result<(), BenchError> {
     // (a) Rounds alternate between implementations, so that drift hits all alike.
     eprintln!("bench: (a) uncontended");
     for round in 0..config.seq_rounds * usize::from(run('a')) {
-        for kind in rotated(round) {
+        for kind in rotated(&Kind::ALL, round) {
             let n = if kind == Kind::Redlock {
                 config.seq_redlock
             } else {
@@ -227,7 +317,7 @@ async fn main() -> Result<(), BenchError> {
         config.distinct_tasks
     );
     for round in 0..config.distinct_rounds * usize::from(run('b')) {
-        for kind in rotated(round) {
+        for kind in rotated(&Kind::ALL, round) {
             let per_task = if kind == Kind::Redlock {
                 config.distinct_redlock
             } else {
@@ -305,6 +395,11 @@ async fn main() -> Result<(), BenchError> {
         results.watchdog.push((Kind::Rslock, wd));
     }
 
+    // (e)
+    if run('e') {
+        beyond_one_redis(&config, &mut results).await?;
+    }
+
     let machine = report::Machine {
         redis_version: version,
         load_before,
@@ -318,7 +413,7 @@ async fn main() -> Result<(), BenchError> {
 
     let out = match (&args.out, config.quick) {
         (Some(path), _) => Some(path.clone()),
-        (None, false) if args.only == "abcd" => {
+        (None, false) if args.only == PHASES => {
             Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../BENCHMARKS.md"))
         }
         (None, _) => None,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::lockers::Kind;
 use crate::stats::{median, percentile};
-use crate::workloads::{Batch, Contended, Contender};
+use crate::workloads::{Batch, Contended, Contender, REDLOCK_MASTERS};
 use crate::{BenchError, Config, Results};
 
 const BEGIN: &str = "<!-- bench:results:begin -->";
@@ -71,7 +71,7 @@ pub fn command_line(quick: bool, redis: bool, out: &Option<PathBuf>) -> String {
     c
 }
 
-/// The five ratios of the last line, and what they rest on.
+/// The ratios of the last line, and what they rest on.
 #[derive(Debug, Default)]
 pub struct Summary {
     pub uncontended: f64,
@@ -81,17 +81,24 @@ pub struct Summary {
     pub macro_overhead: f64,
     /// Highest rlock round trips per handoff over both holds.
     pub rlock_round_trips: f64,
+    /// (e) rlock ÷ floor throughput on the cluster, when (e) ran.
+    pub cluster_distinct: Option<f64>,
+    /// (e) Redlock over 3 masters p50 ÷ single-node p50 of acquire, when (e) ran.
+    pub redlock3_p50: Option<f64>,
 }
 
 impl Summary {
     pub fn line(&self) -> String {
+        let measured = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
         format!(
-            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3}",
+            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} cluster_distinct={} redlock3_p50={}",
             self.uncontended,
             self.distinct,
             self.contended_throughput,
             self.contended_p99_gain,
-            self.macro_overhead
+            self.macro_overhead,
+            measured(self.cluster_distinct),
+            measured(self.redlock3_p50)
         )
     }
 }
@@ -105,13 +112,22 @@ fn rate(batches: Option<&Vec<Batch>>) -> f64 {
 /// Per-round ratios of `a`'s rate to `b`'s (rounds run both, one after the other): their
 /// median, minimum and maximum. Pairing rounds cancels drift in the machine's load.
 fn paired(batches: &HashMap<&'static str, Vec<Batch>>, a: Kind, b: Kind) -> (f64, f64, f64) {
-    let (Some(a), Some(b)) = (batches.get(a.label()), batches.get(b.label())) else {
+    per_round(batches.get(a.label()), batches.get(b.label()), Batch::rate)
+}
+
+/// Per-round ratios of `metric` of `a` to that of `b`: median, minimum and maximum.
+fn per_round(
+    a: Option<&Vec<Batch>>,
+    b: Option<&Vec<Batch>>,
+    metric: impl Fn(&Batch) -> f64,
+) -> (f64, f64, f64) {
+    let (Some(a), Some(b)) = (a, b) else {
         return (0.0, 0.0, 0.0);
     };
     let ratios: Vec<f64> = a
         .iter()
         .zip(b)
-        .map(|(a, b)| ratio(a.rate(), b.rate()))
+        .map(|(a, b)| ratio(metric(a), metric(b)))
         .collect();
     let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
     let max = ratios.iter().copied().fold(0.0, f64::max);
@@ -124,6 +140,31 @@ fn paired(batches: &HashMap<&'static str, Vec<Batch>>, a: Kind, b: Kind) -> (f64
 
 fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { a / b } else { 0.0 }
+}
+
+/// Every latency of some batches, sorted.
+fn latencies<'a>(batches: impl IntoIterator<Item = &'a Batch>) -> Vec<Duration> {
+    let mut lat: Vec<Duration> = batches
+        .into_iter()
+        .flat_map(|b| b.latencies.iter().copied())
+        .collect();
+    lat.sort();
+    lat
+}
+
+/// The acquire latency at quantile `q` over all rounds of the client on `masters` masters.
+fn acquire_p(results: &Results, masters: usize, q: f64) -> Duration {
+    percentile(
+        &latencies(results.redlock.get(&masters).into_iter().flatten()),
+        q,
+    )
+}
+
+/// Quantile `q` of Redlock over `masters` ÷ that of the single node, when (e) ran.
+fn vs_single(results: &Results, masters: usize, q: f64) -> Option<f64> {
+    let single = acquire_p(results, 1, q).as_secs_f64();
+    let many = acquire_p(results, masters, q).as_secs_f64();
+    (single > 0.0 && many > 0.0).then(|| many / single)
 }
 
 const RSLOCK_DEFAULT: Contender = Contender::Rslock {
@@ -167,6 +208,9 @@ pub fn summary(results: &Results) -> Summary {
         contended_p99_gain,
         macro_overhead: paired(&results.sequential, Kind::Macro, Kind::Manual).0,
         rlock_round_trips,
+        cluster_distinct: Some(paired(&results.cluster, Kind::Manual, Kind::Floor).0)
+            .filter(|r| *r > 0.0),
+        redlock3_p50: vs_single(results, 3, 0.5),
     }
 }
 
@@ -297,12 +341,7 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
         "| implementation | ops/s | p50 µs | p99 µs | ÷ floor | ÷ rslock | client CPU µs/op | Redis CPU µs/op |\n|---|---:|---:|---:|---:|---:|---:|---:|"
     );
     for kind in Kind::ALL {
-        let mut lat: Vec<Duration> = results
-            .sequential
-            .get(kind.label())
-            .map(|b| b.iter().flat_map(|b| b.latencies.iter().copied()).collect())
-            .unwrap_or_default();
-        lat.sort();
+        let lat = latencies(results.sequential.get(kind.label()).into_iter().flatten());
         let r = seq(kind);
         let _ = writeln!(
             o,
@@ -483,6 +522,11 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
         let _ = writeln!(o, "- {}: {}", kind.label(), w.server.describe());
     }
 
+    // (e)
+    if !results.cluster.is_empty() || !results.redlock.is_empty() {
+        beyond_one_redis(&mut o, config, results);
+    }
+
     // Targets
     let _ = writeln!(
         o,
@@ -526,7 +570,15 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
             false,
         ),
     ];
-    for (name, v, target, at_least) in rows {
+    let redlock_row = s.redlock3_p50.map(|v| {
+        (
+            "redlock3_p50 (Redlock over 3 masters ÷ one node, acquire p50)",
+            v,
+            1.3,
+            false,
+        )
+    });
+    for (name, v, target, at_least) in rows.into_iter().chain(redlock_row) {
         let met = if at_least { v >= target } else { v <= target };
         let _ = writeln!(
             o,
@@ -537,6 +589,76 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
     }
     let _ = writeln!(o, "\n`{}`", s.line());
     o
+}
+
+/// Section (e): the cluster's throughput table and the Redlock latency table.
+fn beyond_one_redis(o: &mut String, config: &Config, results: &Results) {
+    let _ = writeln!(
+        o,
+        "\n### (e) Beyond one Redis\n\n\
+         **A Redis Cluster, distinct keys.** Three masters with a replica each (six \
+         `redis-server`s on this host, joined by `redis-cli --cluster create`). {} concurrent \
+         tasks each lock and unlock fresh keys, which spread over the slots (no hash tags): \
+         {} rounds of {} tasks × {} cycles per implementation, the two alternating; median \
+         round. The floor sends `SET NX PX` and the compare-and-delete script through the \
+         `redis` crate's own `cluster_async::ClusterConnection`; rlock is \
+         `LockClient::connect(\"redis+cluster://…\")` with the manual API.\n",
+        config.cluster_tasks, config.cluster_rounds, config.cluster_tasks, config.cluster_per_task
+    );
+    let _ = writeln!(o, "| implementation | ops/s | ÷ floor |\n|---|---:|---:|");
+    let floor = rate(results.cluster.get(Kind::Floor.label()));
+    for kind in [Kind::Floor, Kind::Manual] {
+        let r = rate(results.cluster.get(kind.label()));
+        let _ = writeln!(o, "| {} | {r:.0} | {} |", kind.label(), x(ratio(r, floor)));
+    }
+    let _ = writeln!(
+        o,
+        "\n{}",
+        round_ratios(&results.cluster, &[(Kind::Manual, Kind::Floor)])
+    );
+
+    let _ = writeln!(
+        o,
+        "\n**Redlock, acquire latency.** Five independent `redis-server`s on this host. One task \
+         takes a fresh key with `acquire().await`, which alone is timed, then releases it: {} \
+         rounds of {} acquisitions per client, the three clients alternating; percentiles over \
+         all rounds. The single node is a `redis://` client of the first server; Redlock sends \
+         each acquire to all its masters at once (`redlock://` over the first three, or all \
+         five) and counts the grants when every answer is in.\n",
+        config.redlock_rounds, config.redlock_n
+    );
+    let _ = writeln!(
+        o,
+        "| topology | p50 µs | p99 µs | p50 ÷ single | p99 ÷ single |\n|---|---:|---:|---:|---:|"
+    );
+    for masters in REDLOCK_MASTERS {
+        let name = match masters {
+            1 => "single node (`redis://`)".to_owned(),
+            m => format!("Redlock, {m} masters (`redlock://`)"),
+        };
+        let _ = writeln!(
+            o,
+            "| {name} | {} | {} | {} | {} |",
+            us(acquire_p(results, masters, 0.5)),
+            us(acquire_p(results, masters, 0.99)),
+            x(vs_single(results, masters, 0.5).unwrap_or(0.0)),
+            x(vs_single(results, masters, 0.99).unwrap_or(0.0))
+        );
+    }
+    let p50 = |b: &Batch| percentile(&latencies([b]), 0.5).as_secs_f64();
+    let parts: Vec<String> = REDLOCK_MASTERS
+        .into_iter()
+        .filter(|&m| m > 1)
+        .map(|m| {
+            let (med, min, max) = per_round(results.redlock.get(&m), results.redlock.get(&1), p50);
+            format!("{m} masters ÷ single {med:.2} ({min:.2}–{max:.2})")
+        })
+        .collect();
+    let _ = writeln!(
+        o,
+        "\nPer-round p50 ratios, median (min–max) over the rounds: {}.",
+        parts.join("; ")
+    );
 }
 
 /// Puts `generated` between the markers of an existing file, keeping the rest; writes the
@@ -563,7 +685,7 @@ fn template(block: &str) -> String {
 const TEMPLATE_HEAD: &str = r#"# Benchmarks
 
 rlock side by side with the minimum a hand-written lock costs and with the peer crates, in one
-run, against one `redis-server`.
+run, against one `redis-server`; then, in (e), on a Redis Cluster and over Redlock masters.
 
 ```sh
 cargo run --release -p rlock-examples --example bench             # full run (about 1.5 min), rewrites the results below
@@ -614,6 +736,10 @@ Both peers implement Redlock; each is given one server URL, so its quorum is 1.
   one task per client, 200 keys per script call. rslock's renewing API is
   `LockManager::using`, which extends each lock by itself once its validity is down to 500 ms.
   redlock has no renewal.
+- **(e) beyond one Redis**: the program starts a Redis Cluster (3 masters with a replica each;
+  needs `redis-cli`) and measures rlock against the floor there, 64 tasks on distinct keys
+  spread over the slots; then five independent servers, and the latency of `acquire()` alone
+  on one node against Redlock over 3 and over 5 of them.
 
 ## How round trips are counted
 

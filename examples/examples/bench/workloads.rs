@@ -1,13 +1,16 @@
-//! The four workloads: uncontended, distinct keys, one contended key, a watchdog at scale.
+//! The workloads: uncontended, distinct keys, one contended key, a watchdog at scale, and
+//! beyond one Redis (a Redis Cluster, Redlock over several masters).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rlock_runtime::{LockClient, LockGuard};
+use tokio::task::JoinHandle;
 
 use crate::BenchError;
-use crate::lockers::{Kind, Lockers, RENEWAL_TOP_LEVEL, fresh, redlock_cycle};
+use crate::lockers::{Cycle, Kind, Lockers, RENEWAL_TOP_LEVEL, TTL, bounded, fresh, redlock_cycle};
 use crate::stats::{self, Delta, Probe};
 
 /// Bound on a whole phase of one implementation.
@@ -45,34 +48,17 @@ pub async fn measured(
     Ok(b)
 }
 
-/// (a) `n` lock+unlock cycles one after the other, each on a fresh key.
-pub async fn sequential(l: &Lockers, kind: Kind, n: u64) -> Result<Batch, BenchError> {
+/// `n` steps one after the other, each returning the latency it measured.
+async fn timed<F, Fut>(n: u64, mut step: F) -> Result<Batch, BenchError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Duration, BenchError>>,
+{
     let run = async {
-        if kind == Kind::Redlock {
-            let rl = l.redlock.clone();
-            return tokio::task::spawn_blocking(move || {
-                let mut latencies = Vec::with_capacity(n as usize);
-                let start = Instant::now();
-                for _ in 0..n {
-                    let t = Instant::now();
-                    redlock_cycle(&rl, fresh())?;
-                    latencies.push(t.elapsed());
-                }
-                Ok::<_, BenchError>(Batch {
-                    ops: n,
-                    elapsed: start.elapsed(),
-                    latencies,
-                    ..Batch::default()
-                })
-            })
-            .await?;
-        }
         let mut latencies = Vec::with_capacity(n as usize);
         let start = Instant::now();
         for _ in 0..n {
-            let t = Instant::now();
-            l.cycle(kind, fresh()).await?;
-            latencies.push(t.elapsed());
+            latencies.push(step().await?);
         }
         Ok(Batch {
             ops: n,
@@ -84,34 +70,44 @@ pub async fn sequential(l: &Lockers, kind: Kind, n: u64) -> Result<Batch, BenchE
     tokio::time::timeout(PHASE_LIMIT, run).await?
 }
 
-/// (b) `tasks` concurrent tasks, each doing `per_task` cycles on fresh keys.
-pub async fn distinct(
-    l: &Lockers,
-    kind: Kind,
+/// (a) `n` lock+unlock cycles one after the other, each on a fresh key.
+pub async fn sequential(l: &Lockers, kind: Kind, n: u64) -> Result<Batch, BenchError> {
+    if kind == Kind::Redlock {
+        let rl = l.redlock.clone();
+        let run = tokio::task::spawn_blocking(move || {
+            let mut latencies = Vec::with_capacity(n as usize);
+            let start = Instant::now();
+            for _ in 0..n {
+                let t = Instant::now();
+                redlock_cycle(&rl, fresh())?;
+                latencies.push(t.elapsed());
+            }
+            Ok::<_, BenchError>(Batch {
+                ops: n,
+                elapsed: start.elapsed(),
+                latencies,
+                ..Batch::default()
+            })
+        });
+        return tokio::time::timeout(PHASE_LIMIT, run).await??;
+    }
+    timed(n, || async move {
+        let t = Instant::now();
+        l.cycle(kind, fresh()).await?;
+        Ok(t.elapsed())
+    })
+    .await
+}
+
+/// `tasks` tasks, each started by `spawn`, timed from the first start to the last end.
+async fn together(
     tasks: usize,
     per_task: u64,
+    spawn: impl Fn() -> JoinHandle<Result<(), BenchError>>,
 ) -> Result<Batch, BenchError> {
     let run = async {
         let start = Instant::now();
-        let mut handles = Vec::with_capacity(tasks);
-        for _ in 0..tasks {
-            let l = l.clone();
-            handles.push(if kind == Kind::Redlock {
-                tokio::task::spawn_blocking(move || {
-                    for _ in 0..per_task {
-                        redlock_cycle(&l.redlock, fresh())?;
-                    }
-                    Ok::<_, BenchError>(())
-                })
-            } else {
-                tokio::spawn(async move {
-                    for _ in 0..per_task {
-                        l.cycle(kind, fresh()).await?;
-                    }
-                    Ok::<_, BenchError>(())
-                })
-            });
-        }
+        let handles: Vec<_> = (0..tasks).map(|_| spawn()).collect();
         for h in handles {
             h.await??;
         }
@@ -122,6 +118,48 @@ pub async fn distinct(
         })
     };
     tokio::time::timeout(PHASE_LIMIT, run).await?
+}
+
+/// (b), (e) `tasks` concurrent tasks, each doing `per_task` cycles on fresh keys (async
+/// implementations).
+pub async fn concurrent<L: Cycle>(
+    l: &L,
+    kind: Kind,
+    tasks: usize,
+    per_task: u64,
+) -> Result<Batch, BenchError> {
+    together(tasks, per_task, || {
+        let l = l.clone();
+        tokio::spawn(async move {
+            for _ in 0..per_task {
+                l.cycle(kind, fresh()).await?;
+            }
+            Ok(())
+        })
+    })
+    .await
+}
+
+/// (b) `tasks` concurrent tasks, each doing `per_task` cycles on fresh keys.
+pub async fn distinct(
+    l: &Lockers,
+    kind: Kind,
+    tasks: usize,
+    per_task: u64,
+) -> Result<Batch, BenchError> {
+    if kind != Kind::Redlock {
+        return concurrent(l, kind, tasks, per_task).await;
+    }
+    together(tasks, per_task, || {
+        let rl = l.redlock.clone();
+        tokio::task::spawn_blocking(move || {
+            for _ in 0..per_task {
+                redlock_cycle(&rl, fresh())?;
+            }
+            Ok(())
+        })
+    })
+    .await
 }
 
 /// Who contends for the key in workload (c).
@@ -548,5 +586,71 @@ pub async fn watchdog_rslock(
         server,
         client_cpu,
         kept,
+    })
+}
+
+/// (e) The topologies of the latency rows, as numbers of masters (1: a single node through a
+/// plain `redis://` URL; more: Redlock).
+pub const REDLOCK_MASTERS: [usize; 3] = [1, 3, 5];
+
+/// The URL of the client over the first `masters` of `ports`.
+pub fn masters_url(ports: &[u16], masters: usize) -> String {
+    match &ports[..masters] {
+        [one] => format!("redis://127.0.0.1:{one}/"),
+        some => {
+            let hosts: Vec<String> = some.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+            format!("redlock://{}", hosts.join(","))
+        }
+    }
+}
+
+/// (e) `n` acquisitions of fresh keys one after the other: each latency is that of
+/// `acquire().await` alone; the release follows, untimed.
+pub async fn acquire_latency(client: &LockClient, n: u64) -> Result<Batch, BenchError> {
+    timed(n, || {
+        bounded(async move {
+            let key = format!("bench:{}", fresh());
+            let t = Instant::now();
+            let guard = client.lock(key).ttl(TTL).acquire().await?;
+            let took = t.elapsed();
+            guard.release().await?;
+            Ok(took)
+        })
+    })
+    .await
+}
+
+/// Fails with the install command when `binary` cannot be run.
+pub fn require(binary: &str, package: &str) -> Result<(), BenchError> {
+    match std::process::Command::new(binary).arg("--version").output() {
+        Ok(out) if out.status.success() => Ok(()),
+        _ => Err(format!(
+            "workload (e) needs `{binary}` on PATH; install it with `apt-get install -y {package}`"
+        )
+        .into()),
+    }
+}
+
+/// Runs a start-up of the test harness (which panics when it fails) on a blocking thread,
+/// and turns its panic into an error that says what could not start.
+pub async fn start<T: Send + 'static>(
+    what: &str,
+    start: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, BenchError> {
+    // The error carries the panic's message: the default hook would only print it twice.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let started = tokio::task::spawn_blocking(start).await;
+    std::panic::set_hook(hook);
+    started.map_err(|e| {
+        let why = match e.try_into_panic() {
+            Ok(panic) => panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "it panicked".to_owned()),
+            Err(e) => e.to_string(),
+        };
+        format!("workload (e): could not start {what}: {}", why.trim_end()).into()
     })
 }
