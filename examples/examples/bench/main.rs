@@ -133,6 +133,8 @@ pub struct Results {
     /// (e) acquire latencies per number of masters (see [`REDLOCK_MASTERS`]): one batch per
     /// round.
     pub redlock: HashMap<usize, Vec<Batch>>,
+    /// (e) the raw fan-out to as many masters (`SET NX PX` to all at once), per round.
+    pub fanout: HashMap<usize, Vec<Batch>>,
 }
 
 struct Args {
@@ -230,10 +232,17 @@ async fn beyond_one_redis(config: &Config, results: &mut Results) -> Result<(), 
         workloads::acquire_latency(&client, 50).await?;
         clients.push((m, client));
     }
+    let mut raw = Vec::new();
+    for server in &servers {
+        raw.push(server.raw().await);
+    }
+    workloads::fanout_latency(&raw, 50).await?;
     for round in 0..config.redlock_rounds {
         for (m, client) in rotated(&clients, round) {
             let batch = workloads::acquire_latency(&client, config.redlock_n).await?;
             results.redlock.entry(m).or_default().push(batch);
+            let batch = workloads::fanout_latency(&raw[..m], config.redlock_n).await?;
+            results.fanout.entry(m).or_default().push(batch);
         }
     }
     Ok(())

@@ -160,6 +160,14 @@ fn acquire_p(results: &Results, masters: usize, q: f64) -> Duration {
     )
 }
 
+/// Quantile `q` of the raw fan-out to `masters` servers.
+fn fanout_p(results: &Results, masters: usize, q: f64) -> Duration {
+    percentile(
+        &latencies(results.fanout.get(&masters).into_iter().flatten()),
+        q,
+    )
+}
+
 /// Quantile `q` of Redlock over `masters` ÷ that of the single node, when (e) ran.
 fn vs_single(results: &Results, masters: usize, q: f64) -> Option<f64> {
     let single = acquire_p(results, 1, q).as_secs_f64();
@@ -624,25 +632,38 @@ fn beyond_one_redis(o: &mut String, config: &Config, results: &Results) {
          rounds of {} acquisitions per client, the three clients alternating; percentiles over \
          all rounds. The single node is a `redis://` client of the first server; Redlock sends \
          each acquire to all its masters at once (`redlock://` over the first three, or all \
-         five) and counts the grants when every answer is in.\n",
+         five) and counts the grants when every answer is in. The raw fan-out is the floor \
+         under it: one `SET NX PX` sent to as many servers at once with the `redis` crate, \
+         timed until all have answered, in the same rounds. On this host every server shares \
+         the same two cores, so a fan-out to N servers costs N servers' CPU on them; on \
+         separate machines it would cost about one round trip.\n",
         config.redlock_rounds, config.redlock_n
     );
     let _ = writeln!(
         o,
-        "| topology | p50 µs | p99 µs | p50 ÷ single | p99 ÷ single |\n|---|---:|---:|---:|---:|"
+        "| topology | p50 µs | p99 µs | p50 ÷ single | p99 ÷ single | raw fan-out p50 µs | \
+         raw fan-out p50 ÷ one SET | p50 ÷ raw fan-out |\n|---|---:|---:|---:|---:|---:|---:|---:|"
     );
     for masters in REDLOCK_MASTERS {
         let name = match masters {
             1 => "single node (`redis://`)".to_owned(),
             m => format!("Redlock, {m} masters (`redlock://`)"),
         };
+        let fanout = fanout_p(results, masters, 0.5).as_secs_f64();
+        let one_set = fanout_p(results, 1, 0.5).as_secs_f64();
         let _ = writeln!(
             o,
-            "| {name} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} |",
             us(acquire_p(results, masters, 0.5)),
             us(acquire_p(results, masters, 0.99)),
             x(vs_single(results, masters, 0.5).unwrap_or(0.0)),
-            x(vs_single(results, masters, 0.99).unwrap_or(0.0))
+            x(vs_single(results, masters, 0.99).unwrap_or(0.0)),
+            us(fanout_p(results, masters, 0.5)),
+            x(ratio(fanout, one_set)),
+            x(ratio(
+                acquire_p(results, masters, 0.5).as_secs_f64(),
+                fanout
+            ))
         );
     }
     let p50 = |b: &Batch| percentile(&latencies([b]), 0.5).as_secs_f64();

@@ -620,6 +620,45 @@ pub async fn acquire_latency(client: &LockClient, n: u64) -> Result<Batch, Bench
     .await
 }
 
+/// (e) The floor of a fan-out: `SET key token NX PX` sent on every connection at once with
+/// the `redis` crate, timed until all have answered; the key is then deleted, untimed.
+pub async fn fanout_latency(
+    conns: &[redis::aio::MultiplexedConnection],
+    n: u64,
+) -> Result<Batch, BenchError> {
+    timed(n, || {
+        bounded(async move {
+            let key = format!("bench:{}", fresh());
+            let t = Instant::now();
+            let sets = conns.iter().map(|conn| {
+                let (mut conn, key) = (conn.clone(), key.as_str());
+                async move {
+                    redis::cmd("SET")
+                        .arg(key)
+                        .arg("token")
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(TTL.as_millis() as u64)
+                        .query_async::<Option<String>>(&mut conn)
+                        .await
+                }
+            });
+            for set in futures_util::future::join_all(sets).await {
+                set?;
+            }
+            let took = t.elapsed();
+            for conn in conns {
+                let _: i64 = redis::cmd("DEL")
+                    .arg(&key)
+                    .query_async(&mut conn.clone())
+                    .await?;
+            }
+            Ok(took)
+        })
+    })
+    .await
+}
+
 /// Fails with the install command when `binary` cannot be run.
 pub fn require(binary: &str, package: &str) -> Result<(), BenchError> {
     match std::process::Command::new(binary).arg("--version").output() {
