@@ -199,6 +199,8 @@ impl LockClientBuilder {
     /// - `redis+sentinel://[user:password@]s1:p1,s2:p2,s3:p3/service[/db]`: the master the
     ///   sentinels monitor as `service`, followed across failovers (see
     ///   [`sentinel`](Self::sentinel)); the user and password are the master's;
+    ///   `rediss+sentinel://` reaches the sentinels and the servers over TLS (the `tls`
+    ///   feature);
     /// - `redis+cluster://[user:password@]host1:port1,host2:port2`: Redis Cluster, from these
     ///   seed nodes (see [`cluster`](Self::cluster));
     /// - `redlock://[user:password@]host1:port1,host2:port2,host3:port3[/db]`: Redlock over
@@ -209,7 +211,8 @@ impl LockClientBuilder {
     }
 
     /// Trusts the PEM certificates in `pem` (instead of the public web roots) for
-    /// `rediss://` servers, as for a Redis whose certificate a private CA signed.
+    /// `rediss://` servers (and `rediss+sentinel://` sentinels and servers), as for a Redis
+    /// whose certificate a private CA signed.
     ///
     /// ```no_run
     /// use rlock_runtime::LockClient;
@@ -356,7 +359,7 @@ impl LockClientBuilder {
         })?;
         self.check()?;
         if let Some(sentinel) = sentinel_parts(&url)? {
-            let endpoint = sentinel.endpoint()?;
+            let endpoint = sentinel.endpoint(self.tls_roots())?;
             let node = RedisNode::connect(endpoint, self.command_timeout).await?;
             return Ok(self.build(Backend::Redis(Arc::new(node))));
         }
@@ -373,10 +376,7 @@ impl LockClientBuilder {
             let redlock = Redlock::connect(clients, self.command_timeout).await?;
             return Ok(self.build(Backend::Redlock(Arc::new(redlock))));
         }
-        #[cfg(feature = "tls")]
-        let client = RedisNode::client_with_roots(&url, self.tls_roots.clone())?;
-        #[cfg(not(feature = "tls"))]
-        let client = RedisNode::client(&url)?;
+        let client = RedisNode::client_with_roots(&url, self.tls_roots())?;
         let backend =
             RedisNode::connect(Endpoint::Fixed(Arc::new(client)), self.command_timeout).await?;
         Ok(self.build(Backend::Redis(Arc::new(backend))))
@@ -385,6 +385,14 @@ impl LockClientBuilder {
     /// Builds an in-process client (the URL, if any, is ignored).
     pub fn in_memory(self) -> LockClient {
         self.build(Backend::Memory(MemoryBackend::default()))
+    }
+
+    /// The PEM certificates to trust for TLS instead of the public roots, if any.
+    fn tls_roots(&self) -> Option<&[u8]> {
+        #[cfg(feature = "tls")]
+        return self.tls_roots.as_deref();
+        #[cfg(not(feature = "tls"))]
+        None
     }
 
     fn check(&self) -> Result<(), LockError> {
@@ -430,6 +438,8 @@ fn joined<S: Into<String>>(scheme: &str, nodes: impl IntoIterator<Item = S>, tai
 
 /// The scheme of a Sentinel URL.
 const SENTINEL_SCHEME: &str = "redis+sentinel://";
+/// The scheme of a Sentinel URL whose sentinels and servers are reached over TLS.
+const SENTINEL_TLS_SCHEME: &str = "rediss+sentinel://";
 
 /// What a `redis+sentinel://` URL names.
 #[derive(Debug, PartialEq, Eq)]
@@ -438,50 +448,78 @@ struct SentinelParts {
     service: String,
     /// `redis://[auth@]x/[db]`: the master's credentials and database, on a placeholder host.
     master: String,
+    /// `rediss+sentinel://`: sentinels and servers over TLS.
+    tls: bool,
 }
 
 impl SentinelParts {
-    fn endpoint(&self) -> Result<Endpoint, LockError> {
+    /// The sentinels and the master, trusting the PEM `roots` for TLS when given.
+    fn endpoint(&self, roots: Option<&[u8]>) -> Result<Endpoint, LockError> {
         use redis::IntoConnectionInfo;
-        use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+        use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
         let invalid = |e: redis::RedisError| {
             LockError::InvalidConfig(format!("unusable Sentinel URL: {e}; {SENTINEL_FORM}"))
         };
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        let mut sentinels = Vec::new();
+        let mut watched = Vec::new();
+        for sentinel in &self.sentinels {
+            let url = format!("{scheme}://{sentinel}/");
+            let client = RedisNode::client_with_roots(&url, roots)?;
+            sentinels.push(client.get_connection_info().addr().clone());
+            watched.push(client);
+        }
         let master = self
             .master
             .as_str()
             .into_connection_info()
             .map_err(invalid)?;
-        let node = SentinelNodeConnectionInfo::default()
-            .set_redis_connection_info(master.redis_settings().clone());
-        let sentinels: Vec<String> = self
-            .sentinels
-            .iter()
-            .map(|s| format!("redis://{s}/"))
-            .collect();
-        let client = SentinelClient::build(
-            sentinels.clone(),
-            self.service.clone(),
-            Some(node),
-            SentinelServerType::Master,
-        )
-        .map_err(invalid)?;
+        let master = master.redis_settings();
+        let mut builder =
+            SentinelClientBuilder::new(sentinels, &self.service, SentinelServerType::Master)
+                .map_err(invalid)?
+                .set_client_to_redis_db(master.db());
+        if let Some(username) = master.username() {
+            builder = builder.set_client_to_redis_username(username);
+        }
+        if let Some(password) = master.password() {
+            builder = builder.set_client_to_redis_password(password);
+        }
+        #[cfg(feature = "tls")]
+        if self.tls {
+            builder = builder.set_client_to_redis_tls_mode(redis::TlsMode::Secure);
+            if let Some(roots) = roots {
+                let certificates = || redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(roots.to_vec()),
+                };
+                builder = builder
+                    .set_client_to_redis_certificates(certificates())
+                    .set_client_to_sentinel_certificates(certificates());
+            }
+        }
+        let client = builder.build().map_err(invalid)?;
         Ok(Endpoint::Sentinel(SentinelMaster::watched(
             client,
             self.service.clone(),
-            &sentinels,
+            watched,
         )))
     }
 }
 
 /// The expected form, for error messages.
-const SENTINEL_FORM: &str =
-    "expected redis+sentinel://[user:password@]host1:port1,host2:port2/service[/db]";
+const SENTINEL_FORM: &str = "expected redis+sentinel://[user:password@]host1:port1,host2:port2/service[/db] \
+     (rediss+sentinel://… for TLS)";
 
-/// The parts of a `redis+sentinel://` URL (`None` for any other URL).
+/// The parts of a `redis+sentinel://` or `rediss+sentinel://` URL (`None` for any other URL).
 fn sentinel_parts(url: &str) -> Result<Option<SentinelParts>, LockError> {
-    let Some(rest) = url.strip_prefix(SENTINEL_SCHEME) else {
-        return Ok(None);
+    let (rest, tls) = match (
+        url.strip_prefix(SENTINEL_SCHEME),
+        url.strip_prefix(SENTINEL_TLS_SCHEME),
+    ) {
+        (Some(rest), _) => (rest, false),
+        (None, Some(rest)) => (rest, true),
+        (None, None) => return Ok(None),
     };
     let bad = |what: &str| {
         LockError::InvalidConfig(format!("unusable Sentinel URL: {what}; {SENTINEL_FORM}"))
@@ -503,6 +541,7 @@ fn sentinel_parts(url: &str) -> Result<Option<SentinelParts>, LockError> {
         sentinels,
         service: service.to_owned(),
         master: format!("redis://{auth}master/{db}"),
+        tls,
     }))
 }
 
@@ -575,6 +614,9 @@ mod tests {
         assert_eq!(p.sentinels, ["s1:1", "s2:2"]);
         assert_eq!(p.service, "mymaster");
         assert_eq!(p.master, "redis://u:p@master/2");
+        assert!(!p.tls);
+        let p = sentinel_parts("rediss+sentinel://s1:1/m").unwrap().unwrap();
+        assert!(p.tls);
         for bad in [
             "redis+sentinel://s1:1",
             "redis+sentinel://s1:1/",

@@ -132,8 +132,10 @@
 //! # Topologies
 //! [`LockClientBuilder::url`] takes one URL form per topology, so that one setting selects
 //! any of them: `redis://` (one server), `redis+sentinel://` (a master the sentinels follow
-//! across failovers), `redis+cluster://` (Redis Cluster: scripts keep their keys in one slot,
-//! renewals are batched per slot, releases are announced on sharded channels) and
+//! across failovers: the client moves to the new master as soon as a sentinel announces it
+//! with `+switch-master`), `redis+cluster://` (Redis Cluster: scripts keep their keys in one
+//! slot, renewals are batched per slot, `MOVED` and `ASK` are followed so holds in a
+//! migrating slot stay renewed, releases are announced on sharded channels) and
 //! `redlock://` (a majority of independent masters; no fencing). `min_replicas` makes a grant
 //! count only once replicas confirm it (`WAIT`), which closes the window in which a lock
 //! granted just before a master dies is missing on the promoted replica.

@@ -9,7 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::RedisServer;
+use crate::certs::Certificates;
+use crate::{RedisServer, free_port};
 
 /// The name the sentinels monitor the master as.
 pub const SERVICE: &str = "mymaster";
@@ -21,14 +22,28 @@ const SETTLE: Duration = Duration::from_secs(20);
 /// One `redis-server --sentinel` process.
 #[derive(Debug)]
 pub struct SentinelProcess {
+    /// Plain TCP, for the harness.
     port: u16,
+    /// TLS, for clients, when the deployment serves TLS.
+    tls_port: Option<u16>,
     dir: PathBuf,
     child: Option<Child>,
 }
 
 impl SentinelProcess {
-    fn start(master_port: u16) -> io::Result<Self> {
-        let port = free_port()?;
+    fn start(master_port: u16, certs: Option<&Certificates>) -> io::Result<Self> {
+        let port = free_port();
+        let tls_port = certs.map(|_| free_port());
+        let tls = match (certs, tls_port) {
+            (Some(certs), Some(tls_port)) => format!(
+                "tls-port {tls_port}\ntls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\n\
+                 tls-auth-clients no\ntls-replication yes\n",
+                certs.path("server.pem"),
+                certs.path("server.key"),
+                certs.path("ca.pem"),
+            ),
+            _ => String::new(),
+        };
         let dir =
             std::env::temp_dir().join(format!("rlock-sentinel-{}-{port}", std::process::id()));
         fs::create_dir_all(&dir)?;
@@ -41,7 +56,7 @@ impl SentinelProcess {
                  sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2\n\
                  sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n\
                  sentinel failover-timeout {SERVICE} 3000\n\
-                 sentinel parallel-syncs {SERVICE} 2\n",
+                 sentinel parallel-syncs {SERVICE} 2\n{tls}",
                 dir = dir.display()
             ),
         )?;
@@ -54,14 +69,15 @@ impl SentinelProcess {
             .spawn()?;
         Ok(Self {
             port,
+            tls_port,
             dir,
             child: Some(child),
         })
     }
 
-    /// The sentinel's `host:port`.
+    /// The sentinel's `host:port` for clients (its TLS port when it serves TLS).
     pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("127.0.0.1:{}", self.tls_port.unwrap_or(self.port))
     }
 
     fn query(&self, args: &[&str]) -> redis::RedisResult<redis::Value> {
@@ -113,6 +129,9 @@ pub struct SentinelDeployment {
     pub servers: Vec<RedisServer>,
     /// The sentinels watching them.
     pub sentinels: Vec<SentinelProcess>,
+    /// With TLS: the certificates, and each server's TLS port (the one clients, replication
+    /// and the sentinels use; the plain port stays for the harness).
+    tls: Option<(Certificates, Vec<u16>)>,
 }
 
 impl SentinelDeployment {
@@ -123,23 +142,55 @@ impl SentinelDeployment {
     ///
     /// When it does not settle within 20 s.
     pub fn start() -> Self {
-        let master = RedisServer::start();
-        let master_port = master.port().to_string();
+        Self::start_with(None)
+    }
+
+    /// Like [`start`](Self::start), with every server and sentinel also serving TLS (on a
+    /// certificate of a private authority: see [`ca`](Self::ca)), and replicating over it.
+    ///
+    /// # Panics
+    ///
+    /// When `openssl` is missing, or as [`start`](Self::start).
+    pub fn start_tls() -> Self {
+        Self::start_with(Some(Certificates::make("sentinel-tls")))
+    }
+
+    fn start_with(certs: Option<Certificates>) -> Self {
+        let tls_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let start = |replica_of: Option<u16>, tls_port: u16| {
+            let mut args: Vec<String> = Vec::new();
+            if let Some(certs) = &certs {
+                args.extend(certs.server_args(tls_port));
+                args.extend(["--tls-replication".to_owned(), "yes".to_owned()]);
+            }
+            if let Some(master) = replica_of {
+                args.extend(["--replicaof".into(), "127.0.0.1".into(), master.to_string()]);
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            RedisServer::start_with_args(&args)
+        };
+        let master = start(None, tls_ports[0]);
+        // Replication and the sentinels go over TLS when the deployment serves it.
+        let master_port = if certs.is_some() {
+            tls_ports[0]
+        } else {
+            master.port()
+        };
         let mut servers = vec![master];
-        for _ in 0..2 {
-            servers.push(RedisServer::start_with_args(&[
-                "--replicaof",
-                "127.0.0.1",
-                &master_port,
-            ]));
+        for &tls_port in &tls_ports[1..] {
+            servers.push(start(Some(master_port), tls_port));
         }
         for server in &servers {
             server_config(server, "repl-diskless-sync-delay", "0");
         }
         let sentinels: Vec<SentinelProcess> = (0..3)
-            .map(|_| SentinelProcess::start(servers[0].port()).expect("start a sentinel"))
+            .map(|_| SentinelProcess::start(master_port, certs.as_ref()).expect("start a sentinel"))
             .collect();
-        let deployment = Self { servers, sentinels };
+        let deployment = Self {
+            servers,
+            sentinels,
+            tls: certs.map(|certs| (certs, tls_ports)),
+        };
         let deadline = Instant::now() + SETTLE;
         loop {
             let synced = deployment.servers[1..]
@@ -166,10 +217,29 @@ impl SentinelDeployment {
         }
     }
 
-    /// `redis+sentinel://s1,s2,s3/mymaster`.
+    /// `redis+sentinel://s1,s2,s3/mymaster` (`rediss+sentinel://` with TLS).
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self.sentinels.iter().map(SentinelProcess::addr).collect();
-        format!("redis+sentinel://{}/{SERVICE}", hosts.join(","))
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}+sentinel://{}/{SERVICE}", hosts.join(","))
+    }
+
+    /// The certificate (PEM) of the authority that signed the servers' and sentinels' TLS
+    /// certificates; `None` without TLS.
+    pub fn ca(&self) -> Option<Vec<u8>> {
+        self.tls.as_ref().map(|(certs, _)| certs.ca())
+    }
+
+    /// The server listening on `port` (plain or TLS).
+    fn server_on(&self, port: u16) -> Option<&RedisServer> {
+        self.servers.iter().enumerate().find_map(|(i, server)| {
+            let tls_port = self.tls.as_ref().map(|(_, ports)| ports[i]);
+            (server.port() == port || tls_port == Some(port)).then_some(server)
+        })
     }
 
     /// The server the sentinels name master now (by majority of those answering).
@@ -181,7 +251,7 @@ impl SentinelDeployment {
             .collect();
         ports.sort_unstable();
         let port = *ports.get(ports.len() / 2)?;
-        self.servers.iter().find(|s| s.port() == port)
+        self.server_on(port)
     }
 
     /// Kills the current master and waits until the sentinels name another one that answers
@@ -227,11 +297,6 @@ impl SentinelDeployment {
             thread::sleep(Duration::from_millis(100));
         }
     }
-}
-
-fn free_port() -> io::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// A field of the server's `INFO replication`, `None` when it does not answer.

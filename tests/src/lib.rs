@@ -42,6 +42,7 @@
 //! # }
 //! ```
 
+pub mod certs;
 pub mod child;
 pub mod deploy;
 pub mod history;
@@ -512,7 +513,7 @@ impl Drop for RedisServer {
 
 /// Asks the kernel for a free loopback port. The port is released again before Redis binds it,
 /// so a concurrent process may take it; [`RedisServer::start`] retries in that case.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
     listener.local_addr().expect("local_addr").port()
 }

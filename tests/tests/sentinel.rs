@@ -142,3 +142,47 @@ async fn a_switch_announced_by_the_sentinels_moves_the_client_at_once() {
         "one switch, heard from three sentinels"
     );
 }
+
+/// `rediss+sentinel://`: the sentinels and the servers are reached over TLS, trusting a
+/// private authority; the client locks on the master, and its switch watchers (TLS too) move
+/// it to the new master after a failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_through_sentinels_over_tls_and_follows_a_switch() {
+    let deployment = SentinelDeployment::start_tls();
+    let ca = deployment.ca().unwrap();
+    let a = LockClient::builder()
+        .url(deployment.url())
+        .tls_root_certificate(ca)
+        .command_timeout(TIMEOUT)
+        .connect()
+        .await
+        .unwrap();
+    let master = deployment.master().unwrap();
+    let guard = a.lock("tls:before").acquire().await.unwrap();
+    assert_eq!(
+        stored(master, "tls:before").await.as_deref(),
+        Some(guard.token())
+    );
+    guard.release().await.unwrap();
+
+    // Without the authority, the sentinels' certificates are not trusted.
+    let untrusted = LockClient::builder()
+        .url(deployment.url())
+        .command_timeout(TIMEOUT)
+        .connect()
+        .await;
+    assert!(untrusted.is_err());
+
+    let new_master = deployment.switch_over();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.metrics().master_switches == 0 {
+        assert!(Instant::now() < deadline, "the switch was never heard");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let after = a.lock("tls:after").acquire().await.unwrap();
+    assert_eq!(
+        stored(new_master, "tls:after").await.as_deref(),
+        Some(after.token())
+    );
+    after.release().await.unwrap();
+}

@@ -133,33 +133,32 @@ impl<O: Opener> std::fmt::Debug for Scripted<O> {
 impl RedisNode {
     /// The driver's client for `url`, checked but not connected.
     pub(crate) fn client(url: &str) -> Result<redis::Client, LockError> {
+        Self::client_with_roots(url, None)
+    }
+
+    /// Like [`client`](Self::client), trusting the PEM `roots` for `rediss://` when given
+    /// (only with the `tls` feature; without it a `rediss://` URL is refused).
+    pub(crate) fn client_with_roots(
+        url: &str,
+        roots: Option<&[u8]>,
+    ) -> Result<redis::Client, LockError> {
         #[cfg(feature = "tls")]
         if url.starts_with("rediss://") {
             // rustls panics at the first handshake when no process-wide crypto provider is
             // installed and its features do not name exactly one; an application that
             // installed its own keeps it (this call then fails, harmlessly).
             let _ = rustls::crypto::ring::default_provider().install_default();
-        }
-        redis::Client::open(url).map_err(|e| config_error(url, &e))
-    }
-
-    /// Like [`client`](Self::client), trusting the PEM `roots` for `rediss://` when given.
-    #[cfg(feature = "tls")]
-    pub(crate) fn client_with_roots(
-        url: &str,
-        roots: Option<Vec<u8>>,
-    ) -> Result<redis::Client, LockError> {
-        match roots {
-            None => Self::client(url),
-            Some(root_cert) => {
-                let _ = rustls::crypto::ring::default_provider().install_default();
+            if let Some(roots) = roots {
                 let certificates = redis::TlsCertificates {
                     client_tls: None,
-                    root_cert: Some(root_cert),
+                    root_cert: Some(roots.to_vec()),
                 };
-                redis::Client::build_with_tls(url, certificates).map_err(|e| config_error(url, &e))
+                return redis::Client::build_with_tls(url, certificates)
+                    .map_err(|e| config_error(url, &e));
             }
         }
+        let _ = roots;
+        redis::Client::open(url).map_err(|e| config_error(url, &e))
     }
 }
 

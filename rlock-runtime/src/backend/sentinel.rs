@@ -32,12 +32,12 @@ pub(crate) struct SentinelMaster {
 }
 
 impl SentinelMaster {
-    /// Asks `client` for `service`'s master, and starts watching `sentinels` (`redis://` URLs)
-    /// for switches of it. The watchers end when the returned value is dropped.
+    /// Asks `client` for `service`'s master, and starts watching `sentinels` for switches of
+    /// it. The watchers end when the returned value is dropped.
     pub(crate) fn watched(
         client: SentinelClient,
         service: String,
-        sentinels: &[String],
+        sentinels: Vec<redis::Client>,
     ) -> Arc<Self> {
         let master = Arc::new(Self {
             client: tokio::sync::Mutex::new(client),
@@ -66,11 +66,17 @@ impl SentinelMaster {
             return Ok(named);
         };
         let info = named.get_connection_info();
-        if matches!(info.addr(), ConnectionAddr::Tcp(host, port) if *host == announced.host && *port == announced.port)
-        {
-            return Ok(named);
+        let mut addr = info.addr().clone();
+        match &mut addr {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                if *host == announced.host && *port == announced.port {
+                    return Ok(named);
+                }
+                // Same protocol and credentials, the announced server.
+                (*host, *port) = (announced.host, announced.port);
+            }
+            _ => return Ok(named),
         }
-        let addr = ConnectionAddr::Tcp(announced.host, announced.port);
         let newer = redis::Client::open(info.clone().set_addr(addr))?;
         Ok(if is_master(&newer).await {
             newer
@@ -146,16 +152,13 @@ async fn is_master(client: &redis::Client) -> bool {
 
 /// Follows one sentinel's switch announcements for as long as `master` lives, reconnecting
 /// with backoff, and checking the connection with a `PING` as the release feed does.
-async fn watch_sentinel(url: String, master: Weak<SentinelMaster>) {
+async fn watch_sentinel(client: redis::Client, master: Weak<SentinelMaster>) {
     let mut failures = 0;
     while master.strong_count() > 0 {
         if failures > 0 {
             tokio::time::sleep(backoff(FEED_RETRY_MIN, FEED_RETRY_MAX, failures)).await;
         }
         failures += 1;
-        let Ok(client) = redis::Client::open(url.as_str()) else {
-            return;
-        };
         let connected = tokio::time::timeout(FEED_HEALTH_INTERVAL, async {
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(SWITCH_CHANNEL).await?;
