@@ -299,14 +299,21 @@ impl SentinelDeployment {
     }
 }
 
-/// A field of the server's `INFO replication`, `None` when it does not answer.
-fn info_field(server: &RedisServer, field: &str) -> Option<String> {
-    let mut conn = server
+/// A short-lived connection for the harness's own queries, `None` when the server does not
+/// answer within half a second.
+fn admin(server: &RedisServer) -> Option<redis::Connection> {
+    let conn = server
         .redis_client()
         .get_connection_with_timeout(Duration::from_millis(500))
         .ok()?;
     conn.set_read_timeout(Some(Duration::from_millis(500)))
         .ok()?;
+    Some(conn)
+}
+
+/// A field of the server's `INFO replication`, `None` when it does not answer.
+fn info_field(server: &RedisServer, field: &str) -> Option<String> {
+    let mut conn = admin(server)?;
     let info: String = redis::cmd("INFO")
         .arg("replication")
         .query(&mut conn)
@@ -387,13 +394,7 @@ impl ClusterDeployment {
     /// The master serving `slot` now, as the live masters' `CLUSTER SLOTS` say.
     pub fn master_of_slot(&self, slot: u16) -> Option<&RedisServer> {
         let masters = self.masters();
-        let mut conn = masters
-            .first()?
-            .redis_client()
-            .get_connection_with_timeout(Duration::from_millis(500))
-            .ok()?;
-        conn.set_read_timeout(Some(Duration::from_millis(500)))
-            .ok()?;
+        let mut conn = admin(masters.first()?)?;
         let ranges: Vec<(u16, u16, (String, u16))> = redis::cmd("CLUSTER")
             .arg("SLOTS")
             .query::<Vec<redis::Value>>(&mut conn)
@@ -421,14 +422,7 @@ impl ClusterDeployment {
 
     /// The master serving `key`'s slot now.
     pub fn master_of_key(&self, key: &str) -> Option<&RedisServer> {
-        let mut conn = self
-            .masters()
-            .first()?
-            .redis_client()
-            .get_connection_with_timeout(Duration::from_millis(500))
-            .ok()?;
-        conn.set_read_timeout(Some(Duration::from_millis(500)))
-            .ok()?;
+        let mut conn = admin(self.masters().first()?)?;
         let slot: u16 = redis::cmd("CLUSTER")
             .arg("KEYSLOT")
             .arg(key)
@@ -498,12 +492,7 @@ impl ClusterDeployment {
 
 /// `cluster_state` of a node's `CLUSTER INFO`.
 fn cluster_info(node: &RedisServer) -> Option<String> {
-    let mut conn = node
-        .redis_client()
-        .get_connection_with_timeout(Duration::from_millis(500))
-        .ok()?;
-    conn.set_read_timeout(Some(Duration::from_millis(500)))
-        .ok()?;
+    let mut conn = admin(node)?;
     let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).ok()?;
     info.lines()
         .find_map(|l| l.strip_prefix("cluster_state:"))

@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use rlock_runtime::{LockClient, LockGuard};
+use rlock_tests::RedisServer;
 use rlock_tests::deploy::SentinelDeployment;
 use rlock_tests::locking::{client_at, handoff, serving_again, stored};
 
@@ -14,6 +15,25 @@ const TIMEOUT: Duration = Duration::from_millis(300);
 
 async fn sentinel_client(deployment: &SentinelDeployment) -> LockClient {
     client_at(&deployment.url(), TIMEOUT).await
+}
+
+/// Takes `key` through `client` and checks that `master` stores it; releases it.
+async fn locks_on(client: &LockClient, master: &RedisServer, key: &str) {
+    let guard = client.lock(key).acquire().await.unwrap();
+    assert_eq!(stored(master, key).await.as_deref(), Some(guard.token()));
+    guard.release().await.unwrap();
+}
+
+/// Switches the master over (`SENTINEL FAILOVER`), waits until `client` has heard of it, and
+/// checks that its next acquisition goes straight to the new master.
+async fn follows_a_switch(deployment: &SentinelDeployment, client: &LockClient) {
+    let new_master = deployment.switch_over();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.metrics().master_switches == 0 {
+        assert!(Instant::now() < deadline, "the switch was never heard");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    locks_on(client, new_master, "after").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,27 +135,8 @@ async fn locks_through_the_sentinels_and_follow_a_failover() {
 async fn a_switch_announced_by_the_sentinels_moves_the_client_at_once() {
     let deployment = SentinelDeployment::start();
     let a = sentinel_client(&deployment).await;
-    let old_master = deployment.master().unwrap();
-    let before = a.lock("before").acquire().await.unwrap();
-    assert_eq!(
-        stored(old_master, "before").await.as_deref(),
-        Some(before.token())
-    );
-    before.release().await.unwrap();
-
-    let new_master = deployment.switch_over();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while a.metrics().master_switches == 0 {
-        assert!(Instant::now() < deadline, "the switch was never followed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-
-    let after = a.lock("after").acquire().await.unwrap();
-    assert_eq!(
-        stored(new_master, "after").await.as_deref(),
-        Some(after.token())
-    );
-    after.release().await.unwrap();
+    locks_on(&a, deployment.master().unwrap(), "before").await;
+    follows_a_switch(&deployment, &a).await;
     assert_eq!(
         a.metrics().master_switches,
         1,
@@ -157,13 +158,7 @@ async fn locks_through_sentinels_over_tls_and_follows_a_switch() {
         .connect()
         .await
         .unwrap();
-    let master = deployment.master().unwrap();
-    let guard = a.lock("tls:before").acquire().await.unwrap();
-    assert_eq!(
-        stored(master, "tls:before").await.as_deref(),
-        Some(guard.token())
-    );
-    guard.release().await.unwrap();
+    locks_on(&a, deployment.master().unwrap(), "before").await;
 
     // Without the authority, the sentinels' certificates are not trusted.
     let untrusted = LockClient::builder()
@@ -173,16 +168,5 @@ async fn locks_through_sentinels_over_tls_and_follows_a_switch() {
         .await;
     assert!(untrusted.is_err());
 
-    let new_master = deployment.switch_over();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while a.metrics().master_switches == 0 {
-        assert!(Instant::now() < deadline, "the switch was never heard");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let after = a.lock("tls:after").acquire().await.unwrap();
-    assert_eq!(
-        stored(new_master, "tls:after").await.as_deref(),
-        Some(after.token())
-    );
-    after.release().await.unwrap();
+    follows_a_switch(&deployment, &a).await;
 }
