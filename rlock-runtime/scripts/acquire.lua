@@ -1,7 +1,12 @@
 -- Acquire a lock, and issue its fencing token if asked, atomically.
--- KEYS[1]: lock key   KEYS[2]: fence key (same cluster slot)
+-- KEYS[1]: lock key   KEYS[2]: fence key   KEYS[3]: waiters key (all in one cluster slot)
 -- ARGV[1]: owner token   ARGV[2]: lease in milliseconds   ARGV[3]: '1' to issue a fence
+-- ARGV[4]: for a caller that will wait, how long (ms) its waiters mark should outlive the
+--          holder's lease; '0' for a caller that will not wait
 -- Returns {1, fence or 0} when acquired, {0, pttl} when another owner holds the lock.
+--
+-- A waiting caller marks the key as awaited until a little after the holder's lease ends
+-- (by when it tries again and renews the mark), so that the release announces itself.
 --
 -- The lock key holds the plain token with a PX expiry, the format redis-py's Lock and the
 -- SET NX PX + Lua release recipe use, so other clients locking the same key exclude us.
@@ -23,4 +28,9 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[2])
   return {1, fence}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+local pttl = redis.call('PTTL', KEYS[1])
+local outlive = tonumber(ARGV[4]) or 0
+if outlive > 0 then
+  redis.call('SET', KEYS[3], '1', 'PX', math.max(pttl, 0) + outlive)
+end
+return {0, pttl}

@@ -222,10 +222,21 @@ impl fmt::Write for Escaper<'_> {
 /// tag cannot be wrapped that way; it gets `lock_key:fence`, which is right on a single node and
 /// documented as unsupported on a cluster.
 pub(crate) fn fence_key(lock_key: &str) -> String {
+    companion_key(lock_key, "fence")
+}
+
+/// The key that marks `lock_key` as awaited: waiting clients set it (with an expiry), and a
+/// release announces itself only while it exists. Same slot as the lock, like [`fence_key`].
+pub(crate) fn waiters_key(lock_key: &str) -> String {
+    companion_key(lock_key, "waiters")
+}
+
+/// `lock_key` with `:suffix`, hashed to the lock's cluster slot (see [`fence_key`]).
+fn companion_key(lock_key: &str, suffix: &str) -> String {
     if has_hash_tag(lock_key) || lock_key.contains('}') {
-        format!("{lock_key}:fence")
+        format!("{lock_key}:{suffix}")
     } else {
-        format!("{{{lock_key}}}:fence")
+        format!("{{{lock_key}}}:{suffix}")
     }
 }
 
@@ -256,13 +267,18 @@ mod tests {
     }
 
     #[test]
-    fn fence_key_shares_the_lock_slot() {
+    fn companion_keys_share_the_lock_slot() {
         for key in [
             "order:42", "{tag}:x", "a{b", "a{}b", "x}{y}", "}", "{", "{}", "a}b",
         ] {
-            let fence = fence_key(key);
             if !key.contains('}') || has_hash_tag(key) {
-                assert_eq!(cluster_slot(&fence), cluster_slot(key), "{key} -> {fence}");
+                for companion in [fence_key(key), waiters_key(key)] {
+                    assert_eq!(
+                        cluster_slot(&companion),
+                        cluster_slot(key),
+                        "{key} -> {companion}"
+                    );
+                }
             }
         }
     }

@@ -47,7 +47,9 @@
 //!   clients exclude rlock and back.
 //! - **Release** deletes the key only if it still holds our token (compare-and-delete in
 //!   Lua), and reports [`LockError::Lost`] when it did not: a holder whose lease ended never
-//!   deletes the next holder's lock. Release announces itself on a pub/sub channel.
+//!   deletes the next holder's lock. Release announces itself on a pub/sub channel when a
+//!   waiter has marked the key as awaited (`{key}:waiters`, which waiters keep alive until a
+//!   second past the holder's lease); a release nobody waits for publishes nothing.
 //! - **Reentrancy** belongs to the task's call chain: inside a locked body, locking the same
 //!   key with the same client re-enters without a Redis command, and only the outermost
 //!   release deletes. A task spawned from the body does not inherit the hold; a nested lock

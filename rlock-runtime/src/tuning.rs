@@ -74,6 +74,12 @@ pub(crate) const WAIT_EXPIRY_JITTER_MAX: Duration = Duration::from_millis(5);
 pub(crate) const WAIT_RETRY_MIN: Duration = Duration::from_millis(20);
 /// ...doubling up to this, within its wait budget.
 pub(crate) const WAIT_RETRY_MAX: Duration = Duration::from_millis(500);
+/// A waiting client marks the key as awaited until this long after the holder's lease ends;
+/// releases announce themselves only while the mark lives. The waiter tries again at the
+/// lease's end plus a few milliseconds (or sooner: it never sleeps longer than
+/// [`WAIT_UNKNOWN_LEASE_PAUSE`]), and renews the mark then, well inside this slack.
+pub(crate) const WAITERS_MARK_SLACK: Duration = Duration::from_secs(1);
+
 /// How long a head waiter defers to other clients after its own client released the key:
 /// about a pub/sub delivery plus a round trip on a local network.
 pub(crate) const WAIT_COURTESY: Duration = Duration::from_millis(1);

@@ -530,3 +530,46 @@ async fn an_emptied_script_cache_costs_one_eval_per_script() {
     // Acquire, extend, renew and release: each script missed once, then ran whole.
     assert_eq!(counts.calls("eval"), 4, "{counts:?}");
 }
+
+/// A release announces itself only when a client waits for the key: waiting clients mark it
+/// (`{key}:waiters`, expiring a second after the holder's lease), and a release that finds
+/// no mark publishes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_publishes_only_when_someone_waits() {
+    let server = RedisServer::start();
+    let holder = client_for(&server, SHORT).await;
+    let waiter = client_for(&server, SHORT).await;
+    lock_and_release(&holder, "warm", Duration::ZERO).await;
+
+    let ((), quiet) = server
+        .commands_during(lock_and_release(&holder, "quiet", Duration::ZERO))
+        .await;
+    assert_eq!(quiet.calls("publish"), 0, "{quiet:?}");
+
+    let guard = holder.lock("awaited").acquire().await.unwrap();
+    let waiting = tokio::spawn(async move {
+        let g = waiter
+            .lock("awaited")
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await?;
+        g.release().await
+    });
+    let mut raw = server.raw().await;
+    for _ in 0..100 {
+        let marked: bool = raw.exists("{awaited}:waiters").await.unwrap();
+        if marked {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (released, announced) = server.commands_during(guard.release()).await;
+    released.unwrap();
+    assert_eq!(announced.calls("publish"), 1, "{announced:?}");
+    // Woken by the announcement, long before the holder's 30 s lease would have ended.
+    tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}

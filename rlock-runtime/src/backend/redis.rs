@@ -21,9 +21,9 @@ use super::endpoint::Endpoint;
 use super::pubsub::{Connector, Feed, release_channel, shard_channel};
 use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseListener, millis};
 use crate::error::LockError;
-use crate::key::fence_key;
+use crate::key::{fence_key, waiters_key};
 use crate::slot::slot;
-use crate::tuning::REPLICA_WAIT_DIVISOR;
+use crate::tuning::{REPLICA_WAIT_DIVISOR, WAITERS_MARK_SLACK};
 
 pub(crate) static ACQUIRE: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../scripts/acquire.lua")));
@@ -249,9 +249,15 @@ impl<O: Opener> Scripted<O> {
         acquire
             .key(lease.key)
             .key(&fence_key(lease.key))
+            .key(&waiters_key(lease.key))
             .arg(lease.token)
             .arg(millis(lease.ttl))
-            .arg(if ask.fence { "1" } else { "0" });
+            .arg(if ask.fence { "1" } else { "0" })
+            .arg(if ask.remaining {
+                millis(WAITERS_MARK_SLACK)
+            } else {
+                0
+            });
         let (acquired, value): (i64, i64) = self.invoke("acquire", timeout, &acquire).await?;
         Ok(if acquired == 1 {
             Attempt::Acquired {
@@ -280,6 +286,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         };
         release
             .key(lease.key)
+            .key(&waiters_key(lease.key))
             .arg(lease.token)
             .arg(channel)
             .arg(publish);
