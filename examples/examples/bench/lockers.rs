@@ -179,8 +179,11 @@ impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
             .rlock_acquire
             .key(&key)
             .key(format!("{{{key}}}:fence"))
+            .key(format!("{{{key}}}:waiters"))
             .arg(&token)
             .arg(TTL.as_millis() as u64)
+            .arg("0")
+            .arg("0")
             .invoke_async(&mut conn)
             .await?;
         if acquired != 1 {
@@ -189,6 +192,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
         let deleted: i64 = self
             .rlock_release
             .key(&key)
+            .key(format!("{{{key}}}:waiters"))
             .arg(&token)
             .arg(format!("rlock:released:{key}"))
             .invoke_async(&mut conn)
