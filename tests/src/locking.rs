@@ -131,3 +131,51 @@ pub async fn serving_again(client: &LockClient, key: &str, deadline: Instant) ->
         }
     }
 }
+
+/// Takes each of `keys` through `client` with lease `ttl` (renewed by the watchdog).
+///
+/// # Panics
+///
+/// When an acquisition fails.
+pub async fn hold_all(
+    client: &LockClient,
+    keys: impl IntoIterator<Item = String>,
+    ttl: Duration,
+) -> Vec<LockGuard> {
+    let mut held = Vec::new();
+    for key in keys {
+        match client.lock(key.as_str()).ttl(ttl).acquire().await {
+            Ok(guard) => held.push(guard),
+            Err(e) => panic!("holding {key}: {e}"),
+        }
+    }
+    held
+}
+
+/// After a failover: checks that every hold not reported lost is stored, with its token, on
+/// the server `owner` names for its key now; returns those holds (never kept without the key).
+///
+/// # Panics
+///
+/// When a hold is kept but its key is missing or another owner's.
+pub async fn kept_or_lost<'h, 's>(
+    held: &'h [LockGuard],
+    owner: impl Fn(&str) -> &'s RedisServer,
+) -> Vec<&'h LockGuard> {
+    let mut kept = Vec::new();
+    for guard in held.iter().filter(|g| !g.is_lost()) {
+        let key = guard.key().as_str();
+        assert_eq!(
+            stored(owner(key), key).await.as_deref(),
+            Some(guard.token()),
+            "{key} is not lost, yet the server that owns it now does not hold it"
+        );
+        kept.push(guard);
+    }
+    eprintln!(
+        "holds kept across the failover: {} of {}",
+        kept.len(),
+        held.len()
+    );
+    kept
+}

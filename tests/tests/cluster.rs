@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rlock_runtime::{LockClient, LockGuard, LockOptions};
 use rlock_tests::RedisServer;
 use rlock_tests::deploy::ClusterDeployment;
-use rlock_tests::locking::{client_at, handoff, serving_again, stored};
+use rlock_tests::locking::{client_at, handoff, hold_all, kept_or_lost, serving_again, stored};
 
 const TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -123,16 +123,8 @@ async fn after_a_master_fails_over_holds_are_renewed_on_the_replica_or_reported_
     let cluster = ClusterDeployment::start();
     let a = cluster_client(&cluster).await;
     let b = cluster_client(&cluster).await;
-    let mut held = Vec::new();
-    for i in 0..30 {
-        held.push(
-            a.lock(format!("held:{i}"))
-                .ttl(Duration::from_secs(3))
-                .acquire()
-                .await
-                .unwrap(),
-        );
-    }
+    let keys = (0..30).map(|i| format!("held:{i}"));
+    let held = hold_all(&a, keys, Duration::from_secs(3)).await;
     // Let replication carry them over, as it normally would before a crash.
     tokio::time::sleep(Duration::from_millis(300)).await;
 
@@ -150,22 +142,7 @@ async fn after_a_master_fails_over_holds_are_renewed_on_the_replica_or_reported_
 
     // A few renewal periods later, every hold is renewed where its slot lives now, or lost.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let mut kept = 0;
-    for guard in &held {
-        if guard.is_lost() {
-            continue;
-        }
-        kept += 1;
-        let slot = slot_of(cluster.masters()[0], guard.key().as_str()).await;
-        let owner = cluster.master_of_slot(slot).unwrap();
-        assert_eq!(
-            stored(owner, guard.key().as_str()).await.as_deref(),
-            Some(guard.token()),
-            "{} is not lost, yet its shard does not hold it",
-            guard.key()
-        );
-    }
-    eprintln!("holds kept across the failover: {kept} of {}", held.len());
+    kept_or_lost(&held, |key| cluster.master_of_key(key).unwrap()).await;
 }
 
 /// Sends one command to `node` and returns its reply.
@@ -192,16 +169,7 @@ async fn holds_stay_renewed_while_their_slot_migrates() {
     let b = cluster_client(&cluster).await;
     // Twenty holds in one slot (one hash tag), renewed every 300 ms.
     let keys: Vec<String> = (0..20).map(|i| format!("{{moving}}:{i}")).collect();
-    let mut held = Vec::new();
-    for key in &keys {
-        held.push(
-            a.lock(key.as_str())
-                .ttl(Duration::from_millis(900))
-                .acquire()
-                .await
-                .unwrap(),
-        );
-    }
+    let held = hold_all(&a, keys.clone(), Duration::from_millis(900)).await;
     let masters = cluster.masters();
     let slot = slot_of(masters[0], &keys[0]).await;
     let source = cluster.master_of_slot(slot).unwrap();
