@@ -1,15 +1,37 @@
--- Release a lock only if it is still ours, and announce the release to waiters, if any.
--- KEYS[1]: lock key   KEYS[2]: waiters key (same cluster slot), set by waiting clients
--- ARGV[1]: owner token   ARGV[2]: release channel
--- ARGV[3]: 'SPUBLISH' on Redis Cluster (a sharded channel in the key's slot), else 'PUBLISH'
--- Returns 1 when deleted, 0 when the lock had expired or belongs to another owner.
+-- Release a lock only if it is still ours, handing it to the first live waiter queued for it
+-- (named in an announcement), if any; a waiter leaving the queue also gives up its entry.
+-- (Prepended: queue.lua.)
+-- KEYS[1]: lock key   KEYS[2]: fence key   KEYS[3]: waiters' queue (Redlock: the awaited mark)
+-- KEYS[4]: the caller's entry key   (all in one cluster slot)
+-- ARGV[1]: owner token   ARGV[2]: release channel   ARGV[3]: 'PUBLISH' or 'SPUBLISH'
+-- ARGV[4]: 'q' waiters queue; 'm' Redlock: announce ("1") to every waiter while the mark lives
+-- ARGV[5]: '1' when the caller leaves the queue (a waiter giving up)
+-- Returns 1 when the lock was ours (deleted or handed on), 0 when it had expired or belongs
+-- to another owner.
 -- pcall: a key of another type (WRONGTYPE) is not ours, and a refused PUBLISH (an ACL without
 -- channel rights) must not turn a done release into an error; scripts are not rolled back.
-if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  if redis.call('EXISTS', KEYS[2]) == 1 then
-    redis.pcall(ARGV[3] or 'PUBLISH', ARGV[2], '1')
+local lock, fence_key, queue = KEYS[1], KEYS[2], KEYS[3]
+local token, channel, publish = ARGV[1], ARGV[2], ARGV[3]
+if ARGV[5] == '1' then
+  redis.call('ZREM', queue, token)
+  redis.call('DEL', KEYS[4])
+end
+if redis.pcall('GET', lock) == token then
+  if ARGV[4] == 'q' then
+    if not hand_off(lock, fence_key, queue, channel, publish) then
+      redis.call('DEL', lock)
+    end
+  else
+    redis.call('DEL', lock)
+    if redis.call('EXISTS', queue) == 1 then
+      redis.pcall(publish, channel, '1')
+    end
   end
   return 1
+end
+if ARGV[5] == '1' and ARGV[4] == 'q' and redis.call('EXISTS', lock) == 0 then
+  -- A waiter left while the lock was free and others queue: whoever was to be told of the
+  -- last release may have been this one; the next live waiter is handed the lock now.
+  hand_off(lock, fence_key, queue, channel, publish)
 end
 return 0

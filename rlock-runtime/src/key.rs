@@ -225,10 +225,22 @@ pub(crate) fn fence_key(lock_key: &str) -> String {
     companion_key(lock_key, "fence")
 }
 
-/// The key that marks `lock_key` as awaited: waiting clients set it (with an expiry), and a
-/// release announces itself only while it exists. Same slot as the lock, like [`fence_key`].
+/// The queue of `lock_key`'s waiters (a sorted set by arrival); a release hands the lock to
+/// its first live entry. Same slot as the lock, like [`fence_key`].
 pub(crate) fn waiters_key(lock_key: &str) -> String {
     companion_key(lock_key, "waiters")
+}
+
+/// The key that keeps one waiter's entry in `queue_key` alive (it expires unless the waiter
+/// refreshes it), holding how to grant it the lock. Same slot as the queue.
+pub(crate) fn waiter_entry_key(queue_key: &str, token: &str) -> String {
+    format!("{queue_key}:{token}")
+}
+
+/// Redlock: the mark of `lock_key` as awaited; a release announces itself to every waiter
+/// only while it lives. Same slot as the lock.
+pub(crate) fn awaited_key(lock_key: &str) -> String {
+    companion_key(lock_key, "awaited")
 }
 
 /// `lock_key` with `:suffix`, hashed to the lock's cluster slot (see [`fence_key`]).
@@ -272,7 +284,12 @@ mod tests {
             "order:42", "{tag}:x", "a{b", "a{}b", "x}{y}", "}", "{", "{}", "a}b",
         ] {
             if !key.contains('}') || has_hash_tag(key) {
-                for companion in [fence_key(key), waiters_key(key)] {
+                for companion in [
+                    fence_key(key),
+                    waiters_key(key),
+                    awaited_key(key),
+                    waiter_entry_key(&waiters_key(key), "t:1"),
+                ] {
                     assert_eq!(
                         cluster_slot(&companion),
                         cluster_slot(key),

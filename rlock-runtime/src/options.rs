@@ -66,6 +66,7 @@ pub struct LockOptions {
     pub(crate) on_lost: OnLost,
     pub(crate) fenced: bool,
     pub(crate) min_replicas: Option<u32>,
+    pub(crate) fair: bool,
 }
 
 impl Default for LockOptions {
@@ -78,6 +79,7 @@ impl Default for LockOptions {
             on_lost: OnLost::Abort,
             fenced: false,
             min_replicas: None,
+            fair: false,
         }
     }
 }
@@ -130,6 +132,13 @@ impl LockOptions {
     /// [`LockRequest::min_replicas`](crate::LockRequest::min_replicas).
     pub fn min_replicas(mut self, replicas: u32) -> Self {
         self.min_replicas = Some(replicas);
+        self
+    }
+
+    /// Whether waiters are granted the lock strictly in arrival order across all instances
+    /// (default: no). See [`LockRequest::fair`](crate::LockRequest::fair).
+    pub fn fair(mut self, fair: bool) -> Self {
+        self.fair = fair;
         self
     }
 

@@ -5,14 +5,18 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::backend::QueueAsk;
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::{IntoLockKey, LockKey};
-use crate::lease::{Engine, Hold, LeasePlan};
+use crate::lease::{Engine, Grant, Hold, LeasePlan, Outcome, Try};
 use crate::metrics::Count;
 use crate::options::{LockOptions, check_max_hold, check_ttl};
-use crate::tuning::{WAIT_RETRY_MAX, WAIT_RETRY_MIN, backoff};
+use crate::tuning::{
+    HANDOFF_LEASE, WAIT_RETRY_MAX, WAIT_RETRY_MIN, WAITER_CHECK_INTERVAL, backoff,
+};
+use crate::wait::Ticket;
 use crate::wait::timers::fallback_pause;
 use crate::{scope, trace};
 
@@ -121,6 +125,45 @@ impl<'a> LockRequest<'a> {
         self
     }
 
+    /// Grants the lock to waiters strictly in the order they arrived, across all instances
+    /// (Redisson's fair lock).
+    ///
+    /// Without it, waiting is already queued: every waiter stands in the lock's queue in
+    /// Redis, and a release hands the lock to the first live one (one announcement, one
+    /// waiter acting on it, whatever the number of instances). What `fair` adds: a request
+    /// that finds the lock *free* takes it only if no live waiter queued before it; without
+    /// `fair` it takes it (as Redisson's default lock and redis-py's `Lock` do), which is
+    /// cheaper and only differs when a handoff failed (a waiter died) or was not announced.
+    ///
+    /// A waiter that is cancelled, times out or whose process dies stops blocking the queue
+    /// within 5 s: its entry lapses 2 s after its last check in (every 0.67 s while it
+    /// waits), and a lock handed to it meanwhile ends after the 2 s handoff lease, when the
+    /// next waiter checks in. A cancelled or timed-out waiter leaves at once.
+    ///
+    /// Applies on one server, Sentinel and Cluster; on the in-process backend waiters are
+    /// served in arrival order within the process; Redlock refuses it (its masters keep no
+    /// common queue). A client that is not rlock (redis-py's `Lock` on the same key) knows
+    /// nothing of the queue and takes the lock whenever it finds it free.
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::in_memory();
+    /// let guard = client
+    ///     .lock("ticket:9")
+    ///     .wait(Duration::from_secs(5))
+    ///     .fair()
+    ///     .acquire()
+    ///     .await?;
+    /// # drop(guard); Ok(()) }
+    /// ```
+    pub fn fair(mut self) -> Self {
+        self.options.fair = true;
+        self
+    }
+
     /// Replaces all options at once.
     pub fn options(mut self, options: LockOptions) -> Self {
         self.options = options;
@@ -132,15 +175,21 @@ impl<'a> LockRequest<'a> {
     /// options). While another owner holds it, waits up to the wait budget, then fails with
     /// [`LockError::Busy`].
     ///
-    /// Waiting is woken by release announcements (Redis pub/sub on one connection per
-    /// client), not by polling: within a client only the first waiter of a key retries on
-    /// each release, in arrival order. When no announcement can come (the holder crashed, or
-    /// another library holds the key), a timer set to the holder's remaining lease, plus a
-    /// few milliseconds, retries; while a key's announcements are not confirmed (the
-    /// subscription is pending, refused by an ACL, or its connection is down), waiters
-    /// re-check every 50 ms. A failed attempt (Redis restarting, a timeout) is retried with
-    /// backoff within the budget; when the budget runs out, the last such error is returned
-    /// instead of `Busy`.
+    /// Waiting is queued in Redis, not polled: a waiter that finds the lock busy enters the
+    /// lock's queue (in the same cluster slot), and a release hands the lock to the first
+    /// live waiter there and names it in its announcement (Redis pub/sub, one subscribing
+    /// connection per client). Only that waiter's client acts on it, and it needs no
+    /// further command: the lock is already its own. So a handoff costs the same whether 2
+    /// or 200 instances wait. While it waits, a waiter checks in every 0.67 s (one script
+    /// call) to keep its entry alive; that check also takes the lock if it finds it free
+    /// with nobody told (a holder that crashed, an announcement that was lost). When the
+    /// holder's lease is known to end sooner, the waiter tries at its end plus a few
+    /// milliseconds. While a key's announcements are not confirmed (the subscription is
+    /// pending, refused by an ACL, or its connection is down), waiters check every 50 ms.
+    /// A failed attempt (Redis restarting, a timeout) is retried with backoff within the
+    /// budget; when the budget runs out, the last such error is returned instead of `Busy`.
+    /// On Redlock, which keeps no queue, a release wakes the first waiter of each client,
+    /// which tries again.
     pub async fn acquire(self) -> Result<LockGuard, LockError> {
         let client = self.client;
         let options = self.options;
@@ -184,6 +233,11 @@ fn plan(client: &LockClient, key: &LockKey, options: &LockOptions) -> Result<Lea
     {
         return Err(LockError::InvalidConfig(format!("lock `{key}`: {why}")));
     }
+    if options.fair
+        && let Some(why) = client.shared().engine.backend.refuses_fair()
+    {
+        return Err(LockError::InvalidConfig(format!("lock `{key}`: {why}")));
+    }
     if let Some(cap) = options.max_hold {
         check_max_hold(key, ttl, cap)?;
     }
@@ -199,6 +253,7 @@ fn plan(client: &LockClient, key: &LockKey, options: &LockOptions) -> Result<Lea
         max_hold: options.max_hold,
         fenced: options.fenced,
         min_replicas,
+        fair: options.fair,
     })
 }
 
@@ -227,15 +282,155 @@ impl Waiting<'_> {
         let engine = self.engine;
         if self.budget.is_zero() {
             // One attempt, bounded by the command timeout alone.
+            let once = Try {
+                waiting: false,
+                queue: None,
+                deadline: None,
+            };
             return match engine
-                .attempt(self.key, self.redis_key, self.plan, false, None)
+                .attempt(self.key, self.redis_key, self.plan, once)
                 .await?
             {
-                Ok(hold) => Ok(hold),
-                Err(_) => Err(self.busy()),
+                Outcome::Granted(hold) => Ok(hold),
+                Outcome::Busy { .. } => Err(self.busy()),
             };
         }
+        if engine.backend.queues_in_redis() {
+            self.queued().await
+        } else {
+            self.unqueued().await
+        }
+    }
+
+    /// Waiting in the lock's queue in Redis: a release hands the lock over and names the
+    /// waiter; it checks in on a timer meanwhile.
+    async fn queued(self) -> Result<Arc<Hold>, LockError> {
+        let engine = self.engine;
         let deadline = self.started + self.budget;
+        let mut ticket = engine.queues.join(self.redis_key, engine.token());
+        // When the holder's lease ends, as far as its last busy reply told.
+        let mut holder_until: Option<Instant> = None;
+        // Whether the waiter stands in the queue in Redis (not before its first attempt,
+        // nor after an unanswered one or when the queue was full).
+        let mut queued = false;
+        // When the last attempt that found another holder was sent: a lock handed to this
+        // waiter afterwards has its lease from then on, or later.
+        let mut busy_since: Option<Instant>;
+        let mut failures = 0;
+        let mut last_error;
+        loop {
+            let token = ticket.token();
+            let queue = QueueAsk {
+                fair: self.plan.fair,
+                check: queued,
+                queued,
+            };
+            let sent_at = Instant::now();
+            let attempt = Try {
+                waiting: true,
+                queue: Some((queue, &token)),
+                deadline: Some(deadline),
+            };
+            ticket.queued_in_redis();
+            match engine
+                .attempt(self.key, self.redis_key, self.plan, attempt)
+                .await
+            {
+                Ok(Outcome::Granted(hold)) => return Ok(self.waited(ticket, hold)),
+                Ok(Outcome::Busy {
+                    remaining,
+                    queued: now_queued,
+                }) => {
+                    if let Some(left) = remaining {
+                        holder_until = Some(sent_at + left);
+                    }
+                    queued = now_queued;
+                    busy_since = now_queued.then_some(sent_at);
+                    failures = 0;
+                    last_error = None;
+                    ticket.listen();
+                }
+                Err(e) if e.is_backend() => {
+                    failures += 1;
+                    trace::debug_event!(key = self.key.as_str(), error = %e, "rlock: attempt failed; retrying within the wait budget");
+                    last_error = Some(e);
+                    // The attempt may have landed or not: its token is withdrawn in the
+                    // background, and this waiter queues again under a new one.
+                    ticket.change_token(engine.token());
+                    queued = false;
+                    busy_since = None;
+                }
+                Err(e) => return Err(e),
+            }
+            loop {
+                if let (Some(handoff), Some(since)) = (ticket.handed(), busy_since) {
+                    let grant = Grant {
+                        token: handoff.token,
+                        fence: handoff.fence,
+                        sent_at: since,
+                        lease: self.plan.ttl.min(HANDOFF_LEASE),
+                    };
+                    match engine
+                        .adopt(self.key, self.redis_key, self.plan, grant)
+                        .await
+                    {
+                        Ok(Some(hold)) => return Ok(self.waited(ticket, hold)),
+                        // Too little of the handoff lease left to count on (or a failure
+                        // confirming it): Redis tells on the next check.
+                        Ok(None) => break,
+                        Err(e) if e.is_backend() => break,
+                        Err(e) => return Err(e),
+                    }
+                }
+                let now = Instant::now();
+                let budget_left = deadline.saturating_duration_since(now);
+                if budget_left.is_zero() {
+                    engine.counters.waited(self.started.elapsed());
+                    return Err(last_error.unwrap_or_else(|| self.busy()));
+                }
+                let pause = if failures > 0 {
+                    backoff(WAIT_RETRY_MIN, WAIT_RETRY_MAX, failures).min(budget_left)
+                } else {
+                    let holder_left = holder_until.map(|t| t.saturating_duration_since(now));
+                    let pause = fallback_pause(holder_left, ticket.announced(), budget_left);
+                    if queued {
+                        pause.min(WAITER_CHECK_INTERVAL)
+                    } else {
+                        pause
+                    }
+                };
+                tokio::select! {
+                    () = ticket.woken() => {
+                        // Handed the lock (checked above), or the key's announcements were
+                        // just confirmed or lost: one may have gone unheard, so look.
+                        if ticket.has_handoff() {
+                            continue;
+                        }
+                    }
+                    () = tokio::time::sleep(pause) => {}
+                }
+                break;
+            }
+        }
+    }
+
+    /// Records a successful wait.
+    fn waited(&self, ticket: Ticket, hold: Arc<Hold>) -> Arc<Hold> {
+        ticket.leave_with_lock();
+        self.engine.counters.waited(self.started.elapsed());
+        hold
+    }
+
+    /// Waiting without a queue in Redis (Redlock, in process): a release wakes the first
+    /// waiter of each client, which tries again.
+    async fn unqueued(self) -> Result<Arc<Hold>, LockError> {
+        let engine = self.engine;
+        let deadline = self.started + self.budget;
+        let attempt = Try {
+            waiting: true,
+            queue: None,
+            deadline: Some(deadline),
+        };
         // When the holder's lease ends, as far as its last busy reply told.
         let mut holder_until: Option<Instant> = None;
         // A request that may wait does not barge past this client's queued waiters of the
@@ -244,18 +439,21 @@ impl Waiting<'_> {
         let mut try_now = !engine.queues.has_waiters(self.redis_key);
         if try_now {
             match engine
-                .attempt(self.key, self.redis_key, self.plan, true, Some(deadline))
+                .attempt(self.key, self.redis_key, self.plan, attempt)
                 .await
             {
-                Ok(Ok(hold)) => return Ok(hold),
-                Ok(Err(left)) => holder_until = left.map(|l| Instant::now() + l),
+                Ok(Outcome::Granted(hold)) => return Ok(hold),
+                Ok(Outcome::Busy { remaining, .. }) => {
+                    holder_until = remaining.map(|l| Instant::now() + l);
+                }
                 // A backend failure (timeout, unreachable, too few masters or replicas) may
                 // pass: retried below, once queued.
                 Err(e) if e.is_backend() => {}
                 Err(e) => return Err(e),
             }
         }
-        let ticket = engine.queues.join(self.redis_key);
+        let ticket = engine.queues.join(self.redis_key, String::new());
+        ticket.listen();
         // After joining, the head tries once its key's subscription is confirmed (which
         // wakes it) or on the short re-check timer; a release in between is not missed.
         try_now = false;
@@ -264,16 +462,12 @@ impl Waiting<'_> {
         loop {
             if try_now {
                 match engine
-                    .attempt(self.key, self.redis_key, self.plan, true, Some(deadline))
+                    .attempt(self.key, self.redis_key, self.plan, attempt)
                     .await
                 {
-                    Ok(Ok(hold)) => {
-                        ticket.leave_with_lock();
-                        engine.counters.waited(self.started.elapsed());
-                        return Ok(hold);
-                    }
-                    Ok(Err(left)) => {
-                        holder_until = left.map(|l| Instant::now() + l);
+                    Ok(Outcome::Granted(hold)) => return Ok(self.waited(ticket, hold)),
+                    Ok(Outcome::Busy { remaining, .. }) => {
+                        holder_until = remaining.map(|l| Instant::now() + l);
                         failures = 0;
                         last_error = None;
                     }
@@ -289,10 +483,7 @@ impl Waiting<'_> {
             let budget_left = deadline.saturating_duration_since(now);
             if budget_left.is_zero() {
                 engine.counters.waited(self.started.elapsed());
-                return Err(match last_error {
-                    Some(e) => e,
-                    None => self.busy(),
-                });
+                return Err(last_error.unwrap_or_else(|| self.busy()));
             }
             let pause = if failures > 0 {
                 backoff(WAIT_RETRY_MIN, WAIT_RETRY_MAX, failures).min(budget_left)

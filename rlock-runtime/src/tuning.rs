@@ -74,15 +74,33 @@ pub(crate) const WAIT_EXPIRY_JITTER_MAX: Duration = Duration::from_millis(5);
 pub(crate) const WAIT_RETRY_MIN: Duration = Duration::from_millis(20);
 /// ...doubling up to this, within its wait budget.
 pub(crate) const WAIT_RETRY_MAX: Duration = Duration::from_millis(500);
-/// A waiting client marks the key as awaited until this long after the holder's lease ends;
-/// releases announce themselves only while the mark lives. The waiter tries again at the
-/// lease's end plus a few milliseconds (or sooner: it never sleeps longer than
+/// Redlock: a waiting client marks the key as awaited until this long after the holder's
+/// lease ends; releases announce themselves only while the mark lives. The waiter tries again
+/// at the lease's end plus a few milliseconds (or sooner: it never sleeps longer than
 /// [`WAIT_UNKNOWN_LEASE_PAUSE`]), and renews the mark then, well inside this slack.
 pub(crate) const WAITERS_MARK_SLACK: Duration = Duration::from_secs(1);
+
+/// A waiter's entry in its lock's queue in Redis lives this long unless refreshed; a waiter
+/// whose process died stops being handed the lock within it.
+pub(crate) const WAITER_ENTRY_LEASE: Duration = Duration::from_secs(2);
+/// A queued waiter checks in every third of its entry lease (the entry lives through two
+/// missed checks): it refreshes the entry, and tries if the lock is free with nobody told.
+pub(crate) const WAITER_CHECK_INTERVAL: Duration = Duration::from_millis(666);
+/// The lease a release gives the waiter it hands the lock to (or the waiter's ttl, if
+/// shorter). Short, so that a waiter that died just before blocks the lock only briefly; the
+/// waiter counts it from its last check in, and renews it to its ttl soon after.
+pub(crate) const HANDOFF_LEASE: Duration = Duration::from_secs(2);
+/// Most entries in one lock's queue; a waiter beyond them waits unqueued, on timers.
+pub(crate) const WAITERS_QUEUE_MAX: u32 = 10_000;
 
 /// How long a head waiter defers to other clients after its own client released the key:
 /// about a pub/sub delivery plus a round trip on a local network.
 pub(crate) const WAIT_COURTESY: Duration = Duration::from_millis(1);
+
+/// A key's release channel stays subscribed this long after its last waiter left, so that a
+/// client waiting for the same key again and again does not subscribe and unsubscribe (two
+/// commands, and a confirmation to wait for) on every wait.
+pub(crate) const SUBSCRIPTION_LINGER: Duration = Duration::from_millis(500);
 
 /// The release feed's first pause after a failure, doubling...
 pub(crate) const FEED_RETRY_MIN: Duration = Duration::from_millis(50);

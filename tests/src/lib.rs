@@ -48,6 +48,7 @@ pub mod deploy;
 pub mod history;
 pub mod locking;
 pub mod proxy;
+pub mod workers;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -118,7 +119,8 @@ impl Counts {
     }
 
     /// `self - earlier`, dropping commands whose count did not change.
-    fn minus(&self, earlier: &Counts) -> Counts {
+    #[must_use]
+    pub fn minus(&self, earlier: &Counts) -> Counts {
         let by_command = self
             .by_command
             .iter()

@@ -9,17 +9,14 @@
 //! delayed and flushed in bursts.
 #![allow(clippy::unwrap_used)]
 
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use rlock_tests::RedisServer;
 use rlock_tests::deploy::ClusterDeployment;
-use rlock_tests::history::{
-    Section, WorkerReport, check_mutual_exclusion, owner_switches, parse_worker_output,
-};
+use rlock_tests::history::{Section, WorkerReport, check_mutual_exclusion, owner_switches};
 use rlock_tests::proxy::FaultProxy;
+use rlock_tests::workers::Running;
 
 const PROCESSES: usize = 8;
 const TASKS: usize = 4;
@@ -30,28 +27,6 @@ const DEADLINE: Duration = Duration::from_secs(90);
 const TTL_MS: &str = "10000";
 /// Short on purpose, so that some acquisitions give up with `Busy` and the retry path runs too.
 const WAIT_MS: &str = "250";
-
-/// Kills and reaps every child that is still running when dropped (also on panic).
-struct Workers(Vec<Child>);
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            if let Ok(None) = child.try_wait() {
-                let _ = child.kill();
-            }
-            let _ = child.wait();
-        }
-    }
-}
-
-fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
-    thread::spawn(move || {
-        let mut out = String::new();
-        let _ = pipe.read_to_string(&mut out);
-        out
-    })
-}
 
 /// Runs `processes` workers against the Redis at `url`, each incrementing the racy counter
 /// `mx:counter`, until all exit (or kills them after [`DEADLINE`] and panics); asserts each
@@ -64,83 +39,23 @@ fn run_workers(
     extra: &[&str],
 ) -> Vec<WorkerReport> {
     let extra = [&["--counter", "mx:counter"], extra].concat();
-    Running::spawn(url, processes, tasks, iterations, &extra).finish()
+    spawn(url, processes, tasks, iterations, &extra).finish(DEADLINE)
 }
 
-/// Worker processes under way.
-struct Running {
-    workers: Workers,
-    outputs: Vec<(JoinHandle<String>, JoinHandle<String>)>,
-    /// Sections each worker must enter.
-    each: u64,
-}
-
-impl Running {
-    fn spawn(url: &str, processes: usize, tasks: usize, iterations: usize, extra: &[&str]) -> Self {
-        let mut workers = Workers(Vec::new());
-        let mut outputs = Vec::new();
-        for _ in 0..processes {
-            let mut child = Command::new(env!("CARGO_BIN_EXE_lock_worker"))
-                .args(["--redis", url, "--key", "mx:shared"])
-                .args(["--tasks", &tasks.to_string()])
-                .args(["--iterations", &iterations.to_string()])
-                .args(["--ttl-ms", TTL_MS, "--wait-ms", WAIT_MS])
-                .args(extra)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn lock_worker");
-            let stdout = drain(child.stdout.take().unwrap());
-            let stderr = drain(child.stderr.take().unwrap());
-            outputs.push((stdout, stderr));
-            workers.0.push(child);
-        }
-        Self {
-            workers,
-            outputs,
-            each: (tasks * iterations) as u64,
-        }
-    }
-
-    /// Waits for every worker to exit (killing them all after [`DEADLINE`]), asserts each
-    /// succeeded, and returns their parsed reports.
-    fn finish(self) -> Vec<WorkerReport> {
-        let Self {
-            mut workers,
-            outputs,
-            each,
-        } = self;
-        let started = Instant::now();
-        let mut statuses = vec![None; outputs.len()];
-        while statuses.iter().any(Option::is_none) {
-            for (child, status) in workers.0.iter_mut().zip(&mut statuses) {
-                if status.is_none() {
-                    *status = child.try_wait().expect("try_wait");
-                }
-            }
-            if started.elapsed() > DEADLINE {
-                drop(workers);
-                panic!("lock_worker processes did not finish within {DEADLINE:?}; killed them");
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-
-        let mut reports = Vec::new();
-        for (i, ((stdout, stderr), status)) in outputs.into_iter().zip(statuses).enumerate() {
-            let stdout = stdout.join().unwrap();
-            let stderr = stderr.join().unwrap();
-            let status = status.unwrap();
-            assert!(
-                status.success(),
-                "worker {i} failed with {status}:\n{stderr}"
-            );
-            let report = parse_worker_output(i, &stdout).unwrap();
-            assert_eq!(report.entered, each, "worker {i}");
-            reports.push(report);
-        }
-        reports
-    }
+/// Starts `processes` workers on the shared key with this test's ttl and wait.
+fn spawn(url: &str, processes: usize, tasks: usize, iterations: usize, extra: &[&str]) -> Running {
+    let (tasks, iterations) = (tasks.to_string(), iterations.to_string());
+    let mut args = vec!["--key", "mx:shared", "--tasks", &tasks];
+    args.extend([
+        "--iterations",
+        &iterations,
+        "--ttl-ms",
+        TTL_MS,
+        "--wait-ms",
+        WAIT_MS,
+    ]);
+    args.extend(extra);
+    Running::spawn(env!("CARGO_BIN_EXE_lock_worker"), url, processes, &args)
 }
 
 fn counter(server: &RedisServer) -> u64 {
@@ -267,7 +182,7 @@ fn extend_racing_renewals_keeps_exclusion_across_processes() {
 fn a_cluster_failover_keeps_exclusion_across_processes_with_replica_acks() {
     let cluster = ClusterDeployment::start();
     let master = cluster.master_of_key("mx:shared").unwrap();
-    let running = Running::spawn(
+    let running = spawn(
         &cluster.url(),
         4,
         2,
@@ -280,7 +195,7 @@ fn a_cluster_failover_keeps_exclusion_across_processes_with_replica_acks() {
     // until then no grant can be acknowledged, and the workers retry.
     master.restart();
     cluster.wait_healthy(&[]);
-    let reports = running.finish();
+    let reports = running.finish(DEADLINE);
 
     let unavailable: u64 = reports.iter().map(|r| r.unavailable).sum();
     let lost: u64 = reports.iter().map(|r| r.lost).sum();

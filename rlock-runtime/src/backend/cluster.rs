@@ -24,7 +24,7 @@ use redis::{Cmd, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, V
 use tokio::sync::mpsc;
 
 use super::connection::Opener;
-use super::pubsub::{Connector, Session, Subscribed, shard_channel};
+use super::pubsub::{Announcement, Connector, Session, Subscribed, shard_channel};
 use super::redis::Scripted;
 use crate::error::LockError;
 use crate::slot::slot;
@@ -145,13 +145,18 @@ impl Session for ShardedSession {
         )
     }
 
-    async fn next_announcement(&mut self) -> Option<String> {
+    async fn next_announcement(&mut self) -> Option<Announcement> {
         loop {
             let push = self.pushes.recv().await?;
             match push.kind {
                 PushKind::SMessage | PushKind::Message => {
-                    if let Some(Value::BulkString(channel)) = push.data.first() {
-                        return Some(String::from_utf8_lossy(channel).into_owned());
+                    if let [Value::BulkString(channel), Value::BulkString(payload), ..] =
+                        push.data.as_slice()
+                    {
+                        return Some(Announcement {
+                            channel: String::from_utf8_lossy(channel).into_owned(),
+                            payload: payload.clone(),
+                        });
                     }
                 }
                 // A node's connection closed: announcements may have been missed, and the

@@ -57,6 +57,7 @@ impl MemoryBackend {
         {
             return Attempt::Busy {
                 remaining: Some(entry.expires - now),
+                queued: false,
             };
         }
         if locks.entries.len() > 2 * locks.swept_at.max(512) {
@@ -92,7 +93,7 @@ impl MemoryBackend {
         if released {
             let listeners = self.listeners().clone();
             for listener in listeners.iter().filter_map(Weak::upgrade) {
-                listener.released(key);
+                listener.released(key, None);
             }
         }
         released
@@ -137,6 +138,10 @@ impl LeaseStore for MemoryBackend {
     }
 
     async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+        Ok(self.release_now(lease.key, lease.token))
+    }
+
+    async fn withdraw(&self, lease: Lease<'_>) -> Result<bool, LockError> {
         Ok(self.release_now(lease.key, lease.token))
     }
 

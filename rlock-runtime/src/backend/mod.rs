@@ -33,8 +33,16 @@ pub(crate) struct Lease<'a> {
 pub(crate) enum Attempt {
     /// The lock is ours, with a fencing token when one was asked for.
     Acquired { fence: Option<u64> },
-    /// Another owner holds it; its lease has this much left, when the backend knows.
-    Busy { remaining: Option<Duration> },
+    /// A release handed the lock to this queued waiter before this attempt came (its
+    /// announcement is on the way, or was lost); the lease has `left` from when the attempt
+    /// was sent.
+    Handed { fence: Option<u64>, left: Duration },
+    /// Another owner holds it; its lease has this much left, when the backend knows. The
+    /// waiter is queued in Redis if it asked to be, unless the queue was full.
+    Busy {
+        remaining: Option<Duration>,
+        queued: bool,
+    },
     /// Redlock: too few masters answered for a majority to grant it.
     NoQuorum { granted: usize, needed: usize },
 }
@@ -46,12 +54,50 @@ pub(crate) struct AttemptAsks {
     pub(crate) fence: bool,
     /// When busy, learn how long the holder's lease has left (for a waiter's timer).
     pub(crate) remaining: bool,
+    /// Wait in the lock's queue in Redis (where the backend keeps one), to be handed the
+    /// lock by a release.
+    pub(crate) queue: Option<QueueAsk>,
+}
+
+/// How a waiting request stands in its lock's queue in Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QueueAsk {
+    /// Never take the lock past a live waiter that queued earlier.
+    pub(crate) fair: bool,
+    /// A periodic check of a queued waiter: keep its entry alive; try only if the lock is free.
+    pub(crate) check: bool,
+    /// The request was queued before (a release may have handed it the lock already).
+    pub(crate) queued: bool,
+}
+
+/// A release's announcement naming the waiter it handed the lock to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Handoff {
+    /// The owner token of the waiter, now the lock's holder.
+    pub(crate) token: String,
+    /// The fencing token issued with it (when the waiter asked for one).
+    pub(crate) fence: Option<u64>,
+}
+
+impl Handoff {
+    /// Reads an announcement's payload: `"<token> <fence or 0>"` when a release handed the
+    /// lock on; `None` for an announcement that only says "released" (Redlock, other
+    /// versions).
+    pub(crate) fn parse(payload: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(payload).ok()?;
+        let (token, fence) = text.split_once(' ')?;
+        let fence: u64 = fence.parse().ok()?;
+        Some(Self {
+            token: token.to_owned(),
+            fence: (fence > 0).then_some(fence),
+        })
+    }
 }
 
 /// Told by a backend's release feed what it hears. Implemented by the waiting layer.
 pub(crate) trait ReleaseListener: Send + Sync {
-    /// A release of `key` was announced.
-    fn released(&self, key: &str);
+    /// A release of `key` was announced; `handed` names the waiter it was handed to, if any.
+    fn released(&self, key: &str, handed: Option<Handoff>);
     /// Announcements for `key` will arrive from now on (its subscription is confirmed).
     fn confirmed(&self, key: &str);
     /// Announcements for `key` cannot arrive (Redis refused the subscription, e.g. an ACL
@@ -80,8 +126,14 @@ pub(crate) trait LeaseStore {
         ask: AttemptAsks,
     ) -> impl Future<Output = Result<Attempt, LockError>> + Send;
 
-    /// Deletes the lock if `lease.token` still owns it; `Ok(false)` when it did not.
+    /// Deletes the lock if `lease.token` still owns it, or hands it to the next waiter
+    /// queued in Redis; `Ok(false)` when it did not own it.
     fn release(&self, lease: Lease<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// A waiter gives up: its entry leaves the queue, and a lock handed to it meanwhile is
+    /// released (handed on); `Ok(true)` when it held the lock. Without a queue in Redis, the
+    /// same as [`release`](Self::release).
+    fn withdraw(&self, lease: Lease<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
 
     /// Renews many leases in one call, each only if still ours and never shortening it
     /// (a late renewal must not undo a longer `extend`); per lease `Some(true)` when still
@@ -132,6 +184,12 @@ impl Backend {
         }
     }
 
+    /// Whether waiters queue in Redis and releases hand the lock to the first of them (one
+    /// server, Sentinel, Cluster); otherwise every client's first waiter is woken and tries.
+    pub(crate) fn queues_in_redis(&self) -> bool {
+        matches!(self, Self::Redis(_) | Self::Cluster(_))
+    }
+
     /// How many master switches the sentinels announced (0 off Sentinel).
     pub(crate) fn master_switches(&self) -> u64 {
         match self {
@@ -154,6 +212,17 @@ impl Backend {
             Self::Redlock(_) => Some(
                 "min_replicas does not apply to Redlock, whose masters are independent; \
                  a majority of masters is what makes its grants survive a failure",
+            ),
+            Self::Redis(_) | Self::Cluster(_) | Self::Memory(_) => None,
+        }
+    }
+
+    /// Why fair waiting cannot be had here, if it cannot.
+    pub(crate) fn refuses_fair(&self) -> Option<&'static str> {
+        match self {
+            Self::Redlock(_) => Some(
+                "fair waiting is not available on Redlock: its masters are independent and \
+                 keep no common queue; use a single Redis, Sentinel or Cluster for fair locks",
             ),
             Self::Redis(_) | Self::Cluster(_) | Self::Memory(_) => None,
         }
@@ -204,6 +273,15 @@ impl LeaseStore for Backend {
         }
     }
 
+    async fn withdraw(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+        match self {
+            Self::Redis(b) => b.withdraw(lease).await,
+            Self::Cluster(b) => b.withdraw(lease).await,
+            Self::Redlock(b) => b.release(lease).await,
+            Self::Memory(b) => b.release(lease).await,
+        }
+    }
+
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
         match self {
             Self::Redis(b) => b.extend(lease).await,
@@ -223,7 +301,7 @@ impl LeaseStore for Backend {
     }
 }
 
-/// Milliseconds for a `PX`/`PEXPIRE` argument/`PEXPIRE` argument, rounded up (Redis must not hold the lease
+/// Milliseconds for a `PX`/`PEXPIRE` argument, rounded up (Redis must not hold the lease
 /// shorter than the client counts it), at least 1.
 pub(crate) fn millis(d: Duration) -> u64 {
     let whole = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
@@ -233,8 +311,19 @@ pub(crate) fn millis(d: Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::millis;
+    use super::{Handoff, millis};
     use std::time::Duration;
+
+    #[test]
+    fn announcements_name_the_new_holder_or_nobody() {
+        let handed = Handoff::parse(b"c0ffee:7 1700000000000001").unwrap();
+        assert_eq!(handed.token, "c0ffee:7");
+        assert_eq!(handed.fence, Some(1_700_000_000_000_001));
+        assert_eq!(Handoff::parse(b"c0ffee:7 0").unwrap().fence, None);
+        assert_eq!(Handoff::parse(b"1"), None);
+        assert_eq!(Handoff::parse(b"t x"), None);
+        assert_eq!(Handoff::parse(&[0xff, b' ', b'1']), None);
+    }
 
     #[test]
     fn leases_are_rounded_up_to_whole_milliseconds() {

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 
 use super::connection::is_connection_failure;
 use super::endpoint::Endpoint;
-use super::{ReleaseFeed, ReleaseListener};
+use super::{Handoff, ReleaseFeed, ReleaseListener};
 use crate::slot::hashed_part;
 use crate::tuning::{FEED_HEALTH_INTERVAL, FEED_RETRY_MAX, FEED_RETRY_MIN, backoff};
 
@@ -72,6 +72,13 @@ impl Subscribed {
     }
 }
 
+/// A message on a release channel.
+pub(crate) struct Announcement {
+    pub(crate) channel: String,
+    /// Names the waiter the lock was handed to ([`Handoff::parse`]), or only says "released".
+    pub(crate) payload: Vec<u8>,
+}
+
 /// One subscribing connection.
 pub(crate) trait Session: Send + Sized + 'static {
     /// Subscribes the channel (each call bounded by `timeout`).
@@ -86,8 +93,8 @@ pub(crate) trait Session: Send + Sized + 'static {
         channel: &str,
         timeout: Duration,
     ) -> impl Future<Output = bool> + Send;
-    /// The channel of the next announcement; `None` when the connection ended.
-    fn next_announcement(&mut self) -> impl Future<Output = Option<String>> + Send;
+    /// The next announcement; `None` when the connection ended.
+    fn next_announcement(&mut self) -> impl Future<Output = Option<Announcement>> + Send;
     /// Whether the connection still answers.
     fn ping(&mut self, timeout: Duration) -> impl Future<Output = bool> + Send;
 }
@@ -289,11 +296,11 @@ impl<C: Connector> FeedTask<C> {
                         return Stop::Failed;
                     }
                 }
-                channel = session.next_announcement() => {
-                    let Some(channel) = channel else { return Stop::Failed };
+                announcement = session.next_announcement() => {
+                    let Some(announcement) = announcement else { return Stop::Failed };
                     let Some(listener) = self.listener.upgrade() else { return Stop::Closed };
-                    if let Some(key) = self.keys_by_channel.get(&channel) {
-                        listener.released(key);
+                    if let Some(key) = self.keys_by_channel.get(&announcement.channel) {
+                        listener.released(key, Handoff::parse(&announcement.payload));
                     }
                 }
                 () = switched(&mut switches) => {
@@ -361,11 +368,11 @@ impl Session for PubSubSession {
         )
     }
 
-    async fn next_announcement(&mut self) -> Option<String> {
-        self.stream
-            .next()
-            .await
-            .map(|msg| msg.get_channel_name().to_owned())
+    async fn next_announcement(&mut self) -> Option<Announcement> {
+        self.stream.next().await.map(|msg| Announcement {
+            channel: msg.get_channel_name().to_owned(),
+            payload: msg.get_payload_bytes().to_vec(),
+        })
     }
 
     async fn ping(&mut self, timeout: Duration) -> bool {

@@ -21,14 +21,24 @@ use super::endpoint::Endpoint;
 use super::pubsub::{Connector, Feed, release_channel, shard_channel};
 use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseListener, millis};
 use crate::error::LockError;
-use crate::key::{fence_key, waiters_key};
+use crate::key::{awaited_key, fence_key, waiter_entry_key, waiters_key};
 use crate::slot::slot;
-use crate::tuning::{REPLICA_WAIT_DIVISOR, WAITERS_MARK_SLACK};
+use crate::tuning::{
+    HANDOFF_LEASE, REPLICA_WAIT_DIVISOR, WAITER_ENTRY_LEASE, WAITERS_MARK_SLACK, WAITERS_QUEUE_MAX,
+};
 
-pub(crate) static ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../scripts/acquire.lua")));
-pub(crate) static RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../scripts/release.lua")));
+pub(crate) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/acquire.lua")
+    ))
+});
+pub(crate) static RELEASE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/release.lua")
+    ))
+});
 pub(crate) static EXTEND: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../scripts/extend.lua")));
 pub(crate) static RENEW: LazyLock<Lua> =
@@ -117,6 +127,9 @@ async fn query<O: Opener, T: FromRedisValue>(mut conn: O::Conn, cmd: &Cmd) -> Re
 pub(crate) struct Scripted<O: Opener> {
     opener: O,
     conn: Connection<O>,
+    /// Waiters queue here and releases hand the lock on; off for a Redlock master, whose
+    /// releases announce to every waiter instead.
+    queue: bool,
 }
 
 /// One Redis server, or the master the sentinels name.
@@ -173,7 +186,60 @@ impl<O: Opener> Scripted<O> {
     /// A store whose connection opens on first use (a Redlock master may be down at start).
     pub(crate) fn lazy(opener: O, timeout: Duration) -> Self {
         let conn = Connection::lazy(opener.clone(), timeout);
-        Self { opener, conn }
+        Self {
+            opener,
+            conn,
+            queue: true,
+        }
+    }
+
+    /// A Redlock master: no queue (each master would hand the lock to its own queue's
+    /// head); a release announces itself to every waiter while one has marked the key.
+    pub(crate) fn announcing_to_all(mut self) -> Self {
+        self.queue = false;
+        self
+    }
+
+    /// The release channel of `key`, and the command that publishes on it.
+    fn channel(key: &str) -> (String, &'static str) {
+        if O::CLUSTER {
+            (shard_channel(key), "SPUBLISH")
+        } else {
+            (release_channel(key), "PUBLISH")
+        }
+    }
+
+    /// A call of the acquire or release script, with the keys both take.
+    fn keyed(lua: &'static Lua, lease: Lease<'_>, queue: bool) -> ScriptCall {
+        let mut call = lua.call();
+        let queue_key = if queue {
+            waiters_key(lease.key)
+        } else {
+            awaited_key(lease.key)
+        };
+        let entry = waiter_entry_key(&queue_key, lease.token);
+        call.key(lease.key)
+            .key(&fence_key(lease.key))
+            .key(&queue_key)
+            .key(&entry);
+        call
+    }
+
+    /// Runs the release script; `leaving` when a waiter gives up its place too.
+    async fn release_script(&self, lease: Lease<'_>, leaving: bool) -> Result<bool, LockError> {
+        let (channel, publish) = Self::channel(lease.key);
+        let mut release = Self::keyed(&RELEASE, lease, self.queue);
+        release
+            .arg(lease.token)
+            .arg(channel)
+            .arg(publish)
+            .arg(if self.queue { "q" } else { "m" })
+            .arg(if leaving { "1" } else { "0" });
+        let operation = if leaving { "withdraw" } else { "release" };
+        let deleted: i64 = self
+            .invoke(operation, self.conn.timeout(), &release)
+            .await?;
+        Ok(deleted == 1)
     }
 
     /// Connects and loads the scripts up front, so the first calls do not all miss at once and
@@ -226,7 +292,8 @@ impl<O: Opener> Scripted<O> {
         ask: AttemptAsks,
         timeout: Duration,
     ) -> Result<Attempt, LockError> {
-        if !ask.fence && !ask.remaining {
+        let queue = ask.queue.filter(|_| self.queue);
+        if !ask.fence && !ask.remaining && queue.is_none() {
             let set: Option<String> = self
                 .conn
                 .call("acquire", timeout, |c| async move {
@@ -242,34 +309,55 @@ impl<O: Opener> Scripted<O> {
             return Ok(if set.is_some() {
                 Attempt::Acquired { fence: None }
             } else {
-                Attempt::Busy { remaining: None }
+                Attempt::Busy {
+                    remaining: None,
+                    queued: false,
+                }
             });
         }
-        let mut acquire = ACQUIRE.call();
+        let mut acquire = Self::keyed(&ACQUIRE, lease, self.queue);
         acquire
-            .key(lease.key)
-            .key(&fence_key(lease.key))
-            .key(&waiters_key(lease.key))
             .arg(lease.token)
             .arg(millis(lease.ttl))
-            .arg(if ask.fence { "1" } else { "0" })
-            .arg(if ask.remaining {
-                millis(WAITERS_MARK_SLACK)
-            } else {
-                0
-            });
-        let (acquired, value): (i64, i64) = self.invoke("acquire", timeout, &acquire).await?;
-        Ok(if acquired == 1 {
-            Attempt::Acquired {
-                // The script's fences are positive; a negative one cannot come from it.
-                fence: ask.fence.then(|| u64::try_from(value).unwrap_or(0)),
-            }
+            .arg(flag(ask.fence));
+        if let Some(queue) = queue {
+            let (channel, publish) = Self::channel(lease.key);
+            acquire
+                .arg("q")
+                .arg(millis(WAITER_ENTRY_LEASE))
+                .arg(millis(lease.ttl.min(HANDOFF_LEASE)))
+                .arg(channel)
+                .arg(publish)
+                .arg(WAITERS_QUEUE_MAX)
+                .arg(flag(queue.fair))
+                .arg(flag(queue.check))
+                .arg(flag(queue.queued));
+        } else if ask.remaining && !self.queue {
+            acquire.arg("m").arg(millis(WAITERS_MARK_SLACK));
         } else {
-            Attempt::Busy {
-                remaining: lease_left(value),
-            }
+            acquire.arg("0");
+        }
+        let reply: Vec<i64> = self.invoke("acquire", timeout, &acquire).await?;
+        let at = |i: usize| reply.get(i).copied().unwrap_or(0);
+        // The script's fences are positive; a negative one cannot come from it.
+        let fence = || ask.fence.then(|| u64::try_from(at(1)).unwrap_or(0));
+        Ok(match at(0) {
+            1 => Attempt::Acquired { fence: fence() },
+            2 => Attempt::Handed {
+                fence: fence(),
+                left: lease_left(at(2)).unwrap_or_default(),
+            },
+            outcome => Attempt::Busy {
+                remaining: lease_left(at(1)),
+                queued: queue.is_some() && outcome == 0,
+            },
         })
     }
+}
+
+/// A script flag.
+fn flag(on: bool) -> &'static str {
+    if on { "1" } else { "0" }
 }
 
 impl<O: Opener> LeaseStore for Scripted<O> {
@@ -278,22 +366,11 @@ impl<O: Opener> LeaseStore for Scripted<O> {
     }
 
     async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
-        let mut release = RELEASE.call();
-        let (channel, publish) = if O::CLUSTER {
-            (shard_channel(lease.key), "SPUBLISH")
-        } else {
-            (release_channel(lease.key), "PUBLISH")
-        };
-        release
-            .key(lease.key)
-            .key(&waiters_key(lease.key))
-            .arg(lease.token)
-            .arg(channel)
-            .arg(publish);
-        let deleted: i64 = self
-            .invoke("release", self.conn.timeout(), &release)
-            .await?;
-        Ok(deleted == 1)
+        self.release_script(lease, false).await
+    }
+
+    async fn withdraw(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+        self.release_script(lease, self.queue).await
     }
 
     async fn renew(

@@ -49,7 +49,7 @@ impl Redlock {
         let this = Self {
             nodes: clients
                 .into_iter()
-                .map(|c| RedisNode::lazy(Endpoint::Fixed(Arc::new(c)), timeout))
+                .map(|c| RedisNode::lazy(Endpoint::Fixed(Arc::new(c)), timeout).announcing_to_all())
                 .collect(),
             timeout,
         };
@@ -132,8 +132,11 @@ fn tally<I: IntoIterator<Item = Result<bool, LockError>>>(results: I) -> (Tally,
 impl LeaseStore for Redlock {
     async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
         let started = Instant::now();
+        // Masters are independent: each would hand the lock to its own queue's head, so
+        // waiters do not queue in Redis here; releases announce to every waiter instead.
         let ask = AttemptAsks {
             fence: false,
+            queue: None,
             ..ask
         };
         let limit = self.node_timeout(lease.ttl);
@@ -148,8 +151,10 @@ impl LeaseStore for Redlock {
         let mut remaining: Option<Duration> = None;
         for answer in &answers {
             match answer {
-                Ok(Attempt::Acquired { .. }) => granted += 1,
-                Ok(Attempt::Busy { remaining: left }) => {
+                Ok(Attempt::Acquired { .. } | Attempt::Handed { .. }) => granted += 1,
+                Ok(Attempt::Busy {
+                    remaining: left, ..
+                }) => {
                     if let Some(left) = *left {
                         remaining = Some(remaining.map_or(left, |r| r.min(left)));
                     }
@@ -173,13 +178,21 @@ impl LeaseStore for Redlock {
                 needed: self.quorum(),
             });
         }
-        Ok(Attempt::Busy { remaining })
+        Ok(Attempt::Busy {
+            remaining,
+            queued: false,
+        })
     }
 
     async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
         let answers = join_all(self.nodes.iter().map(|n| n.release(lease))).await;
         let (t, errors) = tally(answers);
         self.decide("release", t, errors)
+    }
+
+    /// Nothing queues in Redis here: giving up is releasing whatever was granted.
+    async fn withdraw(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+        self.release(lease).await
     }
 
     async fn renew(

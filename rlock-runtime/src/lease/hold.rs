@@ -29,7 +29,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::{Engine, LeasePlan, Resend};
+use super::{Engine, Grant, LeasePlan, Resend};
 use crate::backend::{Lease, LeaseStore};
 use crate::error::LockError;
 use crate::fence::Fence;
@@ -64,6 +64,9 @@ struct State {
     phase: Phase,
     /// The lease renewals ask for (the last confirmed `extend`, else the acquired one).
     ttl: Duration,
+    /// The lease last set in Redis: the ttl, or a shorter handoff lease until the first
+    /// renewal. Renewals may go out early by a share of it.
+    lease: Duration,
     renew: bool,
     /// Lower bound of when Redis ends the lease.
     expires: Instant,
@@ -97,7 +100,7 @@ impl State {
         }
         // A retry after a failure waits for its own moment; a regular renewal may go early.
         let window = if self.renew_failures == 0 {
-            renew_window(self.countable(self.ttl))
+            renew_window(self.countable(self.lease))
         } else {
             Duration::ZERO
         };
@@ -151,29 +154,37 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
-    /// A hold granted by a request sent at `sent_at`.
+    /// A hold from `grant`: its lease runs from `grant.sent_at` (or later) for `grant.lease`
+    /// (the plan's ttl, or less for a lock handed on by a release); renewals ask for the
+    /// plan's ttl.
     pub(crate) fn new(
         engine: Arc<Engine>,
         key: LockKey,
         redis_key: String,
-        token: String,
-        fence: Option<Fence>,
+        grant: Grant,
         plan: LeasePlan,
-        sent_at: Instant,
     ) -> Arc<Self> {
+        let Grant {
+            token,
+            fence,
+            sent_at,
+            lease,
+        } = grant;
+        let fence = fence.map(Fence);
         let mut state = State {
             phase: Phase::Held,
             ttl: plan.ttl,
             renew: plan.renew,
             expires: sent_at,
-            renew_at: sent_at + renew_after(plan.ttl),
+            lease,
+            renew_at: sent_at + renew_after(lease),
             renew_failures: 0,
             // A cap too far to represent is no cap.
             hold_until: plan.max_hold.and_then(|cap| sent_at.checked_add(cap)),
             in_flight: None,
             unsettled_extend: None,
         };
-        state.expires = state.counted_until(sent_at, plan.ttl);
+        state.expires = state.counted_until(sent_at, lease);
         Arc::new(Self {
             id: NEXT_HOLD_ID.fetch_add(1, Ordering::Relaxed),
             engine,
@@ -333,6 +344,7 @@ impl Hold {
                         state.expires.max(until)
                     };
                     state.renew_at = sent_at + renew_after(state.countable(ttl));
+                    state.lease = ttl;
                     state.renew_failures = 0;
                 }
                 Some(false) => {}
@@ -404,9 +416,11 @@ impl Hold {
             match ours {
                 Some(true) if held => {
                     state.ttl = ttl;
+                    state.lease = ttl;
                     // An extend sets the lease exactly (it may shorten it).
                     state.expires = state.counted_until(sent_at, ttl);
                     state.renew_at = sent_at + renew_after(state.countable(ttl));
+                    state.lease = ttl;
                     state.renew_failures = 0;
                 }
                 Some(_) => {}
@@ -533,6 +547,7 @@ mod tests {
         let ask = AttemptAsks {
             fence: false,
             remaining: false,
+            queue: None,
         };
         engine.backend.acquire(lease, ask).await.unwrap();
         let plan = LeasePlan {
@@ -541,9 +556,16 @@ mod tests {
             max_hold: None,
             fenced: false,
             min_replicas: 0,
+            fair: false,
         };
         let key = LockKey::new("k").unwrap();
-        Hold::new(engine, key, "k".into(), "t".into(), None, plan, t0)
+        let grant = Grant {
+            token: "t".into(),
+            fence: None,
+            sent_at: t0,
+            lease: plan.ttl,
+        };
+        Hold::new(engine, key, "k".into(), grant, plan)
     }
 
     fn expires(hold: &Hold) -> Instant {

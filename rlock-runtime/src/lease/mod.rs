@@ -11,9 +11,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::backend::{Attempt, AttemptAsks, Backend, Lease, LeaseStore};
+use crate::backend::{Attempt, AttemptAsks, Backend, Lease, LeaseStore, QueueAsk};
 use crate::error::LockError;
-use crate::fence::Fence;
 use crate::key::LockKey;
 use crate::metrics::{Count, Counters};
 use crate::token::TokenSource;
@@ -32,6 +31,41 @@ pub(crate) struct LeasePlan {
     pub(crate) fenced: bool,
     /// Replicas that must confirm the grant before it counts.
     pub(crate) min_replicas: u32,
+    /// Never taken past a live waiter that queued earlier.
+    pub(crate) fair: bool,
+}
+
+/// What one attempt asks for besides the lock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Try<'a> {
+    /// The caller will wait if the lock is busy (it needs the holder's remaining lease).
+    pub(crate) waiting: bool,
+    /// Wait in the lock's queue in Redis, under this owner token.
+    pub(crate) queue: Option<(QueueAsk, &'a str)>,
+    /// Return by then, whatever Redis does.
+    pub(crate) deadline: Option<Instant>,
+}
+
+/// What an attempt came to.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    Granted(Arc<Hold>),
+    /// Another owner holds it, with this much lease left when known; `queued` when the
+    /// waiter now stands in the lock's queue in Redis.
+    Busy {
+        remaining: Option<Duration>,
+        queued: bool,
+    },
+}
+
+/// A lock granted to this client: under `token`, by a request sent at `sent_at` (or after),
+/// for a lease of `lease`.
+#[derive(Debug, Clone)]
+pub(crate) struct Grant {
+    pub(crate) token: String,
+    pub(crate) fence: Option<u64>,
+    pub(crate) sent_at: Instant,
+    pub(crate) lease: Duration,
 }
 
 /// What every clone of a client shares below the façade.
@@ -61,46 +95,58 @@ impl Engine {
         self.tokens.client_id()
     }
 
+    /// A fresh owner token.
+    pub(crate) fn token(&self) -> String {
+        self.tokens.next()
+    }
+
     /// One attempt at `redis_key`, returning by `deadline` if given. On success the hold is
-    /// watched; `Err(remaining)` tells how long the holder's lease has left, when known (an
-    /// attempt cut short by the deadline counts as busy, length unknown: the caller's budget
-    /// is spent). If the reply never comes (timeout, deadline, cancelled caller), Redis may
-    /// still have granted it: the token is released in the background, so no orphan blocks
-    /// others.
+    /// watched; `Busy` tells how long the holder's lease has left, when known (an attempt cut
+    /// short by the deadline counts as busy, length unknown: the caller's budget is spent).
+    /// If the reply never comes (timeout, deadline, cancelled caller), Redis may still have
+    /// granted it: the token is released (and its queue entry withdrawn) in the background,
+    /// so no orphan blocks others.
     pub(crate) async fn attempt(
         self: &Arc<Self>,
         key: &LockKey,
         redis_key: &str,
         plan: LeasePlan,
-        waiting: bool,
-        deadline: Option<Instant>,
-    ) -> Result<Result<Arc<Hold>, Option<Duration>>, LockError> {
-        let token = self.tokens.next();
+        ask: Try<'_>,
+    ) -> Result<Outcome, LockError> {
+        let token = match ask.queue {
+            Some((_, token)) => token.to_owned(),
+            None => self.tokens.next(),
+        };
         let sent_at = Instant::now();
         let lease = Lease {
             key: redis_key,
             token: &token,
             ttl: plan.ttl,
         };
-        let ask = AttemptAsks {
+        let asks = AttemptAsks {
             fence: plan.fenced,
-            remaining: waiting,
+            remaining: ask.waiting,
+            queue: ask.queue.map(|(queue, _)| queue),
         };
-        let mut orphan = Resend::orphan(self, redis_key, &token);
-        let call = self.backend.acquire(lease, ask);
-        let outcome = match deadline {
+        let mut orphan = Resend::orphan(self, redis_key, &token, ask.queue.is_some());
+        let call = self.backend.acquire(lease, asks);
+        let outcome = match ask.deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, call).await.ok(),
             None => Some(call.await),
         };
         let Some(outcome) = outcome else {
-            return Ok(Err(None));
+            return Ok(Outcome::Busy {
+                remaining: None,
+                queued: false,
+            });
         };
-        let fence = match outcome {
+        let (fence, granted) = match outcome {
             Err(e) => return Err(e),
-            Ok(Attempt::Acquired { fence }) => fence,
-            Ok(Attempt::Busy { remaining }) => {
+            Ok(Attempt::Acquired { fence }) => (fence, plan.ttl),
+            Ok(Attempt::Handed { fence, left }) => (fence, left),
+            Ok(Attempt::Busy { remaining, queued }) => {
                 orphan.armed = false;
-                return Ok(Err(remaining));
+                return Ok(Outcome::Busy { remaining, queued });
             }
             Ok(Attempt::NoQuorum { granted, needed }) => {
                 return Err(LockError::QuorumNotReached {
@@ -124,19 +170,74 @@ impl Engine {
         }
         orphan.armed = false;
         drop(orphan);
-        let hold = Hold::new(
-            self.clone(),
-            key.clone(),
-            redis_key.to_owned(),
+        let grant = Grant {
             token,
-            fence.map(Fence),
-            plan,
+            fence,
             sent_at,
-        );
+            lease: granted,
+        };
+        Ok(Outcome::Granted(self.hold(key, redis_key, plan, grant)))
+    }
+
+    /// A lock a release handed to a waiter of this client, named in its announcement: the
+    /// lease was set after `since` (the waiter's last check found another holder), for
+    /// `lease`. `None` when too little of it is left to count on: the waiter then asks Redis.
+    /// With `min_replicas`, the grant is first written again from this client's connection
+    /// (an extend to the full ttl) so that `WAIT` covers it, and confirmed like any other;
+    /// without renewal, the short handoff lease is extended to the ttl the same way.
+    pub(crate) async fn adopt(
+        self: &Arc<Self>,
+        key: &LockKey,
+        redis_key: &str,
+        plan: LeasePlan,
+        grant: Grant,
+    ) -> Result<Option<Arc<Hold>>, LockError> {
+        let left = (grant.sent_at + grant.lease).saturating_duration_since(Instant::now());
+        if left < grant.lease / 2 {
+            return Ok(None);
+        }
+        if plan.min_replicas > 0 || (!plan.renew && grant.lease < plan.ttl) {
+            let lease = Lease {
+                key: redis_key,
+                token: &grant.token,
+                ttl: plan.ttl,
+            };
+            let sent_at = Instant::now();
+            if !self.backend.extend(lease).await? {
+                return Ok(None);
+            }
+            if plan.min_replicas > 0
+                && let Err(e) = self.confirm_replicas(key, lease, plan.min_replicas).await
+            {
+                if matches!(self.backend.release(lease).await, Ok(true)) {
+                    self.released(redis_key, Count::OrphanReleased);
+                }
+                return Err(e);
+            }
+            let grant = Grant {
+                sent_at,
+                lease: plan.ttl,
+                ..grant
+            };
+            return Ok(Some(self.hold(key, redis_key, plan, grant)));
+        }
+        Ok(Some(self.hold(key, redis_key, plan, grant)))
+    }
+
+    /// A new hold, watched from now on.
+    fn hold(
+        self: &Arc<Self>,
+        key: &LockKey,
+        redis_key: &str,
+        plan: LeasePlan,
+        grant: Grant,
+    ) -> Arc<Hold> {
+        let fence = grant.fence;
+        let hold = Hold::new(self.clone(), key.clone(), redis_key.to_owned(), grant, plan);
         self.counters.add(Count::Acquired, 1);
         self.watchdog.watch(self, &hold);
         crate::trace::debug_event!(key = key.as_str(), ?fence, "rlock: acquired");
-        Ok(Ok(hold))
+        hold
     }
 
     /// Waits until `needed` replicas confirm the grant of `lease`.
@@ -174,6 +275,8 @@ pub(crate) struct Resend<'a> {
     token: &'a str,
     /// Counted as a hold's release, or as an orphan acquisition's.
     count: Count,
+    /// The token may also be queued in Redis: its entry is withdrawn too.
+    queued: bool,
     pub(crate) armed: bool,
 }
 
@@ -183,9 +286,11 @@ impl<'a> Resend<'a> {
         Self::armed(engine, redis_key, token, Count::Released)
     }
 
-    /// For an acquisition (an orphan if its reply never comes).
-    fn orphan(engine: &'a Arc<Engine>, redis_key: &'a str, token: &'a str) -> Self {
-        Self::armed(engine, redis_key, token, Count::OrphanReleased)
+    /// For an acquisition (an orphan if its reply never comes), queued in Redis or not.
+    fn orphan(engine: &'a Arc<Engine>, redis_key: &'a str, token: &'a str, queued: bool) -> Self {
+        let mut resend = Self::armed(engine, redis_key, token, Count::OrphanReleased);
+        resend.queued = queued;
+        resend
     }
 
     // (Built field by field: struct-update syntax from another value would drop that value,
@@ -196,6 +301,7 @@ impl<'a> Resend<'a> {
             redis_key,
             token,
             count,
+            queued: false,
             armed: true,
         }
     }
@@ -208,6 +314,7 @@ impl Drop for Resend<'_> {
         }
         let engine = self.engine.clone();
         let (key, token, count) = (self.redis_key.to_owned(), self.token.to_owned(), self.count);
+        let queued = self.queued;
         crate::driver::spawn(async move {
             for attempt in 1..=ORPHAN_ATTEMPTS {
                 if attempt > 1 {
@@ -218,7 +325,12 @@ impl Drop for Resend<'_> {
                     token: &token,
                     ttl: Duration::ZERO,
                 };
-                match engine.backend.release(lease).await {
+                let released = if queued {
+                    engine.backend.withdraw(lease).await
+                } else {
+                    engine.backend.release(lease).await
+                };
+                match released {
                     Ok(true) => {
                         engine.released(&key, count);
                         return;

@@ -1,26 +1,35 @@
-//! Waiters of one client, queued per key and woken by release announcements.
+//! Waiters of one client, queued per key, and woken by release announcements.
 //!
-//! Within one client, only the waiter at the head of a key's queue retries when a release is
-//! announced; the others wait their turn. So one release costs at most one attempt per client
-//! that waits for the key, not one per waiting task, and a client's own waiters are served in
-//! arrival order. When the head leaves without the lock (its budget ran out, or it was
+//! On one server, Sentinel and Cluster, each waiter also stands in its lock's queue in Redis,
+//! and a release hands the lock to the first live waiter there and names it in its
+//! announcement: only that waiter's client acts on it, and it needs no command to take the
+//! lock. Here the announcement finds the waiter by its token ([`Ticket::handed`]).
+//!
+//! Without a queue in Redis (Redlock, in process), an announcement says only "released":
+//! within one client only the waiter at the head of a key's queue retries, and the others
+//! wait their turn. When the head leaves without the lock (its budget ran out, or it was
 //! cancelled), the next waiter is woken to try at once, so no announcement is lost.
 //!
 //! Each key also knows whether its announcements are *confirmed* (the backend's feed
 //! subscribed it). Until they are, or when Redis refused the subscription or the feed lost
 //! its connection, every waiter of the key re-checks on a short timer instead of trusting an
-//! announcement that may never come. A confirmation wakes the head, since a release just
-//! before it would have gone unheard.
+//! announcement that may never come. A confirmation wakes the waiters, since a release just
+//! before it would have gone unheard. A key stays subscribed for a while after its last
+//! waiter left, so that a client that waits for the same key again and again does not
+//! subscribe and unsubscribe every time.
 
 pub(crate) mod timers;
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
-use crate::backend::{Backend, ReleaseFeed, ReleaseListener};
-use crate::tuning::WAIT_COURTESY;
+use crate::backend::{Backend, Handoff, Lease, LeaseStore, ReleaseFeed, ReleaseListener};
+use crate::tuning::{SUBSCRIPTION_LINGER, WAIT_COURTESY};
 
 /// Whether a key's release announcements reach this client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +44,11 @@ enum Announced {
 #[derive(Debug)]
 struct KeyWaiters {
     waiters: VecDeque<Arc<Waiter>>,
+    /// Whether the feed was asked to subscribe the key.
+    subscribed: bool,
     announced: Announced,
+    /// When the last waiter left (the subscription lingers a while).
+    idle_since: Option<Instant>,
 }
 
 impl KeyWaiters {
@@ -44,21 +57,47 @@ impl KeyWaiters {
             head.wake.notify_one();
         }
     }
+
+    fn wake_all(&self) {
+        for waiter in &self.waiters {
+            waiter.wake.notify_one();
+        }
+    }
 }
 
 #[derive(Debug)]
 pub(crate) struct WaitQueues {
     keys: Mutex<HashMap<String, KeyWaiters>>,
     /// Keys this client itself just released while it had waiters for them: its head waiter
-    /// lets the other clients' waiters try first (see [`Ticket::courtesy`]).
+    /// lets the other clients' waiters try first (see [`Ticket::courtesy`]). Only without a
+    /// queue in Redis.
     released_here: Mutex<HashSet<String>>,
     /// The backend's announcements; `None` when every release is announced in process.
     feed: Option<Arc<dyn ReleaseFeed>>,
+    /// For a waiter that gives up: it leaves its queue in Redis.
+    backend: Backend,
+    /// Whether a sweep of lingering subscriptions is scheduled.
+    sweeping: AtomicBool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Waiter {
     wake: Notify,
+    /// Its owner token: the lock is handed to it under this token.
+    token: Mutex<String>,
+    /// The announcement that handed it the lock, once heard.
+    handed: Mutex<Option<Handoff>>,
+}
+
+impl Waiter {
+    fn token(&self) -> MutexGuard<'_, String> {
+        // Replaced whole or not at all: intact if poisoned.
+        self.token.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn handed(&self) -> MutexGuard<'_, Option<Handoff>> {
+        self.handed.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl WaitQueues {
@@ -70,6 +109,8 @@ impl WaitQueues {
                 keys: Mutex::default(),
                 released_here: Mutex::default(),
                 feed: backend.release_feed(listener),
+                backend: backend.clone(),
+                sweeping: AtomicBool::new(false),
             }
         })
     }
@@ -79,27 +120,30 @@ impl WaitQueues {
         self.keys.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues a waiter for `redis_key`; it leaves the queue when the ticket is dropped.
-    pub(crate) fn join(self: &Arc<Self>, redis_key: &str) -> Ticket {
-        let waiter = Arc::new(Waiter::default());
-        // Subscribing happens under the keys' lock, like unsubscribing in `Ticket::drop`, so
-        // the two reach the feed in the order the queue emptied and filled again. (Both only
-        // enqueue a request; they never wait.)
+    /// Queues a waiter for `redis_key` under `token`; it leaves the queue when the ticket is
+    /// dropped. Nothing is subscribed yet: see [`Ticket::listen`].
+    pub(crate) fn join(self: &Arc<Self>, redis_key: &str, token: String) -> Ticket {
+        let waiter = Arc::new(Waiter {
+            wake: Notify::new(),
+            token: Mutex::new(token),
+            handed: Mutex::new(None),
+        });
         {
             let mut keys = self.keys();
-            let entry = keys.entry(redis_key.to_owned()).or_insert_with(|| {
-                if let Some(feed) = &self.feed {
-                    feed.subscribe(redis_key);
-                }
-                KeyWaiters {
+            let entry = keys
+                .entry(redis_key.to_owned())
+                .or_insert_with(|| KeyWaiters {
                     waiters: VecDeque::new(),
+                    subscribed: false,
+                    // In process, every release is announced.
                     announced: if self.feed.is_some() {
                         Announced::Pending
                     } else {
                         Announced::Confirmed
                     },
-                }
-            });
+                    idle_since: None,
+                });
+            entry.idle_since = None;
             entry.waiters.push_back(waiter.clone());
         }
         Ticket {
@@ -107,6 +151,7 @@ impl WaitQueues {
             redis_key: redis_key.to_owned(),
             waiter,
             pass_turn: true,
+            queued_in_redis: false,
         }
     }
 
@@ -115,7 +160,7 @@ impl WaitQueues {
         // Under the keys' lock, so the last waiter's departure cannot slip in between and
         // leave the mark behind.
         let keys = self.keys();
-        if keys.contains_key(redis_key) {
+        if keys.get(redis_key).is_some_and(|k| !k.waiters.is_empty()) {
             self.released_set().insert(redis_key.to_owned());
         }
     }
@@ -127,21 +172,74 @@ impl WaitQueues {
 
     /// Whether `redis_key` has waiters in this client.
     pub(crate) fn has_waiters(&self, redis_key: &str) -> bool {
-        self.keys().contains_key(redis_key)
+        self.keys()
+            .get(redis_key)
+            .is_some_and(|k| !k.waiters.is_empty())
     }
 
     fn set_announced(&self, redis_key: &str, announced: Announced) {
         if let Some(key) = self.keys().get_mut(redis_key) {
             key.announced = announced;
-            key.wake_head();
+            key.wake_all();
         }
+    }
+
+    /// Unsubscribes, [`SUBSCRIPTION_LINGER`] from now, the keys that have had no waiter
+    /// since; one sweep at a time, rescheduled while idle subscriptions remain.
+    fn schedule_sweep(self: &Arc<Self>) {
+        if self.sweeping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let this = Arc::downgrade(self);
+        let scheduled = crate::driver::spawn(async move {
+            tokio::time::sleep(SUBSCRIPTION_LINGER).await;
+            let Some(this) = this.upgrade() else { return };
+            this.sweeping.store(false, Ordering::Release);
+            if this.sweep(Instant::now()) {
+                this.schedule_sweep();
+            }
+        });
+        if !scheduled {
+            self.sweeping.store(false, Ordering::Release);
+        }
+    }
+
+    /// Unsubscribes the keys idle for [`SUBSCRIPTION_LINGER`]; whether others still linger.
+    fn sweep(&self, now: Instant) -> bool {
+        let mut lingering = false;
+        self.keys().retain(|key, waiters| {
+            let Some(idle) = waiters.idle_since else {
+                return true;
+            };
+            if now.saturating_duration_since(idle) < SUBSCRIPTION_LINGER {
+                lingering = true;
+                return true;
+            }
+            if let Some(feed) = &self.feed {
+                feed.unsubscribe(key);
+            }
+            false
+        });
+        lingering
     }
 }
 
 impl ReleaseListener for WaitQueues {
-    fn released(&self, redis_key: &str) {
-        if let Some(key) = self.keys().get(redis_key) {
-            key.wake_head();
+    fn released(&self, redis_key: &str, handed: Option<Handoff>) {
+        let keys = self.keys();
+        let Some(key) = keys.get(redis_key) else {
+            return;
+        };
+        match handed {
+            // The lock was handed to a waiter: wake it if it is one of ours, nobody otherwise.
+            Some(handoff) => {
+                let ours = key.waiters.iter().find(|w| *w.token() == handoff.token);
+                if let Some(waiter) = ours {
+                    *waiter.handed() = Some(handoff);
+                    waiter.wake.notify_one();
+                }
+            }
+            None => key.wake_head(),
         }
     }
 
@@ -156,7 +254,7 @@ impl ReleaseListener for WaitQueues {
     fn feed_lost(&self) {
         for key in self.keys().values_mut() {
             key.announced = Announced::Pending;
-            key.wake_head();
+            key.wake_all();
         }
     }
 }
@@ -169,9 +267,42 @@ pub(crate) struct Ticket {
     waiter: Arc<Waiter>,
     /// Whether leaving wakes the next waiter (not when leaving with the lock).
     pass_turn: bool,
+    /// Whether an entry for it may be in the lock's queue in Redis (it leaves it on drop).
+    queued_in_redis: bool,
 }
 
 impl Ticket {
+    /// The owner token it waits under.
+    pub(crate) fn token(&self) -> String {
+        self.waiter.token().clone()
+    }
+
+    /// Waits under a new token from now on (an attempt under the old one went unanswered:
+    /// it is withdrawn in the background, and must not be confused with this waiter's).
+    pub(crate) fn change_token(&mut self, token: String) {
+        *self.waiter.token() = token;
+        self.queued_in_redis = false;
+    }
+
+    /// An attempt may have queued it in Redis: on drop without the lock it withdraws.
+    pub(crate) fn queued_in_redis(&mut self) {
+        self.queued_in_redis = true;
+    }
+
+    /// Subscribes its key's release announcements, if not yet (the waiter found it busy).
+    pub(crate) fn listen(&self) {
+        let mut keys = self.queues.keys();
+        if let Some(key) = keys.get_mut(&self.redis_key) {
+            match &self.queues.feed {
+                Some(feed) if !key.subscribed => {
+                    key.subscribed = true;
+                    feed.subscribe(&self.redis_key);
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Whether a release of this key will be announced to this client: if not, the waiter
     /// re-checks on a short timer.
     pub(crate) fn announced(&self) -> bool {
@@ -181,10 +312,24 @@ impl Ticket {
             .is_some_and(|k| k.announced == Announced::Confirmed)
     }
 
+    /// The announcement that handed this waiter the lock, if one came.
+    pub(crate) fn handed(&self) -> Option<Handoff> {
+        self.waiter
+            .handed()
+            .take()
+            .filter(|h| h.token == *self.waiter.token())
+    }
+
+    /// Whether an announcement handed this waiter the lock (without taking it).
+    pub(crate) fn has_handoff(&self) -> bool {
+        self.waiter.handed().is_some()
+    }
+
     /// Leaves the queue after acquiring: the next waiter is not woken, since the lock is
     /// held now; the next release will wake it.
     pub(crate) fn leave_with_lock(mut self) {
         self.pass_turn = false;
+        self.queued_in_redis = false;
     }
 
     /// Whether this waiter is the one that retries on the next announcement.
@@ -206,16 +351,36 @@ impl Ticket {
         }
     }
 
-    /// Resolves when this waiter should try again: an announcement or a confirmation reached
-    /// it as head, or it became head because the previous one left. A wake-up sent while this
-    /// waiter was busy trying is kept, not lost.
+    /// Resolves when this waiter should look again: the lock was handed to it, an
+    /// announcement or a confirmation reached it, or it became head because the previous
+    /// one left. A wake-up sent while this waiter was busy trying is kept, not lost.
     pub(crate) async fn woken(&self) {
         self.waiter.wake.notified().await;
+    }
+
+    /// Leaves the lock's queue in Redis in the background; a lock handed to this waiter
+    /// meanwhile is handed on.
+    fn withdraw(&self) {
+        let backend = self.queues.backend.clone();
+        let (key, token) = (self.redis_key.clone(), self.token());
+        crate::driver::spawn(async move {
+            let lease = Lease {
+                key: &key,
+                token: &token,
+                ttl: Duration::ZERO,
+            };
+            // Best effort: if it fails, the entry lapses within its lease, and a lock handed
+            // to it ends with the handoff lease.
+            let _ = backend.withdraw(lease).await;
+        });
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        if self.queued_in_redis {
+            self.withdraw();
+        }
         let mut keys = self.queues.keys();
         let Some(key) = keys.get_mut(&self.redis_key) else {
             return;
@@ -226,10 +391,13 @@ impl Drop for Ticket {
             .is_some_and(|head| Arc::ptr_eq(head, &self.waiter));
         key.waiters.retain(|w| !Arc::ptr_eq(w, &self.waiter));
         if key.waiters.is_empty() {
-            keys.remove(&self.redis_key);
             self.queues.released_set().remove(&self.redis_key);
-            if let Some(feed) = &self.queues.feed {
-                feed.unsubscribe(&self.redis_key);
+            if key.subscribed {
+                key.idle_since = Some(Instant::now());
+                drop(keys);
+                self.queues.schedule_sweep();
+            } else {
+                keys.remove(&self.redis_key);
             }
         } else if was_head && self.pass_turn {
             // The departing head may have consumed an announcement it did not act on; the
@@ -244,23 +412,48 @@ mod tests {
     use super::*;
     use crate::backend::memory::MemoryBackend;
 
+    fn in_process() -> Arc<WaitQueues> {
+        WaitQueues::new(&Backend::Memory(MemoryBackend::default()))
+    }
+
     #[tokio::test]
     async fn only_the_head_is_woken_and_leaving_passes_the_turn() {
-        let queues = WaitQueues::new(&Backend::Memory(MemoryBackend::default()));
-        let first = queues.join("k");
-        let second = queues.join("k");
+        let queues = in_process();
+        let first = queues.join("k", String::new());
+        let second = queues.join("k", String::new());
         assert!(first.is_head() && !second.is_head());
         assert!(
             first.announced(),
             "in-process releases are always announced"
         );
-        queues.released("k");
+        queues.released("k", None);
         first.woken().await; // the permit is kept even though nobody was waiting yet
         drop(first);
         assert!(second.is_head());
         second.woken().await; // passed on by the departing head
         drop(second);
         assert!(!queues.has_waiters("k"));
+    }
+
+    #[tokio::test]
+    async fn a_handoff_wakes_only_the_waiter_it_names() {
+        let queues = in_process();
+        let first = queues.join("k", "c:1".into());
+        let mut second = queues.join("k", "c:2".into());
+        let handoff = |token: &str| Handoff {
+            token: token.into(),
+            fence: Some(7),
+        };
+        queues.released("k", Some(handoff("c:2")));
+        queues.released("k", Some(handoff("other-client:5")));
+        assert!(!first.has_handoff());
+        assert_eq!(second.handed(), Some(handoff("c:2")));
+        second.woken().await;
+        // A handoff under a token the waiter gave up is not its own.
+        queues.released("k", Some(handoff("c:2")));
+        second.change_token("c:3".into());
+        assert_eq!(second.handed(), None);
+        drop((first, second));
     }
 
     #[derive(Debug, Default)]
@@ -282,18 +475,36 @@ mod tests {
             keys: Mutex::default(),
             released_here: Mutex::default(),
             feed: Some(feed.clone()),
+            backend: Backend::Memory(MemoryBackend::default()),
+            sweeping: AtomicBool::new(false),
         });
-        let a = queues.join("k");
-        let b = queues.join("k");
+        let a = queues.join("k", String::new());
+        let b = queues.join("k", String::new());
+        assert!(
+            feed.0.lock().unwrap().is_empty(),
+            "nothing subscribed before a busy reply"
+        );
+        a.listen();
+        b.listen();
         assert!(!a.announced() && !b.announced(), "pending: both re-check");
         queues.confirmed("k");
         assert!(a.announced() && b.announced());
-        a.woken().await; // the confirmation woke the head
+        a.woken().await; // the confirmation woke the waiters
+        b.woken().await;
         queues.feed_lost();
         assert!(!b.announced());
         queues.refused("k");
         assert!(!b.announced());
         drop((a, b));
+        // The subscription lingers, then goes.
+        assert_eq!(*feed.0.lock().unwrap(), ["+k"]);
+        for _ in 0..100 {
+            if feed.0.lock().unwrap().len() == 2 {
+                break;
+            }
+            tokio::time::sleep(SUBSCRIPTION_LINGER / 10).await;
+        }
         assert_eq!(*feed.0.lock().unwrap(), ["+k", "-k"]);
+        assert!(!queues.has_waiters("k"));
     }
 }

@@ -3,7 +3,7 @@
 //! ```text
 //! lock_worker --redis URL --key K --tasks N --iterations M --ttl-ms T --wait-ms W [--counter C]
 //!             [--no-lock] [--stale-every S] [--extend-every E] [--min-replicas R]
-//!             [--ride-outages]
+//!             [--ride-outages] [--fair] [--hold-ms H]
 //! ```
 //!
 //! Spawns `N` tokio tasks; each enters the critical section of lock `K` `M` times. Inside, it
@@ -31,6 +31,9 @@
 //! `lost` instead of ending the run.
 //!
 //! `--min-replicas R` asks every acquisition for `R` replica acknowledgements.
+//!
+//! `--fair` asks for fair waiting (grants in arrival order across processes); `--hold-ms H`
+//! makes a section without `--counter` last `H` ms instead of 1.
 //!
 //! `--no-lock` skips the lock (fence 0 on every line): the negative control that shows the
 //! checks catch a broken lock.
@@ -66,6 +69,8 @@ struct Args {
     extend_every: usize,
     min_replicas: u32,
     ride_outages: bool,
+    fair: bool,
+    hold: Duration,
 }
 
 /// One critical section: fence, start and end in microseconds since the UNIX epoch.
@@ -84,6 +89,8 @@ fn parse_args() -> Result<Args, String> {
     let mut extend_every = 0;
     let mut min_replicas = 0;
     let mut ride_outages = false;
+    let mut fair = false;
+    let mut hold = Duration::from_millis(1);
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         match flag.as_str() {
@@ -93,6 +100,10 @@ fn parse_args() -> Result<Args, String> {
             }
             "--ride-outages" => {
                 ride_outages = true;
+                continue;
+            }
+            "--fair" => {
+                fair = true;
                 continue;
             }
             _ => {}
@@ -115,6 +126,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--ttl-ms" => ttl = Some(Duration::from_millis(number()?)),
             "--wait-ms" => wait = Some(Duration::from_millis(number()?)),
+            "--hold-ms" => hold = Duration::from_millis(number()?),
             "--stale-every" => {
                 stale_every = usize::try_from(number()?).map_err(|e| e.to_string())?;
             }
@@ -141,6 +153,8 @@ fn parse_args() -> Result<Args, String> {
         extend_every,
         min_replicas,
         ride_outages,
+        fair,
+        hold,
     })
 }
 
@@ -156,7 +170,7 @@ async fn work(raw: &mut Option<MultiplexedConnection>, args: &Args) -> Result<()
     match (raw, &args.counter) {
         (Some(raw), Some(counter)) => racy_increment(raw, counter).await,
         _ => {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            tokio::time::sleep(args.hold).await;
             Ok(())
         }
     }
@@ -259,15 +273,16 @@ async fn run_task(
             tally.history.push((0, start, now_us()));
             continue;
         }
-        let guard = match client
+        let mut request = client
             .lock(args.key.as_str())
             .ttl(args.ttl)
             .wait(args.wait)
             .fenced()
-            .min_replicas(args.min_replicas)
-            .acquire()
-            .await
-        {
+            .min_replicas(args.min_replicas);
+        if args.fair {
+            request = request.fair();
+        }
+        let guard = match request.acquire().await {
             Ok(guard) => guard,
             Err(LockError::Busy { .. }) => {
                 tally.busy += 1;

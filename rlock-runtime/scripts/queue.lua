@@ -1,0 +1,53 @@
+-- Shared by the acquire and release scripts (prepended to both): the waiters' queue of a lock.
+--
+-- A lock's queue is a sorted set `queue` in the lock's cluster slot: member = a waiting
+-- request's owner token, score = its arrival (server time in microseconds). Each entry lives
+-- while its key `queue .. ':' .. token` does: the waiter refreshes it while it waits, so the
+-- entry of a waiter whose process died lapses within one entry lease. The key's value,
+-- "<handoff lease ms>:<1 if fenced, else 0>", says how to grant the lock to that waiter.
+
+-- A new fencing token for `lock`, above every earlier one: max(last + 1, server time in
+-- microseconds). The record expires with the lease, so no per-key record outlives its lock;
+-- once it is gone, the server clock (which moved on by at least the lease) keeps the next
+-- fence above every earlier one.
+local function issue_fence(fence_key, lease)
+  local now = redis.call('TIME')
+  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  -- pcall: a fence key of another type (WRONGTYPE) counts as no record; it is replaced.
+  local last = redis.pcall('GET', fence_key)
+  last = type(last) == 'string' and tonumber(last) or 0
+  if last and last >= fence then
+    fence = last + 1
+  end
+  redis.call('SET', fence_key, string.format('%.0f', fence), 'PX', lease)
+  return fence
+end
+
+-- Grants the free (or released) `lock` to the first live waiter in `queue`, skipping lapsed
+-- entries, and names it on `channel` ("<token> <fence or 0>"); only that waiter's client acts
+-- on the announcement, and it needs no command to take the lock: it has it. The lease is the
+-- waiter's handoff lease (its ttl, at most a few seconds, so that a waiter that died just
+-- now blocks the lock only briefly; a live one renews it at once). Returns whether handed.
+local function hand_off(lock, fence_key, queue, channel, publish)
+  for _ = 1, 16 do
+    local head = redis.call('ZPOPMIN', queue)
+    if #head == 0 then
+      return false
+    end
+    local token = head[1]
+    local entry = redis.call('GET', queue .. ':' .. token)
+    local lease, fenced = string.match(entry or '', '^(%d+):(%d)$')
+    if lease then
+      redis.call('SET', lock, token, 'PX', lease)
+      local fence = 0
+      if fenced == '1' then
+        fence = issue_fence(fence_key, lease)
+      end
+      -- pcall: a refused PUBLISH (an ACL without channel rights) must not undo the grant;
+      -- the waiter finds it on its next check.
+      redis.pcall(publish, channel, token .. ' ' .. string.format('%.0f', fence))
+      return true
+    end
+  end
+  return false
+end

@@ -1,0 +1,296 @@
+//! Waiting in the lock's queue in Redis: a release hands the lock to the first live waiter and
+//! names it, so one announcement wakes one waiter across all instances; fair mode grants in
+//! arrival order across processes; a waiter that dies or gives up stops blocking the queue;
+//! and no wake-up is lost when announcements cannot arrive.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use rlock_runtime::{LockClient, LockError};
+use rlock_tests::history::Section;
+use rlock_tests::workers::Running;
+use rlock_tests::{Counts, RedisServer};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
+/// Generous: each run below normally takes a second or two.
+const DEADLINE: Duration = Duration::from_secs(90);
+/// How long a waiter that died can block a fair queue at most (documented on
+/// `LockRequest::fair`): its entry's lease (2 s), a handoff lease (2 s), one check interval.
+const DEAD_WAITER_BOUND: Duration = Duration::from_secs(5);
+
+/// The commands a lock spends in Redis, Lua-internal ones included (not connection set-up,
+/// subscriptions or health checks).
+const LOCK_COMMANDS: &[&str] = &[
+    "evalsha", "eval", "set", "get", "del", "pttl", "pexpire", "time", "exists", "publish", "zadd",
+    "zcard", "zrem", "zrange", "zpopmin",
+];
+
+fn lock_commands(counts: &Counts) -> u64 {
+    LOCK_COMMANDS.iter().map(|c| counts.calls(c)).sum()
+}
+
+/// Entries in `key`'s queue in Redis.
+async fn queued(server: &RedisServer, key: &str) -> usize {
+    let mut raw = server.raw().await;
+    raw.zcard(format!("{{{key}}}:waiters")).await.unwrap()
+}
+
+/// Waits (bounded) until `key`'s queue holds `n` entries.
+async fn wait_queued(server: &RedisServer, key: &str, n: usize) {
+    for _ in 0..500 {
+        if queued(server, key).await == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("`{key}` never had {n} waiters queued");
+}
+
+/// `processes` workers, one task each, take `key` `iterations` times in turn, holding it 3 ms;
+/// returns what that cost in Redis.
+fn contend(server: &RedisServer, key: &str, processes: usize, iterations: usize) -> Counts {
+    let before = server.counts();
+    let iterations = iterations.to_string();
+    let args = [
+        "--key",
+        key,
+        "--tasks",
+        "1",
+        "--iterations",
+        &iterations,
+        "--ttl-ms",
+        "10000",
+        "--wait-ms",
+        "30000",
+        "--hold-ms",
+        "3",
+    ];
+    Running::spawn(WORKER, &server.url(), processes, &args).finish(DEADLINE);
+    server.counts().minus(&before)
+}
+
+/// Each release used to wake the first waiter of every client, so a handoff cost one losing
+/// attempt per other waiting process. Now the release names one waiter, and that waiter's
+/// client takes the lock without a command: per acquisition one release and one arrival,
+/// whatever the number of processes.
+#[test]
+fn a_release_wakes_one_waiter_across_eight_processes() {
+    let server = RedisServer::start();
+    let mut per_acquisition = Vec::new();
+    for processes in [2, 8] {
+        let iterations = 25;
+        let acquisitions = (processes * iterations) as u64;
+        let counts = contend(
+            &server,
+            &format!("q:hot:{processes}"),
+            processes,
+            iterations,
+        );
+        let scripts = counts.calls("evalsha") + counts.calls("eval");
+        let commands = lock_commands(&counts) as f64 / acquisitions as f64;
+        eprintln!(
+            "{processes} processes: {scripts} script calls and {commands:.1} commands per \
+             acquisition over {acquisitions} acquisitions ({counts:?})"
+        );
+        // A release and an arrival per acquisition, and a few checks-in; waking every
+        // process's waiter would add up to `processes - 1` losing attempts per release.
+        assert!(
+            scripts as f64 <= 2.3 * acquisitions as f64,
+            "{processes} processes: {scripts} script calls for {acquisitions} acquisitions"
+        );
+        assert!(counts.calls("publish") <= acquisitions, "{counts:?}");
+        per_acquisition.push(commands);
+    }
+    let (two, eight) = (per_acquisition[0], per_acquisition[1]);
+    assert!(
+        eight <= two * 1.25,
+        "commands per acquisition grew with the processes: {two:.1} with 2, {eight:.1} with 8"
+    );
+}
+
+/// In fair mode six processes, queued one after the other while the lock is held, are granted
+/// it in that order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_waiters_are_granted_in_arrival_order_across_processes() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let holder = LockClient::connect(&url).await.unwrap();
+    let guard = holder
+        .lock("q:fifo")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    let args = [
+        "--key",
+        "q:fifo",
+        "--tasks",
+        "1",
+        "--iterations",
+        "1",
+        "--ttl-ms",
+        "10000",
+        "--wait-ms",
+        "60000",
+        "--hold-ms",
+        "5",
+        "--fair",
+    ];
+    let mut running = Running::spawn(WORKER, &url, 0, &args);
+    for i in 0..6 {
+        running.add(&url, &args);
+        wait_queued(&server, "q:fifo", i + 1).await;
+    }
+    guard.release().await.unwrap();
+    let reports = tokio::task::spawn_blocking(move || running.finish(DEADLINE))
+        .await
+        .unwrap();
+    let mut sections: Vec<Section> = reports.into_iter().flat_map(|r| r.sections).collect();
+    sections.sort_by_key(|s| s.start_us);
+    let order: Vec<usize> = sections.iter().map(|s| s.owner).collect();
+    assert_eq!(order, [0, 1, 2, 3, 4, 5], "granted out of arrival order");
+}
+
+/// A waiter process is killed (SIGKILL) while first in the queue, with another waiter behind
+/// it: the lock reaches the second one within the documented bound, in both modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_head_waiter_stops_blocking_within_its_bound() {
+    let server = RedisServer::start();
+    let url = server.url();
+    for fair in [true, false] {
+        let key = format!("q:dead:{fair}");
+        let holder = LockClient::connect(&url).await.unwrap();
+        let guard = holder.lock(key.as_str()).acquire().await.unwrap();
+        let mut args = vec![
+            "--key",
+            &key,
+            "--tasks",
+            "1",
+            "--iterations",
+            "1",
+            "--ttl-ms",
+            "10000",
+            "--wait-ms",
+            "60000",
+        ];
+        if fair {
+            args.push("--fair");
+        }
+        let mut doomed = Running::spawn(WORKER, &url, 1, &args);
+        wait_queued(&server, &key, 1).await;
+
+        let next = LockClient::connect(&url).await.unwrap();
+        let waiting = {
+            let key = key.clone();
+            tokio::spawn(async move {
+                let request = next.lock(key.as_str()).wait(DEAD_WAITER_BOUND);
+                let request = if fair { request.fair() } else { request };
+                let guard = request.acquire().await?;
+                guard.release().await
+            })
+        };
+        wait_queued(&server, &key, 2).await;
+        doomed.kill(0);
+        let released = Instant::now();
+        guard.release().await.unwrap();
+        let taken = waiting.await.unwrap();
+        eprintln!(
+            "fair={fair}: the next waiter had the lock {:?} after the release",
+            released.elapsed()
+        );
+        taken.unwrap_or_else(|e| panic!("fair={fair}: the dead waiter blocked the queue: {e}"));
+        doomed.finish_except(DEADLINE, &[0]);
+    }
+}
+
+/// A waiter that gives up (cancelled) leaves the queue at once: the next release goes to the
+/// waiter behind it, not to the one that left (which would hold the lock unseen until its
+/// handoff lease ended).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_waiter_leaves_the_queue_at_once() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let guard = client.lock("q:gone").acquire().await.unwrap();
+    let wait = |budget: Duration| {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let guard = client.lock("q:gone").wait(budget).acquire().await?;
+            guard.release().await
+        })
+    };
+    let first = wait(Duration::from_secs(30));
+    wait_queued(&server, "q:gone", 1).await;
+    let second = wait(Duration::from_millis(1500));
+    wait_queued(&server, "q:gone", 2).await;
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    wait_queued(&server, "q:gone", 1).await;
+    guard.release().await.unwrap();
+    second.await.unwrap().unwrap();
+}
+
+/// The release feed's connection is killed before every release, and an ACL user without
+/// channel rights cannot hear announcements at all: every waiter still gets the lock, from
+/// its own checks in (a handed lock is found there), within its budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_wake_up_is_lost_without_announcements() {
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    let _: () = redis::cmd("ACL")
+        .arg(
+            &[
+                "SETUSER",
+                "deaf",
+                "on",
+                ">pw",
+                "~*",
+                "+@all",
+                "resetchannels",
+            ][..],
+        )
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let deaf_url = format!("redis://deaf:pw@127.0.0.1:{}/", server.port());
+    let clients = [
+        LockClient::connect(&server.url()).await.unwrap(),
+        LockClient::connect(&deaf_url).await.unwrap(),
+        LockClient::connect(&server.url()).await.unwrap(),
+    ];
+    let holder = clients[0].lock("q:quiet").acquire().await.unwrap();
+    let waiters: Vec<_> = (0..6)
+        .map(|i| {
+            let client = clients[i % 3].clone();
+            tokio::spawn(async move {
+                let guard = client
+                    .lock("q:quiet")
+                    .wait(Duration::from_secs(20))
+                    .acquire()
+                    .await?;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                guard.release().await?;
+                Ok::<_, LockError>(())
+            })
+        })
+        .collect();
+    wait_queued(&server, "q:quiet", 6).await;
+    // Kills the subscribing connections now and every 15 ms while the handoffs go on.
+    let killer = {
+        let mut raw = server.raw().await;
+        tokio::spawn(async move {
+            for _ in 0..200 {
+                let _: redis::RedisResult<u64> = redis::cmd("CLIENT")
+                    .arg(&["KILL", "TYPE", "pubsub"][..])
+                    .query_async(&mut raw)
+                    .await;
+                tokio::time::sleep(Duration::from_millis(15)).await;
+            }
+        })
+    };
+    holder.release().await.unwrap();
+    for waiter in waiters {
+        waiter.await.unwrap().unwrap();
+    }
+    killer.abort();
+}
