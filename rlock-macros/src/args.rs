@@ -23,6 +23,7 @@ mod kw {
     syn::custom_keyword!(fence);
     syn::custom_keyword!(client);
     syn::custom_keyword!(min_replicas);
+    syn::custom_keyword!(fair);
 }
 
 /// Every option, in the order the docs list them.
@@ -35,6 +36,7 @@ pub(crate) const OPTIONS: &[&str] = &[
     "on_lost",
     "fence",
     "min_replicas",
+    "fair",
     "client",
     "crate",
 ];
@@ -77,6 +79,7 @@ pub(crate) struct Args {
     pub(crate) on_lost: Option<OnLost>,
     pub(crate) fence: Option<Ident>,
     pub(crate) min_replicas: Option<u32>,
+    pub(crate) fair: Option<LitBool>,
     pub(crate) client: Option<Expr>,
     pub(crate) krate: Option<Path>,
 }
@@ -131,6 +134,10 @@ impl Parse for Args {
                 let name = input.parse::<kw::min_replicas>()?;
                 let value = replicas_value(input, name.span)?;
                 set(&mut args.min_replicas, value, "min_replicas", name.span)?;
+            } else if lookahead.peek(kw::fair) {
+                let name = input.parse::<kw::fair>()?;
+                let value = bool_value(input, "fair", name.span)?;
+                set(&mut args.fair, value, "fair", name.span)?;
             } else if lookahead.peek(kw::client) {
                 let name = input.parse::<kw::client>()?;
                 let value = client_value(input, name.span)?;
@@ -472,6 +479,15 @@ impl Args {
                  `#[distributed_lock(key = \"order:<user_id>\")]`",
             ));
         }
+        let waits = self.wait.is_some_and(|wait| wait.value.0 > 0);
+        if let Some(fair) = self.fair.as_ref().filter(|fair| fair.value && !waits) {
+            push(syn::Error::new(
+                fair.span(),
+                "`fair = true` serves waiters in arrival order, but without `wait` the lock is \
+                 tried once and nobody waits; add a wait budget such as `wait = \"5s\"`, or \
+                 remove `fair`",
+            ));
+        }
         if let Some(max_hold) = self.max_hold {
             if self.renew.as_ref().is_some_and(|renew| !renew.value) {
                 push(syn::Error::new(
@@ -576,6 +592,12 @@ mod tests {
                 "`renew = false` turns renewal off",
             ),
             ("key = \"a\", renew = \"true\"", "without quotes"),
+            ("key = \"a\", fair = true", "add a wait budget"),
+            (
+                "key = \"a\", wait = \"0s\", fair = true",
+                "add a wait budget",
+            ),
+            ("key = \"a\", fair = yes", "must be `true` or `false`"),
             ("key = \"a\", renew = 1", "must be `true` or `false`"),
             (
                 "key = \"a\", on_lost = \"abrot\"",
@@ -613,6 +635,8 @@ mod tests {
             "key = \"a\", max_hold = \"168h\"",
             "key = \"a\", ttl = \"10s\", max_hold = \"10s\"",
             "key = \"a\", renew = false",
+            "key = \"a\", wait = \"1s\", fair = true",
+            "key = \"a\", fair = false",
             "key = \"a\", max_hold = \"1s\"",
             "key = \"a\", client = &state.locks",
             "key = \"a\", crate = \"rlock_runtime\"",

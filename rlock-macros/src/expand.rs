@@ -434,6 +434,9 @@ fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> Token
     if let Some(replicas) = args.min_replicas {
         options.extend(quote!(.min_replicas(#replicas)));
     }
+    if args.fair.as_ref().is_some_and(|fair| fair.value) {
+        options.extend(quote!(.fair(true)));
+    }
 
     let fence = args
         .fence

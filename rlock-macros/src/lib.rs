@@ -70,6 +70,7 @@ use proc_macro::TokenStream;
 /// | [`on_lost = "abort"`](#on_lost) | what happens when the lease is lost | `"abort"` |
 /// | [`fence = token`](#fence) | binds the fencing token (`u64`) as a local | none |
 /// | [`min_replicas = 1`](#min_replicas) | the grant counts once this many replicas confirm it | the client's default (0) |
+/// | [`fair = true`](#fair) | waiters are granted in arrival order across all instances | `false` (still queued) |
 /// | [`client = expr`](#client) | the `LockClient` to use | the installed default |
 /// | [`crate = "path"`](#crate) | path of the runtime crate | found automatically |
 ///
@@ -278,6 +279,27 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// Without the macro: `client.lock(key).min_replicas(1).acquire().await?`.
+///
+/// ## `fair`
+///
+/// Waiters are granted the lock strictly in the order they arrived, across all instances
+/// (Redisson's fair lock). Every waiter already stands in the lock's queue in Redis and a
+/// release hands the lock to the first live one; `fair` adds that a call finding the lock free
+/// never takes it past a live waiter that queued earlier. A waiter whose process dies stops
+/// blocking the queue within 5 s. Needs a `wait` budget; not available on Redlock.
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, distributed_lock};
+/// #[distributed_lock(key = "ticket:<event>", client = client, wait = "5s", fair = true)]
+/// async fn book(client: &LockClient, event: u64) -> Result<u64, LockError> {
+///     Ok(event)
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # assert_eq!(book(&LockClient::in_memory(), 7).await.unwrap(), 7);
+/// # }
+/// ```
+///
+/// Without the macro: `client.lock(key).wait(budget).fair().acquire().await?`.
 ///
 /// ## `client`
 ///

@@ -17,6 +17,12 @@ mod service {
         Ok(user_id)
     }
 
+    /// Waiters served in arrival order.
+    #[distributed_lock(key = "ticket:<event>", wait = "5s", fair = true)]
+    pub async fn book(event: u64) -> Result<u64, LockError> {
+        Ok(event)
+    }
+
     #[cfg(any())]
     #[distributed_lock(key = "never:<compiled>")]
     pub async fn compiled_out(compiled: u64) -> Result<u64, LockError> {
@@ -26,4 +32,5 @@ mod service {
 
 fn main() {
     let _future = service::create_order(1);
+    let _booked = service::book(2);
 }
