@@ -19,8 +19,14 @@ pub const TTL: Duration = Duration::from_secs(10);
 pub const CYCLE_LIMIT: Duration = Duration::from_secs(5);
 
 /// rlock's scripts, read from the runtime's sources (for the diagnostic row only).
-const RLOCK_ACQUIRE: &str = include_str!("../../../rlock-runtime/scripts/acquire.lua");
-const RLOCK_RELEASE: &str = include_str!("../../../rlock-runtime/scripts/release.lua");
+const RLOCK_ACQUIRE: &str = concat!(
+    include_str!("../../../rlock-runtime/scripts/queue.lua"),
+    include_str!("../../../rlock-runtime/scripts/acquire.lua")
+);
+const RLOCK_RELEASE: &str = concat!(
+    include_str!("../../../rlock-runtime/scripts/queue.lua"),
+    include_str!("../../../rlock-runtime/scripts/release.lua")
+);
 
 /// The compare-and-delete release of the floor (the redis.io recipe, as rslock sends it).
 pub const FLOOR_RELEASE: &str = r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
@@ -175,11 +181,13 @@ impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
         let key = format!("bench:{n}");
         let token = self.token();
         let mut conn = self.conn.clone();
+        let waiters = format!("{{{key}}}:waiters");
         let (acquired, _fence): (i64, i64) = self
             .rlock_acquire
             .key(&key)
             .key(format!("{{{key}}}:fence"))
-            .key(format!("{{{key}}}:waiters"))
+            .key(&waiters)
+            .key(format!("{waiters}:{token}"))
             .arg(&token)
             .arg(TTL.as_millis() as u64)
             .arg("0")
@@ -192,9 +200,14 @@ impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
         let deleted: i64 = self
             .rlock_release
             .key(&key)
-            .key(format!("{{{key}}}:waiters"))
+            .key(format!("{{{key}}}:fence"))
+            .key(&waiters)
+            .key(format!("{waiters}:{token}"))
             .arg(&token)
             .arg(format!("rlock:released:{key}"))
+            .arg("PUBLISH")
+            .arg("q")
+            .arg("0")
             .invoke_async(&mut conn)
             .await?;
         if deleted != 1 {

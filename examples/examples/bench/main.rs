@@ -10,8 +10,9 @@
 //! Without `--redis` it starts its own `redis-server` on a free loopback port. Workload (e)
 //! always starts its own servers: a Redis Cluster (which needs `redis-cli`) and five
 //! independent masters. The last line printed is `bench: uncontended=R distinct=R
-//! contended_throughput=R contended_p99_gain=R macro_overhead=R cluster_distinct=R
-//! redlock3_p50=R` (`-` for a ratio of (e) when it did not run). See BENCHMARKS.md for what
+//! contended_throughput=R contended_p99_gain=R macro_overhead=R fair_p99_vs_limit=R
+//! handoff_cmds_16_clients=N cluster_distinct=R redlock3_p50=R` (`-` for a ratio of (e) when
+//! it did not run). See BENCHMARKS.md for what
 //! each workload does.
 
 mod lockers;
@@ -346,9 +347,12 @@ async fn main() -> Result<(), BenchError> {
     }
 
     // (c)
+    let rlock = |fair, clients| Contender::Rlock { fair, clients };
     let contenders = [
-        Contender::Rlock,
-        Contender::RlockLocalFifo,
+        rlock(false, config.clients),
+        rlock(true, config.clients),
+        rlock(false, config.tasks),
+        rlock(true, config.tasks),
         Contender::Rslock {
             delay: Duration::from_millis(200),
         },
@@ -361,10 +365,10 @@ async fn main() -> Result<(), BenchError> {
     ];
     for hold in config.holds.into_iter().filter(|_| run('c')) {
         for who in contenders {
+            let clients = who.clients(config.clients);
             eprintln!(
-                "bench: (c) {} tasks / {} clients, hold {hold:?}: {}",
+                "bench: (c) {} tasks / {clients} clients, hold {hold:?}: {}",
                 config.tasks,
-                config.clients,
                 who.label()
             );
             let run = workloads::contended(
@@ -373,7 +377,7 @@ async fn main() -> Result<(), BenchError> {
                 who,
                 hold,
                 config.tasks,
-                config.clients,
+                clients,
                 config.per_task,
             )
             .await?;

@@ -79,8 +79,17 @@ pub struct Summary {
     pub contended_throughput: f64,
     pub contended_p99_gain: f64,
     pub macro_overhead: f64,
-    /// Highest rlock round trips per handoff over both holds.
+    /// Highest rlock round trips per handoff over both holds (its default clients).
     pub rlock_round_trips: f64,
+    /// rlock fair p99 wait ÷ the FIFO limit, 16 clients, longest hold.
+    pub fair_p99_vs_limit: f64,
+    /// Commands per handoff, rlock default waiting, 16 clients, longest hold (the waiter's
+    /// arrival included).
+    pub handoff_cmds_16_clients: f64,
+    /// The same with 4 clients.
+    pub handoff_cmds_4_clients: f64,
+    /// rlock default waiting: rslock p99 ÷ rlock p99 at 16 clients.
+    pub p99_gain_16_clients: f64,
     /// (e) rlock ÷ floor throughput on the cluster, when (e) ran.
     pub cluster_distinct: Option<f64>,
     /// (e) Redlock over 3 masters p50 ÷ single-node p50 of acquire, when (e) ran.
@@ -91,12 +100,14 @@ impl Summary {
     pub fn line(&self) -> String {
         let measured = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
         format!(
-            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} cluster_distinct={} redlock3_p50={}",
+            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} fair_p99_vs_limit={:.3} handoff_cmds_16_clients={:.1} cluster_distinct={} redlock3_p50={}",
             self.uncontended,
             self.distinct,
             self.contended_throughput,
             self.contended_p99_gain,
             self.macro_overhead,
+            self.fair_p99_vs_limit,
+            self.handoff_cmds_16_clients,
             measured(self.cluster_distinct),
             measured(self.redlock3_p50)
         )
@@ -187,6 +198,11 @@ fn find(results: &Results, who: Contender, hold: Duration) -> Option<&Contended>
         .map(|(_, _, c)| c)
 }
 
+/// rlock's run at `hold` with `clients` clients, fair or not.
+fn find_rlock(results: &Results, fair: bool, clients: usize, hold: Duration) -> Option<&Contended> {
+    find(results, Contender::Rlock { fair, clients }, hold)
+}
+
 pub fn summary(results: &Results) -> Summary {
     let hold = results
         .contended
@@ -194,8 +210,16 @@ pub fn summary(results: &Results) -> Summary {
         .map(|(_, h, _)| *h)
         .max()
         .unwrap_or_default();
-    let rl = find(results, Contender::Rlock, hold);
     let rs = find(results, RSLOCK_DEFAULT, hold);
+    let peer_clients = rs.map_or(4, |rs| rs.clients);
+    let tasks = rs.map_or(16, |rs| rs.tasks);
+    let rl = find_rlock(results, false, peer_clients, hold);
+    let rl_many = find_rlock(results, false, tasks, hold);
+    let fair_many = find_rlock(results, true, tasks, hold);
+    let p99_gain = |rl: Option<&Contended>| match (rl, rs) {
+        (Some(rl), Some(rs)) => ratio(rs.p(0.99).as_secs_f64(), rl.p(0.99).as_secs_f64().max(1e-9)),
+        _ => 0.0,
+    };
     let (contended_throughput, contended_p99_gain) = match (rl, rs) {
         (Some(rl), Some(rs)) => (
             ratio(rl.rate(), rs.rate()),
@@ -206,9 +230,12 @@ pub fn summary(results: &Results) -> Summary {
     let rlock_round_trips = results
         .contended
         .iter()
-        .filter(|(w, _, _)| *w == Contender::Rlock)
+        .filter(|(w, _, c)| {
+            matches!(w, Contender::Rlock { fair: false, .. }) && c.clients == peer_clients
+        })
         .map(|(_, _, c)| c.round_trips as f64 / c.handoffs.max(1) as f64)
         .fold(0.0, f64::max);
+    let commands = |c: Option<&Contended>| c.map_or(0.0, Contended::commands_per_handoff);
     Summary {
         uncontended: paired(&results.sequential, Kind::Manual, Kind::Floor).0,
         distinct: paired(&results.distinct, Kind::Manual, Kind::Floor).0,
@@ -216,6 +243,12 @@ pub fn summary(results: &Results) -> Summary {
         contended_p99_gain,
         macro_overhead: paired(&results.sequential, Kind::Macro, Kind::Manual).0,
         rlock_round_trips,
+        fair_p99_vs_limit: fair_many.map_or(0.0, |c| {
+            ratio(c.p(0.99).as_secs_f64(), c.fifo_limit().as_secs_f64())
+        }),
+        handoff_cmds_16_clients: commands(rl_many),
+        handoff_cmds_4_clients: commands(rl),
+        p99_gain_16_clients: p99_gain(rl_many),
         cluster_distinct: Some(paired(&results.cluster, Kind::Manual, Kind::Floor).0)
             .filter(|r| *r > 0.0),
         redlock3_p50: vs_single(results, 3, 0.5),
@@ -442,8 +475,8 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
     );
     let _ = writeln!(
         o,
-        "| implementation | hold ms (measured) | handoffs/s (ideal) | wait p50 ms | wait p99 ms | wait max ms | same task again | same client again | round trips / handoff | commands / handoff | connections / handoff | handoffs/s ÷ rslock | rslock p99 ÷ p99 |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| implementation | clients | hold ms (measured) | handoffs/s (ideal) | wait p50 ms | wait p99 ms | wait max ms | FIFO limit ms | p99 ÷ FIFO limit | same task again | same client again | round trips / handoff | commands / handoff | connections / handoff | handoffs/s ÷ rslock | rslock p99 ÷ p99 |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for (who, hold, c) in &results.contended {
         let rs = find(results, RSLOCK_DEFAULT, *hold);
@@ -451,8 +484,9 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
         let ideal = 1.0 / c.mean_hold.as_secs_f64().max(1e-9);
         let _ = writeln!(
             o,
-            "| {} | {} ({}) | {:.0} ({:.0}) | {} | {} | {} | {:.0} % | {:.0} % | {:.2} | {:.2} | {:.2} | {} | {} |",
+            "| {} | {} | {} ({}) | {:.0} ({:.0}) | {} | {} | {} | {} | {:.2} | {:.0} % | {:.0} % | {:.2} | {:.2} | {:.2} | {} | {} |",
             who.label(),
+            c.clients,
             hold.as_millis(),
             ms(c.mean_hold),
             c.rate(),
@@ -460,10 +494,12 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
             ms(c.p(0.5)),
             ms(c.p(0.99)),
             ms(c.p(1.0)),
+            ms(c.fifo_limit()),
+            ratio(c.p(0.99).as_secs_f64(), c.fifo_limit().as_secs_f64()),
             100.0 * c.same_task as f64 / n,
             100.0 * c.same_client as f64 / n,
             c.round_trips as f64 / n,
-            c.server.total_commands as f64 / n,
+            c.commands_per_handoff(),
             c.server.connections as f64 / n,
             x(rs.map_or(0.0, |rs| ratio(c.rate(), rs.rate()))),
             x(rs.map_or(0.0, |rs| ratio(
@@ -479,8 +515,9 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
     for (who, hold, c) in &results.contended {
         let _ = writeln!(
             o,
-            "- {} @ {} ms: {}",
+            "- {}, {} clients @ {} ms: {}",
             who.label(),
+            c.clients,
             hold.as_millis(),
             c.server.describe()
         );
@@ -575,6 +612,30 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
             "rlock round trips per handoff (worst hold)",
             s.rlock_round_trips,
             6.0,
+            false,
+        ),
+        (
+            "fair_p99_vs_limit (rlock fair p99 ÷ FIFO limit, 16 clients)",
+            s.fair_p99_vs_limit,
+            1.3,
+            false,
+        ),
+        (
+            "rslock p99 ÷ rlock default p99, 16 clients",
+            s.p99_gain_16_clients,
+            8.0,
+            true,
+        ),
+        (
+            "handoff_cmds_16_clients (commands per handoff, the waiter's arrival included)",
+            s.handoff_cmds_16_clients,
+            8.0,
+            false,
+        ),
+        (
+            "commands per handoff, 16 clients ÷ 4 clients",
+            ratio(s.handoff_cmds_16_clients, s.handoff_cmds_4_clients),
+            1.1,
             false,
         ),
     ];

@@ -165,12 +165,9 @@ pub async fn distinct(
 /// Who contends for the key in workload (c).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Contender {
-    /// rlock's manual API with a wait budget (pub/sub wake-ups).
-    Rlock,
-    /// The same, with the tasks of each client first queued on a FIFO `tokio::sync::Mutex`
-    /// of that client: what rlock would do if a client's new request for a key queued behind
-    /// the client's existing waiters instead of trying first (diagnostic).
-    RlockLocalFifo,
+    /// rlock's manual API with a wait budget (queued in Redis, handed over by releases),
+    /// fair or not, over `clients` clients.
+    Rlock { fair: bool, clients: usize },
     /// rslock `lock()` with `set_retry(count, delay)`: a budget of about `count * delay / 2`.
     Rslock { delay: Duration },
     /// redlock `lock()` with `set_retry(count, delay)`, on blocking threads.
@@ -180,8 +177,8 @@ pub enum Contender {
 impl Contender {
     pub fn label(self) -> String {
         match self {
-            Contender::Rlock => "rlock, manual API, wait 30s".to_owned(),
-            Contender::RlockLocalFifo => "rlock + a FIFO mutex per client (diagnostic)".to_owned(),
+            Contender::Rlock { fair: false, .. } => "rlock, wait 30s".to_owned(),
+            Contender::Rlock { fair: true, .. } => "rlock, wait 30s, fair".to_owned(),
             Contender::Rslock { delay } => {
                 format!("rslock 0.10, retry delay {} ms", delay.as_millis())
             }
@@ -193,9 +190,17 @@ impl Contender {
 
     pub fn kind(self) -> Kind {
         match self {
-            Contender::Rlock | Contender::RlockLocalFifo => Kind::Manual,
+            Contender::Rlock { .. } => Kind::Manual,
             Contender::Rslock { .. } => Kind::Rslock,
             Contender::Redlock { .. } => Kind::Redlock,
+        }
+    }
+
+    /// Over how many clients its tasks are spread (`default` for the peers).
+    pub fn clients(self, default: usize) -> usize {
+        match self {
+            Contender::Rlock { clients, .. } => clients,
+            Contender::Rslock { .. } | Contender::Redlock { .. } => default,
         }
     }
 }
@@ -207,6 +212,9 @@ const CONTENDED_TTL: Duration = Duration::from_secs(10);
 /// What one contended run measured.
 #[derive(Debug, Default)]
 pub struct Contended {
+    /// Tasks contending, and the clients they were spread over.
+    pub tasks: usize,
+    pub clients: usize,
     pub handoffs: u64,
     pub elapsed: Duration,
     /// Sorted.
@@ -231,6 +239,15 @@ impl Contended {
     }
     pub fn p(&self, q: f64) -> Duration {
         stats::percentile(&self.waits, q)
+    }
+    /// The longest wait a strict FIFO handoff allows: every other task's hold once,
+    /// `(tasks - 1) × measured hold`.
+    pub fn fifo_limit(&self) -> Duration {
+        self.mean_hold * u32::try_from(self.tasks.saturating_sub(1)).unwrap_or(u32::MAX)
+    }
+    /// Commands the server ran per handoff, Lua-internal ones included.
+    pub fn commands_per_handoff(&self) -> f64 {
+        self.server.total_commands as f64 / self.handoffs.max(1) as f64
     }
 }
 
@@ -287,15 +304,11 @@ pub async fn contended(
     let gave_up = Arc::new(AtomicU64::new(0));
     // Clients are made (and connected) before the window opens.
     let mut rlocks = Vec::new();
-    let mut fifos = Vec::new();
     let mut rslocks = Vec::new();
     let mut redlocks = Vec::new();
     for _ in 0..clients {
         match who {
-            Contender::Rlock | Contender::RlockLocalFifo => {
-                rlocks.push(LockClient::connect(url).await?);
-                fifos.push(Arc::new(tokio::sync::Mutex::new(())));
-            }
+            Contender::Rlock { .. } => rlocks.push(LockClient::connect(url).await?),
             Contender::Rslock { delay } => {
                 let mut m = rslock::LockManager::new(vec![url.to_owned()]);
                 m.set_retry(retry_count(delay), delay);
@@ -322,24 +335,18 @@ pub async fn contended(
         let gave_up = gave_up.clone();
         let c = t % clients;
         handles.push(match who {
-            Contender::Rlock | Contender::RlockLocalFifo => {
+            Contender::Rlock { fair, .. } => {
                 let client = rlocks[c].clone();
-                let fifo = (who == Contender::RlockLocalFifo).then(|| fifos[c].clone());
                 tokio::spawn(async move {
                     let mut waits = Vec::new();
                     for _ in 0..per_task {
                         let asked = Instant::now();
-                        let turn = match &fifo {
-                            Some(f) => Some(f.lock().await),
-                            None => None,
-                        };
-                        let guard = match client
+                        let request = client
                             .lock(key.as_str())
                             .ttl(CONTENDED_TTL)
-                            .wait(WAIT_BUDGET)
-                            .acquire()
-                            .await
-                        {
+                            .wait(WAIT_BUDGET);
+                        let request = if fair { request.fair() } else { request };
+                        let guard = match request.acquire().await {
                             Ok(g) => g,
                             Err(e) if e.is_busy() => {
                                 gave_up.fetch_add(1, Ordering::Relaxed);
@@ -352,7 +359,6 @@ pub async fn contended(
                         tokio::time::sleep(hold).await;
                         section.leave(entered);
                         guard.release().await?;
-                        drop(turn);
                     }
                     Ok(waits)
                 })
@@ -414,6 +420,8 @@ pub async fn contended(
     waits.sort();
     let handoffs = waits.len() as u64;
     Ok(Contended {
+        tasks,
+        clients,
         handoffs,
         elapsed,
         round_trips: server.round_trips(who.kind().top_level()),
