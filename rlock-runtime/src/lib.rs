@@ -47,20 +47,26 @@
 //!   clients exclude rlock and back.
 //! - **Release** deletes the key only if it still holds our token (compare-and-delete in
 //!   Lua), and reports [`LockError::Lost`] when it did not: a holder whose lease ended never
-//!   deletes the next holder's lock. Release announces itself on a pub/sub channel when a
-//!   waiter has marked the key as awaited (`{key}:waiters`, which waiters keep alive until a
-//!   second past the holder's lease); a release nobody waits for publishes nothing.
+//!   deletes the next holder's lock. When callers wait for the key, the same script hands the
+//!   lock to the first of them instead and names it on a pub/sub channel; a release nobody
+//!   waits for publishes nothing.
 //! - **Reentrancy** belongs to the task's call chain: inside a locked body, locking the same
 //!   key with the same client re-enters without a Redis command, and only the outermost
 //!   release deletes. A task spawned from the body does not inherit the hold; a nested lock
 //!   keeps the outer hold's ttl and renewal.
-//! - **Waiting** (`wait` > 0): waiters are woken by release announcements, one connection per
-//!   client; within a client only the first waiter of a key retries per announcement, in
-//!   arrival order. A timer set to the holder's remaining lease (plus at most 5 ms) covers
-//!   holders that die without releasing and clients that do not announce. While a key's
-//!   announcements are not confirmed (its subscription is pending, Redis refused it, or the
-//!   feed's connection is down), its waiters re-check every 50 ms instead. Failed attempts are
-//!   retried with backoff, and the budget is a deadline: `acquire` returns by it.
+//! - **Waiting** (`wait` > 0): a caller that finds the lock busy enters the key's queue in
+//!   Redis (`{key}:waiters`, in the lock's cluster slot; each entry lapses 2 s after its waiter
+//!   last checked in, every 0.67 s). A release hands the lock to the first live waiter and
+//!   names it in its announcement (one pub/sub connection per client): only that waiter's
+//!   client acts, with no command, so a handoff costs the same for 2 or 200 waiting
+//!   instances. [`LockRequest::fair`] adds strict arrival order across instances. A timer set
+//!   to the holder's remaining lease (plus at most 5 ms) covers holders that die without
+//!   releasing and clients that are not rlock; a waiter that dies stops blocking the queue
+//!   within 5 s. While a key's announcements are not confirmed (its subscription is pending,
+//!   Redis refused it, or the feed's connection is down), its waiters check every 50 ms
+//!   instead. Failed attempts are retried with backoff, and the budget is a deadline:
+//!   `acquire` returns by it. Redlock keeps no common queue: a release wakes the first waiter
+//!   of each client.
 //! - **Renewal**: while a hold lives, one watchdog task per client renews every lease about
 //!   every ttl/3, batching up to 200 keys per script call. A renewal never shortens a lease in
 //!   Redis. `max_hold` caps the total hold: then the hold is released and counted as lost.
