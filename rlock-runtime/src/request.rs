@@ -382,22 +382,15 @@ impl Waiting<'_> {
                         Err(e) => return Err(e),
                     }
                 }
-                let now = Instant::now();
-                let budget_left = deadline.saturating_duration_since(now);
-                if budget_left.is_zero() {
-                    engine.counters.waited(self.started.elapsed());
-                    return Err(last_error.unwrap_or_else(|| self.busy()));
-                }
-                let pause = if failures > 0 {
-                    backoff(WAIT_RETRY_MIN, WAIT_RETRY_MAX, failures).min(budget_left)
+                let Some(pause) = pause(deadline, failures, holder_until, ticket.announced())
+                else {
+                    return Err(self.gave_up(last_error));
+                };
+                // A queued waiter checks in on time, whatever else it waits for.
+                let pause = if queued && failures == 0 {
+                    pause.min(WAITER_CHECK_INTERVAL)
                 } else {
-                    let holder_left = holder_until.map(|t| t.saturating_duration_since(now));
-                    let pause = fallback_pause(holder_left, ticket.announced(), budget_left);
-                    if queued {
-                        pause.min(WAITER_CHECK_INTERVAL)
-                    } else {
-                        pause
-                    }
+                    pause
                 };
                 tokio::select! {
                     () = ticket.woken() => {
@@ -412,6 +405,12 @@ impl Waiting<'_> {
                 break;
             }
         }
+    }
+
+    /// The budget ran out: the last attempt's error, or `Busy`.
+    fn gave_up(&self, last_error: Option<LockError>) -> LockError {
+        self.engine.counters.waited(self.started.elapsed());
+        last_error.unwrap_or_else(|| self.busy())
     }
 
     /// Records a successful wait.
@@ -479,17 +478,8 @@ impl Waiting<'_> {
                     Err(e) => return Err(e),
                 }
             }
-            let now = Instant::now();
-            let budget_left = deadline.saturating_duration_since(now);
-            if budget_left.is_zero() {
-                engine.counters.waited(self.started.elapsed());
-                return Err(last_error.unwrap_or_else(|| self.busy()));
-            }
-            let pause = if failures > 0 {
-                backoff(WAIT_RETRY_MIN, WAIT_RETRY_MAX, failures).min(budget_left)
-            } else {
-                let holder_left = holder_until.map(|t| t.saturating_duration_since(now));
-                fallback_pause(holder_left, ticket.announced(), budget_left)
+            let Some(pause) = pause(deadline, failures, holder_until, ticket.announced()) else {
+                return Err(self.gave_up(last_error));
             };
             tokio::select! {
                 () = ticket.woken() => {}
@@ -501,4 +491,25 @@ impl Waiting<'_> {
             }
         }
     }
+}
+
+/// How long a waiter sleeps before looking again (`None` once its budget is spent): a backoff
+/// after `failures` failed attempts, else its fallback timer (see [`fallback_pause`]).
+fn pause(
+    deadline: Instant,
+    failures: u32,
+    holder_until: Option<Instant>,
+    announced: bool,
+) -> Option<Duration> {
+    let now = Instant::now();
+    let budget_left = deadline.saturating_duration_since(now);
+    if budget_left.is_zero() {
+        return None;
+    }
+    Some(if failures > 0 {
+        backoff(WAIT_RETRY_MIN, WAIT_RETRY_MAX, failures).min(budget_left)
+    } else {
+        let holder_left = holder_until.map(|t| t.saturating_duration_since(now));
+        fallback_pause(holder_left, announced, budget_left)
+    })
 }
