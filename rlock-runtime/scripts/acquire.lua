@@ -1,7 +1,7 @@
 -- Acquire a lock, and issue its fencing token if asked, atomically; queue the caller if it
 -- will wait. (Prepended: queue.lua.)
--- KEYS[1]: lock key   KEYS[2]: fence key   KEYS[3]: waiters' queue (Redlock: the awaited mark)
--- KEYS[4]: this waiter's entry key (KEYS[3] .. ':' .. token)   (all in one cluster slot)
+-- KEYS[1]: lock key   KEYS[2]: waiters' queue (Redlock: the awaited mark), in the lock's slot;
+-- the fence key and this waiter's entry key are derived from it (see queue.lua)
 -- ARGV[1]: owner token   ARGV[2]: lease ms   ARGV[3]: '1' to issue a fence
 -- ARGV[4]: how the caller waits: '0' it will not; 'q' in the queue; 'm' Redlock: it marks the
 --          key awaited (ARGV[5] ms past the holder's lease) so that releases announce themselves
@@ -15,7 +15,8 @@
 --
 -- The lock key holds the plain token with a PX expiry, the format redis-py's Lock and the
 -- SET NX PX + Lua release recipe use, so other clients locking the same key exclude us.
-local lock, fence_key, queue = KEYS[1], KEYS[2], KEYS[3]
+local lock, queue = KEYS[1], KEYS[2]
+local fence_key = fence_key_of(queue)
 local token, lease, fenced, mode = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4]
 
 local function fence_if_asked()
@@ -36,7 +37,7 @@ if mode ~= 'q' then
   return {0, pttl}
 end
 
-local entry, entry_lease = KEYS[4], ARGV[5]
+local entry, entry_lease = entry_key(queue, token), ARGV[5]
 local fair, check, queued = ARGV[10] == '1', ARGV[11] == '1', ARGV[12] == '1'
 
 -- The holder, when read: a token, false for a free lock (pcall: a key of another type is
@@ -73,7 +74,7 @@ if not holder then
       if not head or head == token then
         break
       end
-      if redis.call('EXISTS', queue .. ':' .. head) == 1 then
+      if redis.call('EXISTS', entry_key(queue, head)) == 1 then
         ahead = true
         break
       end

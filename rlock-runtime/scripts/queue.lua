@@ -6,6 +6,17 @@
 -- entry of a waiter whose process died lapses within one entry lease. The key's value,
 -- "<handoff lease ms>:<1 if fenced, else 0>", says how to grant the lock to that waiter.
 
+-- The companion keys of a lock, derived from its queue's key `<base>:waiters` (or, on
+-- Redlock, `<base>:awaited`): `<base>:fence`, and one waiter's entry `<queue>:<token>`. All
+-- share the lock's hash tag, so they are in its cluster slot.
+local function fence_key_of(queue)
+  return string.match(queue, '^(.*):[^:]*$') .. ':fence'
+end
+
+local function entry_key(queue, token)
+  return queue .. ':' .. token
+end
+
 -- A new fencing token for `lock`, above every earlier one: max(last + 1, server time in
 -- microseconds). The record expires with the lease, so no per-key record outlives its lock;
 -- once it is gone, the server clock (which moved on by at least the lease) keeps the next
@@ -35,7 +46,7 @@ local function hand_off(lock, fence_key, queue, channel, publish)
       return false
     end
     local token = head[1]
-    local entry = redis.call('GET', queue .. ':' .. token)
+    local entry = redis.call('GET', entry_key(queue, token))
     local lease, fenced = string.match(entry or '', '^(%d+):(%d)$')
     if lease then
       redis.call('SET', lock, token, 'PX', lease)

@@ -1,8 +1,8 @@
 -- Release a lock only if it is still ours, handing it to the first live waiter queued for it
 -- (named in an announcement), if any; a waiter leaving the queue also gives up its entry.
 -- (Prepended: queue.lua.)
--- KEYS[1]: lock key   KEYS[2]: fence key   KEYS[3]: waiters' queue (Redlock: the awaited mark)
--- KEYS[4]: the caller's entry key   (all in one cluster slot)
+-- KEYS[1]: lock key   KEYS[2]: waiters' queue (Redlock: the awaited mark), in the lock's slot;
+-- the fence key and the caller's entry key are derived from it (see queue.lua)
 -- ARGV[1]: owner token   ARGV[2]: release channel   ARGV[3]: 'PUBLISH' or 'SPUBLISH'
 -- ARGV[4]: 'q' waiters queue; 'm' Redlock: announce ("1") to every waiter while the mark lives
 -- ARGV[5]: '1' when the caller leaves the queue (a waiter giving up)
@@ -10,11 +10,12 @@
 -- to another owner.
 -- pcall: a key of another type (WRONGTYPE) is not ours, and a refused PUBLISH (an ACL without
 -- channel rights) must not turn a done release into an error; scripts are not rolled back.
-local lock, fence_key, queue = KEYS[1], KEYS[2], KEYS[3]
+local lock, queue = KEYS[1], KEYS[2]
+local fence_key = fence_key_of(queue)
 local token, channel, publish = ARGV[1], ARGV[2], ARGV[3]
 if ARGV[5] == '1' then
   redis.call('ZREM', queue, token)
-  redis.call('DEL', KEYS[4])
+  redis.call('DEL', entry_key(queue, token))
 end
 if redis.pcall('GET', lock) == token then
   if ARGV[4] == 'q' then

@@ -220,7 +220,9 @@ impl fmt::Write for Escaper<'_> {
 /// A key with a hash tag keeps it (`lock_key:fence` hashes like `lock_key`); any other key is
 /// wrapped as `{lock_key}:fence`, whose tag is the whole lock key. A key with a `}` but no valid
 /// tag cannot be wrapped that way; it gets `lock_key:fence`, which is right on a single node and
-/// documented as unsupported on a cluster.
+/// documented as unsupported on a cluster. (The scripts derive it from the queue's key, as
+/// `queue.lua` shows; this is the name they arrive at.)
+#[cfg(test)]
 pub(crate) fn fence_key(lock_key: &str) -> String {
     companion_key(lock_key, "fence")
 }
@@ -232,7 +234,9 @@ pub(crate) fn waiters_key(lock_key: &str) -> String {
 }
 
 /// The key that keeps one waiter's entry in `queue_key` alive (it expires unless the waiter
-/// refreshes it), holding how to grant it the lock. Same slot as the queue.
+/// refreshes it), holding how to grant it the lock. Same slot as the queue. (Derived by the
+/// scripts too.)
+#[cfg(test)]
 pub(crate) fn waiter_entry_key(queue_key: &str, token: &str) -> String {
     format!("{queue_key}:{token}")
 }

@@ -185,9 +185,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
         let (acquired, _fence): (i64, i64) = self
             .rlock_acquire
             .key(&key)
-            .key(format!("{{{key}}}:fence"))
             .key(&waiters)
-            .key(format!("{waiters}:{token}"))
             .arg(&token)
             .arg(TTL.as_millis() as u64)
             .arg("0")
@@ -200,9 +198,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
         let deleted: i64 = self
             .rlock_release
             .key(&key)
-            .key(format!("{{{key}}}:fence"))
             .key(&waiters)
-            .key(format!("{waiters}:{token}"))
             .arg(&token)
             .arg(format!("rlock:released:{key}"))
             .arg("PUBLISH")

@@ -21,7 +21,7 @@ use super::endpoint::Endpoint;
 use super::pubsub::{Connector, Feed, release_channel, shard_channel};
 use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseListener, millis};
 use crate::error::LockError;
-use crate::key::{awaited_key, fence_key, waiter_entry_key, waiters_key};
+use crate::key::{awaited_key, waiters_key};
 use crate::slot::slot;
 use crate::tuning::{
     HANDOFF_LEASE, REPLICA_WAIT_DIVISOR, WAITER_ENTRY_LEASE, WAITERS_MARK_SLACK, WAITERS_QUEUE_MAX,
@@ -59,51 +59,46 @@ impl Lua {
         }
     }
 
-    fn call(&'static self) -> ScriptCall {
-        ScriptCall {
-            lua: self,
-            keys: Vec::new(),
-            args: Vec::new(),
+    /// A call with `keys`; its arguments follow.
+    fn call(&'static self, keys: &[&str]) -> ScriptCall {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.script.get_hash()).arg(keys.len());
+        for key in keys {
+            cmd.arg(*key);
         }
+        ScriptCall { lua: self, cmd }
     }
 }
 
-/// One call of a lease script: its keys and arguments.
+/// One call of a lease script, built straight into its `EVALSHA` command.
 struct ScriptCall {
     lua: &'static Lua,
-    keys: Vec<Vec<u8>>,
-    args: Vec<Vec<u8>>,
+    cmd: Cmd,
 }
 
 impl ScriptCall {
-    fn key(&mut self, key: &str) -> &mut Self {
-        self.keys.push(key.as_bytes().to_vec());
-        self
-    }
-
     fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
-        self.args.extend(arg.to_redis_args());
+        self.cmd.arg(arg);
         self
     }
 
-    fn command(&self, by_hash: bool) -> Cmd {
-        let mut cmd = if by_hash {
-            let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(self.lua.script.get_hash());
-            cmd
-        } else {
-            let mut cmd = redis::cmd("EVAL");
-            cmd.arg(self.lua.source);
-            cmd
-        };
-        cmd.arg(self.keys.len()).arg(&self.keys).arg(&self.args);
+    /// The same call as `EVAL`, carrying the script's source.
+    fn eval(&self) -> Cmd {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(self.lua.source);
+        // After `EVALSHA <hash>`: the key count, the keys and the arguments.
+        for arg in self.cmd.args_iter().skip(2) {
+            if let redis::Arg::Simple(bytes) = arg {
+                cmd.arg(bytes);
+            }
+        }
         cmd
     }
 
     async fn run<O: Opener, T: FromRedisValue>(&self, conn: O::Conn) -> RedisResult<T> {
-        match query::<O, T>(conn.clone(), &self.command(true)).await {
+        match query::<O, T>(conn.clone(), &self.cmd).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                query::<O, T>(conn, &self.command(false)).await
+                query::<O, T>(conn, &self.eval()).await
             }
             other => other,
         }
@@ -209,20 +204,16 @@ impl<O: Opener> Scripted<O> {
         }
     }
 
-    /// A call of the acquire or release script, with the keys both take.
+    /// A call of the acquire or release script, with the keys both take: the lock and its
+    /// queue (the scripts derive the fence key and the waiter's entry key from the queue's,
+    /// in the same slot).
     fn keyed(lua: &'static Lua, lease: Lease<'_>, queue: bool) -> ScriptCall {
-        let mut call = lua.call();
         let queue_key = if queue {
             waiters_key(lease.key)
         } else {
             awaited_key(lease.key)
         };
-        let entry = waiter_entry_key(&queue_key, lease.token);
-        call.key(lease.key)
-            .key(&fence_key(lease.key))
-            .key(&queue_key)
-            .key(&entry);
-        call
+        lua.call(&[lease.key, &queue_key])
     }
 
     /// Runs the release script; `leaving` when a waiter gives up its place too.
@@ -425,11 +416,8 @@ impl<O: Opener> LeaseStore for Scripted<O> {
     }
 
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
-        let mut extend = EXTEND.call();
-        extend
-            .key(lease.key)
-            .arg(lease.token)
-            .arg(millis(lease.ttl));
+        let mut extend = EXTEND.call(&[lease.key]);
+        extend.arg(lease.token).arg(millis(lease.ttl));
         let extended: i64 = self.invoke("extend", self.conn.timeout(), &extend).await?;
         Ok(extended == 1)
     }
@@ -446,9 +434,10 @@ async fn renew_group<O: Opener>(
     leases: Vec<Lease<'_>>,
 ) -> Result<Vec<Option<bool>>, RedisError> {
     let call = |leases: &[Lease<'_>]| {
-        let mut call = RENEW.call();
+        let keys: Vec<&str> = leases.iter().map(|lease| lease.key).collect();
+        let mut call = RENEW.call(&keys);
         for lease in leases {
-            call.key(lease.key).arg(lease.token).arg(millis(lease.ttl));
+            call.arg(lease.token).arg(millis(lease.ttl));
         }
         call
     };
