@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -147,8 +147,9 @@ pub(crate) struct Hold {
     /// Guards alive for this hold; the one that takes it to zero releases.
     guards: AtomicUsize,
     state: Mutex<State>,
-    /// Becomes `true`, once, when the hold is lost.
-    lost: watch::Sender<bool>,
+    /// Wakes every waiter of `lost()` when the hold is lost. (Kept inline: unlike a channel,
+    /// it costs no allocation per hold.)
+    lost: Notify,
     /// Woken when an in-flight request settles (an extend waits for a renewal).
     settled: Notify,
 }
@@ -194,7 +195,7 @@ impl Hold {
             fence,
             guards: AtomicUsize::new(1),
             state: Mutex::new(state),
-            lost: watch::Sender::new(false),
+            lost: Notify::new(),
             settled: Notify::new(),
         })
     }
@@ -253,9 +254,16 @@ impl Hold {
 
     /// Resolves once the hold is lost.
     pub(crate) async fn lost(&self) {
-        let mut rx = self.lost.subscribe();
-        // The sender lives in `self`, which outlives this borrow, so this cannot close.
-        let _ = rx.wait_for(|lost| *lost).await;
+        loop {
+            // Registered before the phase is read, so a loss after the read still wakes it.
+            let notified = self.lost.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_lost() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Marks the hold lost if it is held or being released; the first call counts it and
@@ -272,7 +280,7 @@ impl Hold {
         if first {
             // Counted before the waiters of `lost()` are woken.
             self.engine.counters.add(Count::Lost, 1);
-            self.lost.send_replace(true);
+            self.lost.notify_waiters();
             crate::trace::warn_event!(
                 key = self.key.as_str(),
                 fence = ?self.fence,
