@@ -16,19 +16,11 @@
 -- The lock key holds the plain token with a PX expiry, the format redis-py's Lock and the
 -- SET NX PX + Lua release recipe use, so other clients locking the same key exclude us.
 local lock, queue = KEYS[1], KEYS[2]
-local fence_key = fence_key_of(queue)
 local token, lease, fenced, mode = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4]
-
-local function fence_if_asked()
-  if fenced then
-    return issue_fence(fence_key, lease)
-  end
-  return 0
-end
 
 if mode ~= 'q' then
   if redis.call('SET', lock, token, 'NX', 'PX', lease) then
-    return {1, fence_if_asked()}
+    return {1, fenced and issue_fence(queue, lease) or 0}
   end
   local pttl = redis.call('PTTL', lock)
   if mode == 'm' then
@@ -37,7 +29,7 @@ if mode ~= 'q' then
   return {0, pttl}
 end
 
-local entry, entry_lease = entry_key(queue, token), ARGV[5]
+local entry, entry_lease = queue .. ':' .. token, ARGV[5]
 local fair, check, queued = ARGV[10] == '1', ARGV[11] == '1', ARGV[12] == '1'
 
 -- The holder, when read: a token, false for a free lock (pcall: a key of another type is
@@ -58,7 +50,7 @@ end
 if holder == token then
   local fence = 0
   if fenced then
-    fence = tonumber(redis.pcall('GET', fence_key)) or 0
+    fence = issue_fence(queue, lease, true)
   end
   return {2, fence, redis.call('PTTL', lock)}
 end
@@ -74,7 +66,7 @@ if not holder then
       if not head or head == token then
         break
       end
-      if redis.call('EXISTS', entry_key(queue, head)) == 1 then
+      if redis.call('EXISTS', queue .. ':' .. head) == 1 then
         ahead = true
         break
       end
@@ -87,10 +79,10 @@ if not holder then
         redis.call('ZREM', queue, token)
         redis.call('DEL', entry)
       end
-      return {1, fence_if_asked()}
+      return {1, fenced and issue_fence(queue, lease) or 0}
     end
   elseif holder == false then
-    hand_off(lock, fence_key, queue, ARGV[7], ARGV[8])
+    hand_off(lock, queue, ARGV[7], ARGV[8])
   end
 end
 

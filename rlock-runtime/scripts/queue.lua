@@ -6,22 +6,21 @@
 -- entry of a waiter whose process died lapses within one entry lease. The key's value,
 -- "<handoff lease ms>:<1 if fenced, else 0>", says how to grant the lock to that waiter.
 
--- The companion keys of a lock, derived from its queue's key `<base>:waiters` (or, on
--- Redlock, `<base>:awaited`): `<base>:fence`, and one waiter's entry `<queue>:<token>`. All
--- share the lock's hash tag, so they are in its cluster slot.
-local function fence_key_of(queue)
-  return string.match(queue, '^(.*):[^:]*$') .. ':fence'
-end
+-- The companion keys of a lock are derived from its queue's key `<base>:waiters` (or, on
+-- Redlock, `<base>:awaited`): the fence record `<base>:fence` (see `issue_fence`), and one
+-- waiter's entry `<queue>:<token>`. All share the lock's hash tag, so they are in its
+-- cluster slot. (Only two functions are defined here: each one costs every call of the
+-- script a closure, whether it runs or not.)
 
-local function entry_key(queue, token)
-  return queue .. ':' .. token
-end
-
--- A new fencing token for `lock`, above every earlier one: max(last + 1, server time in
--- microseconds). The record expires with the lease, so no per-key record outlives its lock;
--- once it is gone, the server clock (which moved on by at least the lease) keeps the next
--- fence above every earlier one.
-local function issue_fence(fence_key, lease)
+-- A new fencing token for the lock of `queue` (or, with `read_only`, the current one),
+-- above every earlier one: max(last + 1, server time in microseconds). The record expires
+-- with the lease, so no per-key record outlives its lock; once it is gone, the server clock
+-- (which moved on by at least the lease) keeps the next fence above every earlier one.
+local function issue_fence(queue, lease, read_only)
+  local fence_key = (string.match(queue, '^(.*):[^:]*$') or queue) .. ':fence'
+  if read_only then
+    return tonumber(redis.pcall('GET', fence_key)) or 0
+  end
   local now = redis.call('TIME')
   local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
   -- pcall: a fence key of another type (WRONGTYPE) counts as no record; it is replaced.
@@ -39,20 +38,20 @@ end
 -- on the announcement, and it needs no command to take the lock: it has it. The lease is the
 -- waiter's handoff lease (its ttl, at most a few seconds, so that a waiter that died just
 -- now blocks the lock only briefly; a live one renews it at once). Returns whether handed.
-local function hand_off(lock, fence_key, queue, channel, publish)
+local function hand_off(lock, queue, channel, publish)
   for _ = 1, 16 do
     local head = redis.call('ZPOPMIN', queue)
     if #head == 0 then
       return false
     end
     local token = head[1]
-    local entry = redis.call('GET', entry_key(queue, token))
+    local entry = redis.call('GET', queue .. ':' .. token)
     local lease, fenced = string.match(entry or '', '^(%d+):(%d)$')
     if lease then
       redis.call('SET', lock, token, 'PX', lease)
       local fence = 0
       if fenced == '1' then
-        fence = issue_fence(fence_key, lease)
+        fence = issue_fence(queue, lease)
       end
       -- pcall: a refused PUBLISH (an ACL without channel rights) must not undo the grant;
       -- the waiter finds it on its next check.

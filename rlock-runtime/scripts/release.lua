@@ -11,15 +11,14 @@
 -- pcall: a key of another type (WRONGTYPE) is not ours, and a refused PUBLISH (an ACL without
 -- channel rights) must not turn a done release into an error; scripts are not rolled back.
 local lock, queue = KEYS[1], KEYS[2]
-local fence_key = fence_key_of(queue)
 local token, channel, publish = ARGV[1], ARGV[2], ARGV[3]
 if ARGV[5] == '1' then
   redis.call('ZREM', queue, token)
-  redis.call('DEL', entry_key(queue, token))
+  redis.call('DEL', queue .. ':' .. token)
 end
 if redis.pcall('GET', lock) == token then
   if ARGV[4] == 'q' then
-    if not hand_off(lock, fence_key, queue, channel, publish) then
+    if not hand_off(lock, queue, channel, publish) then
       redis.call('DEL', lock)
     end
   else
@@ -33,6 +32,6 @@ end
 if ARGV[5] == '1' and ARGV[4] == 'q' and redis.call('EXISTS', lock) == 0 then
   -- A waiter left while the lock was free and others queue: whoever was to be told of the
   -- last release may have been this one; the next live waiter is handed the lock now.
-  hand_off(lock, fence_key, queue, channel, publish)
+  hand_off(lock, queue, channel, publish)
 end
 return 0
