@@ -352,6 +352,22 @@ impl RedisServer {
     /// A fresh multiplexed connection for poking keys directly (`GET`, `PTTL`, `SET`, `DEL`),
     /// with a 2 s connect and response timeout and no `CLIENT SETINFO` handshake.
     ///
+    /// Creates the ACL user `name` (password `pw`) with every command and key but no pub/sub
+    /// channel, and returns its URL: a client that cannot hear release announcements.
+    ///
+    /// # Panics
+    ///
+    /// When the server refuses the user.
+    pub async fn user_without_channel_rights(&self, name: &str) -> String {
+        let mut raw = self.raw().await;
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", name, "on", ">pw", "~*", "+@all", "resetchannels"][..])
+            .query_async(&mut raw)
+            .await
+            .unwrap_or_else(|e| panic!("ACL SETUSER {name}: {e}"));
+        format!("redis://{name}:pw@127.0.0.1:{}/", self.port)
+    }
+
     /// # Panics
     ///
     /// When the server does not accept the connection.

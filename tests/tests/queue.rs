@@ -236,23 +236,7 @@ async fn a_cancelled_waiter_leaves_the_queue_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_wake_up_is_lost_without_announcements() {
     let server = RedisServer::start();
-    let mut raw = server.raw().await;
-    let _: () = redis::cmd("ACL")
-        .arg(
-            &[
-                "SETUSER",
-                "deaf",
-                "on",
-                ">pw",
-                "~*",
-                "+@all",
-                "resetchannels",
-            ][..],
-        )
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    let deaf_url = format!("redis://deaf:pw@127.0.0.1:{}/", server.port());
+    let deaf_url = server.user_without_channel_rights("deaf").await;
     let clients = [
         LockClient::connect(&server.url()).await.unwrap(),
         LockClient::connect(&deaf_url).await.unwrap(),

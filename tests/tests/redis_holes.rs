@@ -450,22 +450,7 @@ async fn a_key_overwritten_with_another_type_is_lost_not_an_error() {
 async fn a_user_without_channel_rights_still_releases_cleanly() {
     let server = RedisServer::start();
     let mut raw = server.raw().await;
-    let _: () = redis::cmd("ACL")
-        .arg(
-            &[
-                "SETUSER",
-                "app",
-                "on",
-                ">pw",
-                "~*",
-                "+@all",
-                "resetchannels",
-            ][..],
-        )
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    let url = format!("redis://app:pw@127.0.0.1:{}/", server.port());
+    let url = server.user_without_channel_rights("app").await;
     let client = LockClient::connect(&url).await.unwrap();
     let guard = client.lock("acl:1").acquire().await.unwrap();
     // The release script's announcement is refused (NOPERM); the release itself stands.
