@@ -103,6 +103,19 @@ async fn the_semantics_of_one_redis_hold_on_redlock() {
         matches!(&fenced, LockError::InvalidConfig(why) if why.contains("not safe on Redlock")),
         "{fenced}"
     );
+
+    // So is fair waiting: the masters keep no common queue.
+    let fair = a
+        .lock("order:6")
+        .wait(Duration::from_secs(1))
+        .fair()
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&fair, LockError::InvalidConfig(why) if why.contains("no common queue")),
+        "{fair}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
