@@ -539,6 +539,21 @@ mod tests {
         }
         assert!(!out.contains("compile_error"), "{out}");
         assert!(!out.contains("max_hold"), "{out}");
+        assert!(!out.contains(". fair"), "{out}");
+    }
+
+    #[test]
+    fn fair_waiting_reaches_the_options() {
+        let out = expand_str(
+            r#"key = "order:<user_id>", wait = "5s", fair = true"#,
+            ORDER,
+        );
+        assert!(out.contains(". fair (true)"), "{out}");
+        let out = expand_str(
+            r#"key = "order:<user_id>", wait = "5s", fair = false"#,
+            ORDER,
+        );
+        assert!(!out.contains(". fair"), "{out}");
     }
 
     #[test]
