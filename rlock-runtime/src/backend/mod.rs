@@ -277,8 +277,8 @@ impl LeaseStore for Backend {
         match self {
             Self::Redis(b) => b.withdraw(lease).await,
             Self::Cluster(b) => b.withdraw(lease).await,
-            Self::Redlock(b) => b.release(lease).await,
-            Self::Memory(b) => b.release(lease).await,
+            Self::Redlock(b) => b.withdraw(lease).await,
+            Self::Memory(b) => b.withdraw(lease).await,
         }
     }
 

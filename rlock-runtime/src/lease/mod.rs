@@ -157,15 +157,13 @@ impl Engine {
             }
         };
         if plan.min_replicas > 0
-            && let Err(e) = self.confirm_replicas(key, lease, plan.min_replicas).await
+            && let Err((e, taken_back)) = self
+                .confirm_or_take_back(key, redis_key, lease, plan.min_replicas)
+                .await
         {
-            // The grant does not count: take it back now (the still-armed guard does it in
-            // the background if this fails, or if this future is dropped meanwhile).
-            let taken_back = self.backend.release(lease).await;
-            orphan.armed = taken_back.is_err();
-            if matches!(taken_back, Ok(true)) {
-                self.released(redis_key, Count::OrphanReleased);
-            }
+            // The still-armed guard takes it back in the background if that failed, or if
+            // this future is dropped meanwhile.
+            orphan.armed = !taken_back;
             return Err(e);
         }
         orphan.armed = false;
@@ -196,7 +194,7 @@ impl Engine {
         if left < grant.lease / 2 {
             return Ok(None);
         }
-        if plan.min_replicas > 0 || (!plan.renew && grant.lease < plan.ttl) {
+        let grant = if plan.min_replicas > 0 || (!plan.renew && grant.lease < plan.ttl) {
             let lease = Lease {
                 key: redis_key,
                 token: &grant.token,
@@ -206,21 +204,22 @@ impl Engine {
             if !self.backend.extend(lease).await? {
                 return Ok(None);
             }
+            // A grant not taken back is left to the waiter's ticket, which withdraws it.
             if plan.min_replicas > 0
-                && let Err(e) = self.confirm_replicas(key, lease, plan.min_replicas).await
+                && let Err((e, _)) = self
+                    .confirm_or_take_back(key, redis_key, lease, plan.min_replicas)
+                    .await
             {
-                if matches!(self.backend.release(lease).await, Ok(true)) {
-                    self.released(redis_key, Count::OrphanReleased);
-                }
                 return Err(e);
             }
-            let grant = Grant {
+            Grant {
                 sent_at,
                 lease: plan.ttl,
                 ..grant
-            };
-            return Ok(Some(self.hold(key, redis_key, plan, grant)));
-        }
+            }
+        } else {
+            grant
+        };
         Ok(Some(self.hold(key, redis_key, plan, grant)))
     }
 
@@ -238,6 +237,26 @@ impl Engine {
         self.watchdog.watch(self, &hold);
         crate::trace::debug_event!(key = key.as_str(), ?fence, "rlock: acquired");
         hold
+    }
+
+    /// Waits until `replicas` replicas confirm the grant of `lease`; when they do not, the
+    /// grant does not count and is taken back at once. The error comes with whether the
+    /// take-back reached Redis.
+    async fn confirm_or_take_back(
+        &self,
+        key: &LockKey,
+        redis_key: &str,
+        lease: Lease<'_>,
+        replicas: u32,
+    ) -> Result<(), (LockError, bool)> {
+        let Err(e) = self.confirm_replicas(key, lease, replicas).await else {
+            return Ok(());
+        };
+        let taken_back = self.backend.release(lease).await;
+        if matches!(taken_back, Ok(true)) {
+            self.released(redis_key, Count::OrphanReleased);
+        }
+        Err((e, taken_back.is_ok()))
     }
 
     /// Waits until `needed` replicas confirm the grant of `lease`.
