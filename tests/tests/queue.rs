@@ -47,6 +47,26 @@ async fn wait_queued(server: &RedisServer, key: &str, n: usize) {
     panic!("`{key}` never had {n} waiters queued");
 }
 
+/// Arguments of a worker that takes `key` once, waiting for it up to a minute.
+fn one_waiting_section(key: &str, fair: bool) -> Vec<&str> {
+    let mut args = vec![
+        "--key",
+        key,
+        "--tasks",
+        "1",
+        "--iterations",
+        "1",
+        "--ttl-ms",
+        "10000",
+        "--wait-ms",
+        "60000",
+    ];
+    if fair {
+        args.push("--fair");
+    }
+    args
+}
+
 /// `processes` workers, one task each, take `key` `iterations` times in turn, holding it 3 ms;
 /// returns what that cost in Redis.
 fn contend(server: &RedisServer, key: &str, processes: usize, iterations: usize) -> Counts {
@@ -122,21 +142,8 @@ async fn fair_waiters_are_granted_in_arrival_order_across_processes() {
         .acquire()
         .await
         .unwrap();
-    let args = [
-        "--key",
-        "q:fifo",
-        "--tasks",
-        "1",
-        "--iterations",
-        "1",
-        "--ttl-ms",
-        "10000",
-        "--wait-ms",
-        "60000",
-        "--hold-ms",
-        "5",
-        "--fair",
-    ];
+    let mut args = one_waiting_section("q:fifo", true);
+    args.extend(["--hold-ms", "5"]);
     let mut running = Running::spawn(WORKER, &url, 0, &args);
     for i in 0..6 {
         running.add(&url, &args);
@@ -162,21 +169,7 @@ async fn a_killed_head_waiter_stops_blocking_within_its_bound() {
         let key = format!("q:dead:{fair}");
         let holder = LockClient::connect(&url).await.unwrap();
         let guard = holder.lock(key.as_str()).acquire().await.unwrap();
-        let mut args = vec![
-            "--key",
-            &key,
-            "--tasks",
-            "1",
-            "--iterations",
-            "1",
-            "--ttl-ms",
-            "10000",
-            "--wait-ms",
-            "60000",
-        ];
-        if fair {
-            args.push("--fair");
-        }
+        let args = one_waiting_section(&key, fair);
         let mut doomed = Running::spawn(WORKER, &url, 1, &args);
         wait_queued(&server, &key, 1).await;
 
