@@ -1,17 +1,21 @@
 -- Acquire a lock, and issue its fencing token if asked, atomically; queue the caller if it
 -- will wait. (Prepended: queue.lua.)
 -- KEYS[1]: lock key   KEYS[2]: waiters' queue (Redlock: the awaited mark), in the lock's slot;
--- the fence key and this waiter's entry key are derived from it (see queue.lua)
+-- the fence key and the client's mark are derived from it (see queue.lua)
 -- ARGV[1]: owner token   ARGV[2]: lease ms   ARGV[3]: '1' to issue a fence
 -- ARGV[4]: how the caller waits: '0' it will not; 'q' in the queue; 'm' Redlock: it marks the
 --          key awaited (ARGV[5] ms past the holder's lease) so that releases announce themselves
--- For 'q': ARGV[5]: entry lease ms   ARGV[6]: handoff lease ms   ARGV[7]: channel
+-- For 'q': ARGV[5]: the client's mark lease ms   ARGV[6]: handoff lease ms   ARGV[7]: channel
 --          ARGV[8]: 'PUBLISH' or 'SPUBLISH'   ARGV[9]: most entries in the queue
 --          ARGV[10]: '1' fair (never taken past a live waiter queued earlier)
---          ARGV[11]: '1' a queued waiter's periodic check   ARGV[12]: '1' queued before
+--          ARGV[11]: '1' queued before (a release may have handed it the lock)
+--          ARGV[12]: '1' refresh the client's mark (and the queue's expiry)
+--          ARGV[13]: '1' make sure the caller's entry is still queued (its mark may have lapsed)
 -- Returns {1, fence or 0} acquired by this call; {2, fence or 0, pttl} handed to this waiter
--- by a release (its announcement is on its way, or was lost); {0, pttl} busy, queued if
--- asked (pttl -3: not read); {3, pttl} busy and the queue is full: not queued.
+-- by a release (its announcement is on its way, or was lost); {0, pttl, lapsed} busy, queued
+-- if asked (pttl -3: not read; lapsed 1: the client's mark had lapsed, so a release may have
+-- dropped its other waiters' entries); {3, pttl, lapsed} busy and the queue is full: not
+-- queued.
 --
 -- The lock key holds the plain token with a PX expiry, the format redis-py's Lock and the
 -- SET NX PX + Lua release recipe use, so other clients locking the same key exclude us.
@@ -29,22 +33,14 @@ if mode ~= 'q' then
   return {0, pttl}
 end
 
-local entry, entry_lease = queue .. ':' .. token, ARGV[5]
-local fair, check, queued = ARGV[10] == '1', ARGV[11] == '1', ARGV[12] == '1'
+local entry = token .. ' ' .. ARGV[6] .. ' ' .. (fenced and '1' or '0')
+local mark_lease = ARGV[5]
+local fair, queued, mark, verify = ARGV[10] == '1', ARGV[11] == '1', ARGV[12] == '1', ARGV[13] == '1'
 
 -- The holder, when read: a token, false for a free lock (pcall: a key of another type is
--- someone else's).
+-- someone else's). A newcomer that may barge does not read it: its SET NX tells.
 local holder = nil
-if check then
-  -- The cheap path of a waiter's periodic check: its entry (and the queue) live on, and
-  -- while another holds the lock there is nothing more to do.
-  local kept = redis.call('PEXPIRE', entry, entry_lease)
-  redis.call('PEXPIRE', queue, entry_lease)
-  holder = redis.pcall('GET', lock)
-  if kept == 1 and holder and holder ~= token then
-    return {0, -3}
-  end
-elseif queued or fair then
+if queued or fair then
   holder = redis.pcall('GET', lock)
 end
 if holder == token then
@@ -62,22 +58,25 @@ if not holder then
   local ahead = false
   if fair then
     for _ = 1, 16 do
-      local head = redis.call('ZRANGE', queue, 0, 0)[1]
-      if not head or head == token then
+      local head = redis.call('LINDEX', queue, 0)
+      if not head then
         break
       end
-      if redis.call('EXISTS', queue .. ':' .. head) == 1 then
+      local head_token, _, _, live = entry_of(queue, head)
+      if head_token == token then
+        break
+      end
+      if live then
         ahead = true
         break
       end
-      redis.call('ZREM', queue, head)
+      redis.call('LPOP', queue)
     end
   end
   if not ahead then
     if redis.call('SET', lock, token, 'NX', 'PX', lease) then
-      if queued or check then
-        redis.call('ZREM', queue, token)
-        redis.call('DEL', entry)
+      if queued then
+        redis.call('LREM', queue, 1, entry)
       end
       return {1, fenced and issue_fence(queue, lease) or 0}
     end
@@ -86,16 +85,30 @@ if not holder then
   end
 end
 
--- Busy: queue this waiter, or keep its place (ZADD NX keeps the arrival of an entry that is
--- still queued; one that lapsed comes back at the end).
-local pttl = redis.call('PTTL', lock)
-local now = redis.call('TIME')
-local arrival = tonumber(now[1]) * 1000000 + tonumber(now[2])
-if redis.call('ZADD', queue, 'NX', string.format('%.0f', arrival), token) == 1
-    and redis.call('ZCARD', queue) > tonumber(ARGV[9]) then
-  redis.call('ZREM', queue, token)
-  return {3, pttl}
+-- Busy: the client's mark lives on (when due), and the caller stands in the queue (a queued
+-- caller keeps its place; one whose entry was dropped comes back at the end).
+local lapsed = 0
+if mark then
+  local client_mark = queue .. ':' .. string.match(token, '^[^:]*')
+  if redis.call('PEXPIRE', client_mark, mark_lease) == 0 then
+    redis.call('SET', client_mark, '1', 'PX', mark_lease)
+    lapsed = 1
+  end
 end
-redis.call('SET', entry, ARGV[6] .. ':' .. (fenced and '1' or '0'), 'PX', entry_lease)
-redis.call('PEXPIRE', queue, entry_lease)
-return {0, pttl}
+local length = 0
+if not queued or verify or lapsed == 1 then
+  if not (queued and redis.call('LPOS', queue, entry)) then
+    length = redis.call('RPUSH', queue, entry)
+  end
+end
+-- The queue expires unless its waiters' clients keep it, with their marks.
+if mark or length == 1 then
+  redis.call('PEXPIRE', queue, mark_lease)
+end
+if length > tonumber(ARGV[9]) then
+  redis.call('RPOP', queue)
+  return {3, redis.call('PTTL', lock), lapsed}
+end
+-- The first waiter of a new queue times its next look by the holder's lease: nobody may
+-- release it (a holder that died, a client that is not rlock).
+return {0, length == 1 and redis.call('PTTL', lock) or -3, lapsed}

@@ -1,15 +1,16 @@
 -- Shared by the acquire and release scripts (prepended to both): the waiters' queue of a lock.
 --
--- A lock's queue is a sorted set `queue` in the lock's cluster slot: member = a waiting
--- request's owner token, score = its arrival (server time in microseconds). Each entry lives
--- while its key `queue .. ':' .. token` does: the waiter refreshes it while it waits, so the
--- entry of a waiter whose process died lapses within one entry lease. The key's value,
--- "<handoff lease ms>:<1 if fenced, else 0>", says how to grant the lock to that waiter.
+-- A lock's queue is a list `queue` in the lock's cluster slot, in arrival order. Each entry is
+-- "<owner token> <handoff lease ms> <1 if fenced, else 0>": whom to grant the lock, and how.
+-- An entry counts while its client's mark `queue .. ':' .. <client>` lives (the client is the
+-- token up to its first ':'): each client keeps one mark per queue it waits in, refreshed by
+-- its waiters' calls, so the entries of a client whose process died lapse with its mark, and
+-- joining the queue costs one RPUSH.
 
 -- The companion keys of a lock are derived from its queue's key `<base>:waiters` (or, on
--- Redlock, `<base>:awaited`): the fence record `<base>:fence` (see `issue_fence`), and one
--- waiter's entry `<queue>:<token>`. All share the lock's hash tag, so they are in its
--- cluster slot. (Only two functions are defined here: each one costs every call of the
+-- Redlock, `<base>:awaited`): the fence record `<base>:fence` (see `issue_fence`), and a
+-- client's mark `<queue>:<client>`. All share the lock's hash tag, so they are in its
+-- cluster slot. (Only three functions are defined here: each one costs every call of the
 -- script a closure, whether it runs or not.)
 
 -- A new fencing token for the lock of `queue` (or, with `read_only`, the current one),
@@ -33,21 +34,30 @@ local function issue_fence(queue, lease, read_only)
   return fence
 end
 
--- Grants the free (or released) `lock` to the first live waiter in `queue`, skipping lapsed
+-- A queue entry's token, handoff lease and fence flag, and whether its client's mark lives
+-- (nil for an entry that is not one of ours).
+local function entry_of(queue, entry)
+  local token, lease, fenced = string.match(entry, '^(%S+) (%d+) ([01])$')
+  if not token then
+    return nil
+  end
+  local client = string.match(token, '^[^:]*')
+  return token, lease, fenced, redis.call('EXISTS', queue .. ':' .. client) == 1
+end
+
+-- Grants the free (or released) `lock` to the first live waiter in `queue`, dropping lapsed
 -- entries, and names it on `channel` ("<token> <fence or 0>"); only that waiter's client acts
 -- on the announcement, and it needs no command to take the lock: it has it. The lease is the
 -- waiter's handoff lease (its ttl, at most a few seconds, so that a waiter that died just
 -- now blocks the lock only briefly; a live one renews it at once). Returns whether handed.
 local function hand_off(lock, queue, channel, publish)
   for _ = 1, 16 do
-    local head = redis.call('ZPOPMIN', queue)
-    if #head == 0 then
+    local head = redis.call('LPOP', queue)
+    if not head then
       return false
     end
-    local token = head[1]
-    local entry = redis.call('GET', queue .. ':' .. token)
-    local lease, fenced = string.match(entry or '', '^(%d+):(%d)$')
-    if lease then
+    local token, lease, fenced, live = entry_of(queue, head)
+    if live then
       redis.call('SET', lock, token, 'PX', lease)
       local fence = 0
       if fenced == '1' then

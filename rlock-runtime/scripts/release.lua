@@ -2,10 +2,11 @@
 -- (named in an announcement), if any; a waiter leaving the queue also gives up its entry.
 -- (Prepended: queue.lua.)
 -- KEYS[1]: lock key   KEYS[2]: waiters' queue (Redlock: the awaited mark), in the lock's slot;
--- the fence key and the caller's entry key are derived from it (see queue.lua)
+-- the fence key and the client's mark are derived from it (see queue.lua)
 -- ARGV[1]: owner token   ARGV[2]: release channel   ARGV[3]: 'PUBLISH' or 'SPUBLISH'
 -- ARGV[4]: 'q' waiters queue; 'm' Redlock: announce ("1") to every waiter while the mark lives
--- ARGV[5]: '1' when the caller leaves the queue (a waiter giving up)
+-- ARGV[5]: '1' when the caller leaves the queue (a waiter giving up); its entry's handoff
+-- lease ms and fence flag are ARGV[6] and ARGV[7]
 -- Returns 1 when the lock was ours (deleted or handed on), 0 when it had expired or belongs
 -- to another owner.
 -- pcall: a key of another type (WRONGTYPE) is not ours, and a refused PUBLISH (an ACL without
@@ -13,8 +14,7 @@
 local lock, queue = KEYS[1], KEYS[2]
 local token, channel, publish = ARGV[1], ARGV[2], ARGV[3]
 if ARGV[5] == '1' then
-  redis.call('ZREM', queue, token)
-  redis.call('DEL', queue .. ':' .. token)
+  redis.call('LREM', queue, 1, token .. ' ' .. ARGV[6] .. ' ' .. ARGV[7])
 end
 if redis.pcall('GET', lock) == token then
   if ARGV[4] == 'q' then

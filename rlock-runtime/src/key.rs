@@ -227,18 +227,18 @@ pub(crate) fn fence_key(lock_key: &str) -> String {
     companion_key(lock_key, "fence")
 }
 
-/// The queue of `lock_key`'s waiters (a sorted set by arrival); a release hands the lock to
+/// The queue of `lock_key`'s waiters (a list, in arrival order); a release hands the lock to
 /// its first live entry. Same slot as the lock, like [`fence_key`].
 pub(crate) fn waiters_key(lock_key: &str) -> String {
     companion_key(lock_key, "waiters")
 }
 
-/// The key that keeps one waiter's entry in `queue_key` alive (it expires unless the waiter
-/// refreshes it), holding how to grant it the lock. Same slot as the queue. (Derived by the
-/// scripts too.)
+/// A client's mark on `queue_key`, which keeps its waiters' entries there live (it expires
+/// unless the client's waiters refresh it). Same slot as the queue. (Derived by the scripts,
+/// from a token's client part.)
 #[cfg(test)]
-pub(crate) fn waiter_entry_key(queue_key: &str, token: &str) -> String {
-    format!("{queue_key}:{token}")
+pub(crate) fn client_mark_key(queue_key: &str, client: &str) -> String {
+    format!("{queue_key}:{client}")
 }
 
 /// Redlock: the mark of `lock_key` as awaited; a release announces itself to every waiter
@@ -292,7 +292,7 @@ mod tests {
                     fence_key(key),
                     waiters_key(key),
                     awaited_key(key),
-                    waiter_entry_key(&waiters_key(key), "t:1"),
+                    client_mark_key(&waiters_key(key), "c0ffee"),
                 ] {
                     assert_eq!(
                         cluster_slot(&companion),

@@ -55,8 +55,8 @@
 //!   release deletes. A task spawned from the body does not inherit the hold; a nested lock
 //!   keeps the outer hold's ttl and renewal.
 //! - **Waiting** (`wait` > 0): a caller that finds the lock busy enters the key's queue in
-//!   Redis (`{key}:waiters`, in the lock's cluster slot; each entry lapses 2 s after its waiter
-//!   last checked in, every 0.67 s). A release hands the lock to the first live waiter and
+//!   Redis (`{key}:waiters`, in the lock's cluster slot; a client's entries lapse 2 s after
+//!   its mark on the queue was last refreshed, which its waiters do every 0.67 s). A release hands the lock to the first live waiter and
 //!   names it in its announcement (one pub/sub connection per client): only that waiter's
 //!   client acts, with no command, so a handoff costs the same for 2 or 200 waiting
 //!   instances. [`LockRequest::fair`] adds strict arrival order across instances. A timer set

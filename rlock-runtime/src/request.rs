@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::QueueAsk;
+use crate::backend::QueueEntry;
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::guard::LockGuard;
@@ -136,9 +136,10 @@ impl<'a> LockRequest<'a> {
     /// cheaper and only differs when a handoff failed (a waiter died) or was not announced.
     ///
     /// A waiter that is cancelled, times out or whose process dies stops blocking the queue
-    /// within 5 s: its entry lapses 2 s after its last check in (every 0.67 s while it
-    /// waits), and a lock handed to it meanwhile ends after the 2 s handoff lease, when the
-    /// next waiter checks in. A cancelled or timed-out waiter leaves at once.
+    /// within 5 s: its entry lapses 2 s after its client last refreshed its mark on the
+    /// queue (every 0.67 s while it has waiters), and a lock handed to it meanwhile ends
+    /// after the 2 s handoff lease, when the next waiter checks in. A cancelled or timed-out
+    /// waiter leaves at once.
     ///
     /// Applies on one server, Sentinel and Cluster; on the in-process backend waiters are
     /// served in arrival order within the process; Redlock refuses it (its masters keep no
@@ -181,7 +182,8 @@ impl<'a> LockRequest<'a> {
     /// connection per client). Only that waiter's client acts on it, and it needs no
     /// further command: the lock is already its own. So a handoff costs the same whether 2
     /// or 200 instances wait. While it waits, a waiter checks in every 0.67 s (one script
-    /// call) to keep its entry alive; that check also takes the lock if it finds it free
+    /// call); one call per client in that time keeps all its waiters' entries alive (the
+    /// client's mark on the queue). The check also takes the lock if it finds it free
     /// with nobody told (a holder that crashed, an announcement that was lost). When the
     /// holder's lease is known to end sooner, the waiter tries at its end plus a few
     /// milliseconds. While a key's announcements are not confirmed (the subscription is
@@ -320,18 +322,17 @@ impl Waiting<'_> {
         let mut last_error;
         loop {
             let token = ticket.token();
-            let queue = QueueAsk {
-                fair: self.plan.fair,
-                check: queued,
-                queued,
-            };
             let sent_at = Instant::now();
+            let queue = ticket.queue_ask(self.plan.fair, queued, sent_at);
             let attempt = Try {
                 waiting: true,
                 queue: Some((queue, &token)),
                 deadline: Some(deadline),
             };
-            ticket.queued_in_redis();
+            ticket.queued_in_redis(QueueEntry {
+                ttl: self.plan.ttl,
+                fenced: self.plan.fenced,
+            });
             match engine
                 .attempt(self.key, self.redis_key, self.plan, attempt)
                 .await
@@ -340,10 +341,12 @@ impl Waiting<'_> {
                 Ok(Outcome::Busy {
                     remaining,
                     queued: now_queued,
+                    lapsed,
                 }) => {
                     if let Some(left) = remaining {
                         holder_until = Some(sent_at + left);
                     }
+                    ticket.answered(queue, sent_at, now_queued, lapsed);
                     queued = now_queued;
                     busy_since = now_queued.then_some(sent_at);
                     failures = 0;

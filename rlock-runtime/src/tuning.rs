@@ -80,11 +80,13 @@ pub(crate) const WAIT_RETRY_MAX: Duration = Duration::from_millis(500);
 /// [`WAIT_UNKNOWN_LEASE_PAUSE`]), and renews the mark then, well inside this slack.
 pub(crate) const WAITERS_MARK_SLACK: Duration = Duration::from_secs(1);
 
-/// A waiter's entry in its lock's queue in Redis lives this long unless refreshed; a waiter
-/// whose process died stops being handed the lock within it.
+/// A client's mark on a lock's queue in Redis, which keeps its waiters' entries there live,
+/// lasts this long unless refreshed; the waiters of a process that died stop being handed the
+/// lock within it.
 pub(crate) const WAITER_ENTRY_LEASE: Duration = Duration::from_secs(2);
-/// A queued waiter checks in every third of its entry lease (the entry lives through two
-/// missed checks): it refreshes the entry, and tries if the lock is free with nobody told.
+/// A queued waiter checks in every third of the mark's lease, and one call of each client in
+/// that time refreshes its mark (which so lives through a missed check); a check also tries
+/// if the lock is free with nobody told.
 pub(crate) const WAITER_CHECK_INTERVAL: Duration = Duration::from_millis(666);
 /// The lease a release gives the waiter it hands the lock to (or the waiter's ttl, if
 /// shorter). Short, so that a waiter that died just before blocks the lock only briefly; the

@@ -58,6 +58,7 @@ impl MemoryBackend {
             return Attempt::Busy {
                 remaining: Some(entry.expires - now),
                 queued: false,
+                lapsed: false,
             };
         }
         if locks.entries.len() > 2 * locks.swept_at.max(512) {
@@ -141,7 +142,7 @@ impl LeaseStore for MemoryBackend {
         Ok(self.release_now(lease.key, lease.token))
     }
 
-    async fn withdraw(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+    async fn withdraw(&self, lease: Lease<'_>, _fenced: bool) -> Result<bool, LockError> {
         Ok(self.release_now(lease.key, lease.token))
     }
 

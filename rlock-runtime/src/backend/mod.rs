@@ -38,10 +38,12 @@ pub(crate) enum Attempt {
     /// was sent.
     Handed { fence: Option<u64>, left: Duration },
     /// Another owner holds it; its lease has this much left, when the backend knows. The
-    /// waiter is queued in Redis if it asked to be, unless the queue was full.
+    /// waiter is queued in Redis if it asked to be, unless the queue was full. `lapsed` when
+    /// the client's mark on the queue had lapsed (its other waiters' entries may be gone).
     Busy {
         remaining: Option<Duration>,
         queued: bool,
+        lapsed: bool,
     },
     /// Redlock: too few masters answered for a majority to grant it.
     NoQuorum { granted: usize, needed: usize },
@@ -64,10 +66,21 @@ pub(crate) struct AttemptAsks {
 pub(crate) struct QueueAsk {
     /// Never take the lock past a live waiter that queued earlier.
     pub(crate) fair: bool,
-    /// A periodic check of a queued waiter: keep its entry alive; try only if the lock is free.
-    pub(crate) check: bool,
-    /// The request was queued before (a release may have handed it the lock already).
+    /// The request was queued before (a release may have handed it the lock already, and
+    /// it keeps its place).
     pub(crate) queued: bool,
+    /// Refresh the client's mark on the queue, which keeps all its waiters' entries live.
+    pub(crate) mark: bool,
+    /// Make sure the queued request's entry is still there (the mark may have lapsed).
+    pub(crate) verify: bool,
+}
+
+/// A waiter's entry in its lock's queue in Redis, as far as withdrawing it needs: the entry
+/// names the lease a release would hand it (from its ttl) and whether it is fenced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QueueEntry {
+    pub(crate) ttl: Duration,
+    pub(crate) fenced: bool,
 }
 
 /// A release's announcement naming the waiter it handed the lock to.
@@ -130,10 +143,14 @@ pub(crate) trait LeaseStore {
     /// queued in Redis; `Ok(false)` when it did not own it.
     fn release(&self, lease: Lease<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
 
-    /// A waiter gives up: its entry leaves the queue, and a lock handed to it meanwhile is
-    /// released (handed on); `Ok(true)` when it held the lock. Without a queue in Redis, the
-    /// same as [`release`](Self::release).
-    fn withdraw(&self, lease: Lease<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
+    /// A waiter gives up: its entry (queued for `lease.ttl`, `fenced` or not) leaves the
+    /// queue, and a lock handed to it meanwhile is released (handed on); `Ok(true)` when it
+    /// held the lock. Without a queue in Redis, the same as [`release`](Self::release).
+    fn withdraw(
+        &self,
+        lease: Lease<'_>,
+        fenced: bool,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
 
     /// Renews many leases in one call, each only if still ours and never shortening it
     /// (a late renewal must not undo a longer `extend`); per lease `Some(true)` when still
@@ -273,12 +290,12 @@ impl LeaseStore for Backend {
         }
     }
 
-    async fn withdraw(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+    async fn withdraw(&self, lease: Lease<'_>, fenced: bool) -> Result<bool, LockError> {
         match self {
-            Self::Redis(b) => b.withdraw(lease).await,
-            Self::Cluster(b) => b.withdraw(lease).await,
-            Self::Redlock(b) => b.withdraw(lease).await,
-            Self::Memory(b) => b.withdraw(lease).await,
+            Self::Redis(b) => b.withdraw(lease, fenced).await,
+            Self::Cluster(b) => b.withdraw(lease, fenced).await,
+            Self::Redlock(b) => b.withdraw(lease, fenced).await,
+            Self::Memory(b) => b.withdraw(lease, fenced).await,
         }
     }
 

@@ -216,17 +216,29 @@ impl<O: Opener> Scripted<O> {
         lua.call(&[lease.key, &queue_key])
     }
 
-    /// Runs the release script; `leaving` when a waiter gives up its place too.
-    async fn release_script(&self, lease: Lease<'_>, leaving: bool) -> Result<bool, LockError> {
+    /// Runs the release script; `leaving` (with the entry's fence flag) when a waiter gives
+    /// up its place too.
+    async fn release_script(
+        &self,
+        lease: Lease<'_>,
+        leaving: Option<bool>,
+    ) -> Result<bool, LockError> {
         let (channel, publish) = Self::channel(lease.key);
         let mut release = Self::keyed(&RELEASE, lease, self.queue);
         release
             .arg(lease.token)
             .arg(channel)
             .arg(publish)
-            .arg(if self.queue { "q" } else { "m" })
-            .arg(if leaving { "1" } else { "0" });
-        let operation = if leaving { "withdraw" } else { "release" };
+            .arg(if self.queue { "q" } else { "m" });
+        match leaving {
+            Some(fenced) => release.arg("1").arg(handoff_lease(lease)).arg(flag(fenced)),
+            None => release.arg("0"),
+        };
+        let operation = if leaving.is_some() {
+            "withdraw"
+        } else {
+            "release"
+        };
         let deleted: i64 = self
             .invoke(operation, self.conn.timeout(), &release)
             .await?;
@@ -303,6 +315,7 @@ impl<O: Opener> Scripted<O> {
                 Attempt::Busy {
                     remaining: None,
                     queued: false,
+                    lapsed: false,
                 }
             });
         }
@@ -316,13 +329,14 @@ impl<O: Opener> Scripted<O> {
             acquire
                 .arg("q")
                 .arg(millis(WAITER_ENTRY_LEASE))
-                .arg(millis(lease.ttl.min(HANDOFF_LEASE)))
+                .arg(handoff_lease(lease))
                 .arg(channel)
                 .arg(publish)
                 .arg(WAITERS_QUEUE_MAX)
                 .arg(flag(queue.fair))
-                .arg(flag(queue.check))
-                .arg(flag(queue.queued));
+                .arg(flag(queue.queued))
+                .arg(flag(queue.mark))
+                .arg(flag(queue.verify));
         } else if ask.remaining && !self.queue {
             acquire.arg("m").arg(millis(WAITERS_MARK_SLACK));
         } else {
@@ -341,6 +355,7 @@ impl<O: Opener> Scripted<O> {
             outcome => Attempt::Busy {
                 remaining: lease_left(at(1)),
                 queued: queue.is_some() && outcome == 0,
+                lapsed: at(2) == 1,
             },
         })
     }
@@ -351,17 +366,23 @@ fn flag(on: bool) -> &'static str {
     if on { "1" } else { "0" }
 }
 
+/// The lease a release gives the queued waiter of `lease` (see [`HANDOFF_LEASE`]), in ms.
+fn handoff_lease(lease: Lease<'_>) -> u64 {
+    millis(lease.ttl.min(HANDOFF_LEASE))
+}
+
 impl<O: Opener> LeaseStore for Scripted<O> {
     async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
         self.acquire_within(lease, ask, self.conn.timeout()).await
     }
 
     async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
-        self.release_script(lease, false).await
+        self.release_script(lease, None).await
     }
 
-    async fn withdraw(&self, lease: Lease<'_>) -> Result<bool, LockError> {
-        self.release_script(lease, self.queue).await
+    async fn withdraw(&self, lease: Lease<'_>, fenced: bool) -> Result<bool, LockError> {
+        self.release_script(lease, self.queue.then_some(fenced))
+            .await
     }
 
     async fn renew(

@@ -181,6 +181,7 @@ impl LeaseStore for Redlock {
         Ok(Attempt::Busy {
             remaining,
             queued: false,
+            lapsed: false,
         })
     }
 
@@ -191,7 +192,7 @@ impl LeaseStore for Redlock {
     }
 
     /// Nothing queues in Redis here: giving up is releasing whatever was granted.
-    async fn withdraw(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+    async fn withdraw(&self, lease: Lease<'_>, _fenced: bool) -> Result<bool, LockError> {
         self.release(lease).await
     }
 

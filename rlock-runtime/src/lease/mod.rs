@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::backend::{Attempt, AttemptAsks, Backend, Lease, LeaseStore, QueueAsk};
+use crate::backend::{Attempt, AttemptAsks, Backend, Lease, LeaseStore, QueueAsk, QueueEntry};
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::metrics::{Count, Counters};
@@ -51,10 +51,12 @@ pub(crate) struct Try<'a> {
 pub(crate) enum Outcome {
     Granted(Arc<Hold>),
     /// Another owner holds it, with this much lease left when known; `queued` when the
-    /// waiter now stands in the lock's queue in Redis.
+    /// waiter now stands in the lock's queue in Redis; `lapsed` when the client's mark on
+    /// that queue had lapsed (see [`Attempt::Busy`]).
     Busy {
         remaining: Option<Duration>,
         queued: bool,
+        lapsed: bool,
     },
 }
 
@@ -128,7 +130,11 @@ impl Engine {
             remaining: ask.waiting,
             queue: ask.queue.map(|(queue, _)| queue),
         };
-        let mut orphan = Resend::orphan(self, redis_key, &token, ask.queue.is_some());
+        let entry = QueueEntry {
+            ttl: plan.ttl,
+            fenced: plan.fenced,
+        };
+        let mut orphan = Resend::orphan(self, redis_key, &token, ask.queue.map(|_| entry));
         let call = self.backend.acquire(lease, asks);
         let outcome = match ask.deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, call).await.ok(),
@@ -138,15 +144,24 @@ impl Engine {
             return Ok(Outcome::Busy {
                 remaining: None,
                 queued: false,
+                lapsed: false,
             });
         };
         let (fence, granted) = match outcome {
             Err(e) => return Err(e),
             Ok(Attempt::Acquired { fence }) => (fence, plan.ttl),
             Ok(Attempt::Handed { fence, left }) => (fence, left),
-            Ok(Attempt::Busy { remaining, queued }) => {
+            Ok(Attempt::Busy {
+                remaining,
+                queued,
+                lapsed,
+            }) => {
                 orphan.armed = false;
-                return Ok(Outcome::Busy { remaining, queued });
+                return Ok(Outcome::Busy {
+                    remaining,
+                    queued,
+                    lapsed,
+                });
             }
             Ok(Attempt::NoQuorum { granted, needed }) => {
                 return Err(LockError::QuorumNotReached {
@@ -295,7 +310,7 @@ pub(crate) struct Resend<'a> {
     /// Counted as a hold's release, or as an orphan acquisition's.
     count: Count,
     /// The token may also be queued in Redis: its entry is withdrawn too.
-    queued: bool,
+    queued: Option<QueueEntry>,
     pub(crate) armed: bool,
 }
 
@@ -306,7 +321,12 @@ impl<'a> Resend<'a> {
     }
 
     /// For an acquisition (an orphan if its reply never comes), queued in Redis or not.
-    fn orphan(engine: &'a Arc<Engine>, redis_key: &'a str, token: &'a str, queued: bool) -> Self {
+    fn orphan(
+        engine: &'a Arc<Engine>,
+        redis_key: &'a str,
+        token: &'a str,
+        queued: Option<QueueEntry>,
+    ) -> Self {
         let mut resend = Self::armed(engine, redis_key, token, Count::OrphanReleased);
         resend.queued = queued;
         resend
@@ -320,7 +340,7 @@ impl<'a> Resend<'a> {
             redis_key,
             token,
             count,
-            queued: false,
+            queued: None,
             armed: true,
         }
     }
@@ -339,15 +359,23 @@ impl Drop for Resend<'_> {
                 if attempt > 1 {
                     tokio::time::sleep(backoff(ORPHAN_RETRY_MIN, Duration::MAX, attempt - 1)).await;
                 }
-                let lease = Lease {
-                    key: &key,
-                    token: &token,
-                    ttl: Duration::ZERO,
-                };
-                let released = if queued {
-                    engine.backend.withdraw(lease).await
-                } else {
-                    engine.backend.release(lease).await
+                let released = match queued {
+                    Some(entry) => {
+                        let lease = Lease {
+                            key: &key,
+                            token: &token,
+                            ttl: entry.ttl,
+                        };
+                        engine.backend.withdraw(lease, entry.fenced).await
+                    }
+                    None => {
+                        let lease = Lease {
+                            key: &key,
+                            token: &token,
+                            ttl: Duration::ZERO,
+                        };
+                        engine.backend.release(lease).await
+                    }
                 };
                 match released {
                     Ok(true) => {

@@ -3,7 +3,10 @@
 //! On one server, Sentinel and Cluster, each waiter also stands in its lock's queue in Redis,
 //! and a release hands the lock to the first live waiter there and names it in its
 //! announcement: only that waiter's client acts on it, and it needs no command to take the
-//! lock. Here the announcement finds the waiter by its token ([`Ticket::handed`]).
+//! lock. Here the announcement finds the waiter by its token ([`Ticket::handed`]). The
+//! entries of a client's waiters count while the client's mark on the queue lives; its
+//! waiters' calls refresh it, one in each [`WAITER_CHECK_INTERVAL`] (see
+//! [`Ticket::queue_ask`]).
 //!
 //! Without a queue in Redis (Redlock, in process), an announcement says only "released":
 //! within one client only the waiter at the head of a key's queue retries, and the others
@@ -23,13 +26,14 @@ pub(crate) mod timers;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backend::{Backend, Handoff, Lease, LeaseStore, ReleaseFeed, ReleaseListener};
-use crate::tuning::{SUBSCRIPTION_LINGER, WAIT_COURTESY};
+use crate::backend::{
+    Backend, Handoff, Lease, LeaseStore, QueueAsk, QueueEntry, ReleaseFeed, ReleaseListener,
+};
+use crate::tuning::{SUBSCRIPTION_LINGER, WAIT_COURTESY, WAITER_CHECK_INTERVAL};
 
 /// Whether a key's release announcements reach this client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +53,13 @@ struct KeyWaiters {
     announced: Announced,
     /// When the last waiter left (the subscription lingers a while).
     idle_since: Option<Instant>,
+    /// When the last call that refreshed this client's mark on the key's queue in Redis was
+    /// sent (the mark lives a [`WAITER_ENTRY_LEASE`](crate::tuning::WAITER_ENTRY_LEASE)
+    /// from then).
+    marked_at: Option<Instant>,
+    /// How many times a refresh found the mark lapsed: each time, a release may have dropped
+    /// the entries of this client's waiters, so each makes sure of its own on its next call.
+    lapses: u64,
 }
 
 impl KeyWaiters {
@@ -128,7 +139,7 @@ impl WaitQueues {
             token: Mutex::new(token),
             handed: Mutex::new(None),
         });
-        {
+        let lapses_seen = {
             let mut keys = self.keys();
             let entry = keys
                 .entry(redis_key.to_owned())
@@ -142,16 +153,20 @@ impl WaitQueues {
                         Announced::Confirmed
                     },
                     idle_since: None,
+                    marked_at: None,
+                    lapses: 0,
                 });
             entry.idle_since = None;
             entry.waiters.push_back(waiter.clone());
-        }
+            entry.lapses
+        };
         Ticket {
             queues: self.clone(),
             redis_key: redis_key.to_owned(),
             waiter,
             pass_turn: true,
-            queued_in_redis: false,
+            queued_in_redis: None,
+            lapses_seen,
         }
     }
 
@@ -267,8 +282,10 @@ pub(crate) struct Ticket {
     waiter: Arc<Waiter>,
     /// Whether leaving wakes the next waiter (not when leaving with the lock).
     pass_turn: bool,
-    /// Whether an entry for it may be in the lock's queue in Redis (it leaves it on drop).
-    queued_in_redis: bool,
+    /// Its entry, when one may be in the lock's queue in Redis (it leaves it on drop).
+    queued_in_redis: Option<QueueEntry>,
+    /// The key's [`KeyWaiters::lapses`] when its entry was last known to be queued.
+    lapses_seen: u64,
 }
 
 impl Ticket {
@@ -281,12 +298,51 @@ impl Ticket {
     /// it is withdrawn in the background, and must not be confused with this waiter's).
     pub(crate) fn change_token(&mut self, token: String) {
         *self.waiter.token() = token;
-        self.queued_in_redis = false;
+        self.queued_in_redis = None;
     }
 
-    /// An attempt may have queued it in Redis: on drop without the lock it withdraws.
-    pub(crate) fn queued_in_redis(&mut self) {
-        self.queued_in_redis = true;
+    /// An attempt may have queued it in Redis as `entry`: on drop without the lock it
+    /// withdraws.
+    pub(crate) fn queued_in_redis(&mut self, entry: QueueEntry) {
+        self.queued_in_redis = Some(entry);
+    }
+
+    /// What its next call asks of the queue in Redis: with `queued` when it stands there
+    /// already. The client's mark is refreshed when the last refresh was sent a check
+    /// interval ago or more (so it is never older than two intervals, well within its
+    /// lease, while any waiter of the client checks in on time); the waiter makes sure its
+    /// entry is still queued when the mark was found lapsed since it last knew.
+    pub(crate) fn queue_ask(&self, fair: bool, queued: bool, now: Instant) -> QueueAsk {
+        let keys = self.queues.keys();
+        let key = keys.get(&self.redis_key);
+        QueueAsk {
+            fair,
+            queued,
+            mark: key
+                .and_then(|k| k.marked_at)
+                .is_none_or(|at| now.saturating_duration_since(at) >= WAITER_CHECK_INTERVAL),
+            verify: key.is_some_and(|k| k.lapses != self.lapses_seen),
+        }
+    }
+
+    /// A call that asked `ask`, sent at `sent_at`, found the lock busy; `lapsed` when it
+    /// found the client's mark lapsed. With `queued`, its entry stands in the queue now.
+    pub(crate) fn answered(&mut self, ask: QueueAsk, sent_at: Instant, queued: bool, lapsed: bool) {
+        let mut keys = self.queues.keys();
+        let Some(key) = keys.get_mut(&self.redis_key) else {
+            return;
+        };
+        // A mark that lapsed before this client ever set one (its first waiter) dropped
+        // nobody's entry.
+        if lapsed && key.marked_at.is_some() {
+            key.lapses += 1;
+        }
+        if ask.mark && key.marked_at.is_none_or(|at| at < sent_at) {
+            key.marked_at = Some(sent_at);
+        }
+        if queued {
+            self.lapses_seen = key.lapses;
+        }
     }
 
     /// Subscribes its key's release announcements, if not yet (the waiter found it busy).
@@ -329,7 +385,7 @@ impl Ticket {
     /// held now; the next release will wake it.
     pub(crate) fn leave_with_lock(mut self) {
         self.pass_turn = false;
-        self.queued_in_redis = false;
+        self.queued_in_redis = None;
     }
 
     /// Whether this waiter is the one that retries on the next announcement.
@@ -360,26 +416,27 @@ impl Ticket {
 
     /// Leaves the lock's queue in Redis in the background; a lock handed to this waiter
     /// meanwhile is handed on.
-    fn withdraw(&self) {
+    fn withdraw(&self, entry: QueueEntry) {
         let backend = self.queues.backend.clone();
         let (key, token) = (self.redis_key.clone(), self.token());
         crate::driver::spawn(async move {
             let lease = Lease {
                 key: &key,
                 token: &token,
-                ttl: Duration::ZERO,
+                ttl: entry.ttl,
             };
-            // Best effort: if it fails, the entry lapses within its lease, and a lock handed
-            // to it ends with the handoff lease.
-            let _ = backend.withdraw(lease).await;
+            // Best effort: if it fails, the entry is dropped when a release finds it at the
+            // head (it is handed the lock, which ends with the handoff lease), or lapses with
+            // the client's mark.
+            let _ = backend.withdraw(lease, entry.fenced).await;
         });
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        if self.queued_in_redis {
-            self.withdraw();
+        if let Some(entry) = self.queued_in_redis {
+            self.withdraw(entry);
         }
         let mut keys = self.queues.keys();
         let Some(key) = keys.get_mut(&self.redis_key) else {
