@@ -310,3 +310,41 @@ async fn a_waiter_whose_entry_was_lost_queues_again() {
     guard.release().await.unwrap();
     waiting.await.unwrap().unwrap();
 }
+
+/// The release feed's health `PING`s, one a second, are answered on a subscribed connection
+/// (`["pong", ""]` in RESP2): a waiter that waits for seconds keeps its one subscription, and
+/// its checks in are its own (a feed that reconnected would subscribe again and make every
+/// waiter look again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_wait_keeps_one_subscription() {
+    let server = RedisServer::start();
+    let holder = LockClient::connect(&server.url()).await.unwrap();
+    let waiter = LockClient::connect(&server.url()).await.unwrap();
+    let guard = holder.lock("q:long").acquire().await.unwrap();
+    let before = server.counts();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter
+            .lock("q:long")
+            .wait(Duration::from_secs(30))
+            .acquire()
+            .await?;
+        guard.release().await
+    });
+    wait_queued(&server, "q:long", 1).await;
+    let pinged = |counts: &Counts| counts.minus(&before).calls("ping");
+    for _ in 0..100 {
+        if pinged(&server.counts()) >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    guard.release().await.unwrap();
+    waiting.await.unwrap().unwrap();
+    let counts = server.counts().minus(&before);
+    assert!(counts.calls("ping") >= 3, "{counts:?}");
+    assert_eq!(
+        counts.calls("subscribe"),
+        1,
+        "the feed reconnected: {counts:?}"
+    );
+}

@@ -169,7 +169,7 @@ impl Session for ShardedSession {
 
     async fn ping(&mut self, timeout: Duration) -> bool {
         let ping = redis::cmd("PING");
-        let reply = tokio::time::timeout(timeout, ping.query_async::<String>(&mut self.conn));
+        let reply = tokio::time::timeout(timeout, ping.query_async::<redis::Value>(&mut self.conn));
         matches!(reply.await, Ok(Ok(_)))
     }
 }

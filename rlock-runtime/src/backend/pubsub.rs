@@ -376,8 +376,9 @@ impl Session for PubSubSession {
     }
 
     async fn ping(&mut self, timeout: Duration) -> bool {
+        // Any reply will do: a subscribed RESP2 connection answers `["pong", ""]`, not `PONG`.
         matches!(
-            tokio::time::timeout(timeout, self.sink.ping::<String>()).await,
+            tokio::time::timeout(timeout, self.sink.ping::<redis::Value>()).await,
             Ok(Ok(_))
         )
     }
