@@ -5,7 +5,8 @@
 -- ARGV[1]: owner token   ARGV[2]: lease ms   ARGV[3]: '1' to issue a fence
 -- ARGV[4]: how the caller waits: '0' it will not; 'q' in the queue; 'm' Redlock: it marks the
 --          key awaited (ARGV[5] ms past the holder's lease) so that releases announce themselves
--- For 'q': ARGV[5]: the client's mark lease ms   ARGV[6]: handoff lease ms   ARGV[7]: channel
+-- For 'q': ARGV[5]: the client's mark lease ms   ARGV[6]: handoff lease ms
+--          ARGV[7]: release channel (for PUBLISH its prefix, the lock key follows)
 --          ARGV[8]: 'PUBLISH' or 'SPUBLISH'   ARGV[9]: most entries in the queue
 --          ARGV[10]: '1' fair (never taken past a live waiter queued earlier)
 --          ARGV[11]: '1' queued before (a release may have handed it the lock)

@@ -46,7 +46,8 @@ local function entry_of(queue, entry)
 end
 
 -- Grants the free (or released) `lock` to the first live waiter in `queue`, dropping lapsed
--- entries, and names it on `channel` ("<token> <fence or 0>"); only that waiter's client acts
+-- entries, and names it on the lock's channel ("<token> <fence or 0>"): `channel` followed by
+-- the lock's key for `PUBLISH`, `channel` itself (sharded) for `SPUBLISH`. Only its client acts
 -- on the announcement, and it needs no command to take the lock: it has it. The lease is the
 -- waiter's handoff lease (its ttl, at most a few seconds, so that a waiter that died just
 -- now blocks the lock only briefly; a live one renews it at once). Returns whether handed.
@@ -65,6 +66,9 @@ local function hand_off(lock, queue, channel, publish)
       end
       -- pcall: a refused PUBLISH (an ACL without channel rights) must not undo the grant;
       -- the waiter finds it on its next check.
+      if publish == 'PUBLISH' then
+        channel = channel .. lock
+      end
       redis.pcall(publish, channel, token .. ' ' .. string.format('%.0f', fence))
       return true
     end

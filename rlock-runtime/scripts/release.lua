@@ -3,7 +3,8 @@
 -- (Prepended: queue.lua.)
 -- KEYS[1]: lock key   KEYS[2]: waiters' queue (Redlock: the awaited mark), in the lock's slot;
 -- the fence key and the client's mark are derived from it (see queue.lua)
--- ARGV[1]: owner token   ARGV[2]: release channel   ARGV[3]: 'PUBLISH' or 'SPUBLISH'
+-- ARGV[1]: owner token   ARGV[2]: release channel (for PUBLISH its prefix, the lock key
+-- follows)   ARGV[3]: 'PUBLISH' or 'SPUBLISH'
 -- ARGV[4]: 'q' waiters queue; 'm' Redlock: announce ("1") to every waiter while the mark lives
 -- ARGV[5]: '1' when the caller leaves the queue (a waiter giving up); its entry's handoff
 -- lease ms and fence flag are ARGV[6] and ARGV[7]
@@ -24,7 +25,7 @@ if redis.pcall('GET', lock) == token then
   else
     redis.call('DEL', lock)
     if redis.call('EXISTS', queue) == 1 then
-      redis.pcall(publish, channel, '1')
+      redis.pcall(publish, publish == 'PUBLISH' and channel .. lock or channel, '1')
     end
   end
   return 1

@@ -65,9 +65,12 @@ impl Opener for Endpoint {
     }
 
     async fn open(&self, timeout: Duration) -> RedisResult<MultiplexedConnection> {
+        // No response timeout of the driver's own: every command is already bounded by
+        // [`Connection::call`], which also condemns a connection that stopped answering; a
+        // second timer per command only costs CPU.
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout));
+            .set_response_timeout(None);
         self.client()
             .await?
             .get_multiplexed_async_connection_with_config(&config)

@@ -4,6 +4,7 @@
 //! cluster connection, each script's keys in one slot, renewals batched per slot, and
 //! releases announced on sharded channels.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 use std::sync::Weak;
 use std::time::Duration;
@@ -18,7 +19,7 @@ use futures_util::future::join_all;
 
 use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
-use super::pubsub::{Connector, Feed, release_channel, shard_channel};
+use super::pubsub::{Connector, Feed, RELEASE_CHANNEL_PREFIX, shard_channel};
 use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseListener, millis};
 use crate::error::LockError;
 use crate::key::{awaited_key, waiters_key};
@@ -61,7 +62,11 @@ impl Lua {
 
     /// A call with `keys`; its arguments follow.
     fn call(&'static self, keys: &[&str]) -> ScriptCall {
-        let mut cmd = redis::cmd("EVALSHA");
+        // Room for the longest call (the acquire script's 13 arguments) up front: growing
+        // the buffers argument by argument costs reallocations on every lock.
+        let bytes = 128 + keys.iter().map(|k| k.len()).sum::<usize>() * 2;
+        let mut cmd = Cmd::with_capacity(20, bytes);
+        cmd.arg("EVALSHA");
         cmd.arg(self.script.get_hash()).arg(keys.len());
         for key in keys {
             cmd.arg(*key);
@@ -195,12 +200,14 @@ impl<O: Opener> Scripted<O> {
         self
     }
 
-    /// The release channel of `key`, and the command that publishes on it.
-    fn channel(key: &str) -> (String, &'static str) {
+    /// The release channel of `key` as the scripts take it, and the command that publishes
+    /// on it: on one server the channel's prefix (the script appends the key, which saves an
+    /// allocation per call), on a cluster the whole sharded channel.
+    fn channel(key: &str) -> (Cow<'static, str>, &'static str) {
         if O::CLUSTER {
-            (shard_channel(key), "SPUBLISH")
+            (Cow::Owned(shard_channel(key)), "SPUBLISH")
         } else {
-            (release_channel(key), "PUBLISH")
+            (Cow::Borrowed(RELEASE_CHANNEL_PREFIX), "PUBLISH")
         }
     }
 
@@ -300,8 +307,9 @@ impl<O: Opener> Scripted<O> {
             let set: Option<String> = self
                 .conn
                 .call("acquire", timeout, |c| async move {
-                    let mut set = redis::cmd("SET");
-                    set.arg(lease.key)
+                    let mut set = Cmd::with_capacity(6, 32 + lease.key.len() + lease.token.len());
+                    set.arg("SET")
+                        .arg(lease.key)
                         .arg(lease.token)
                         .arg("NX")
                         .arg("PX")
