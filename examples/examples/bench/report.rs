@@ -586,7 +586,7 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
         (
             "uncontended (rlock ÷ floor, ops/s)",
             s.uncontended,
-            0.90,
+            0.95,
             true,
         ),
         ("distinct (rlock ÷ floor, ops/s)", s.distinct, 0.90, true),
@@ -599,7 +599,7 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
         (
             "contended_p99_gain (rslock p99 ÷ rlock p99)",
             s.contended_p99_gain,
-            5.0,
+            8.0,
             true,
         ),
         (

@@ -212,7 +212,7 @@ impl<O: Opener> Scripted<O> {
     }
 
     /// A call of the acquire or release script, with the keys both take: the lock and its
-    /// queue (the scripts derive the fence key and the waiter's entry key from the queue's,
+    /// queue (the scripts derive the fence key and the client's mark from the queue's,
     /// in the same slot).
     fn keyed(lua: &'static Lua, lease: Lease<'_>, queue: bool) -> ScriptCall {
         let queue_key = if queue {
