@@ -47,6 +47,19 @@ async fn wait_queued(server: &RedisServer, key: &str, n: usize) {
     panic!("`{key}` never had {n} waiters queued");
 }
 
+/// A task that waits up to `budget` for `key` with `client`, then releases it.
+fn wait_then_release(
+    client: &LockClient,
+    key: &'static str,
+    budget: Duration,
+) -> tokio::task::JoinHandle<Result<(), LockError>> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        let guard = client.lock(key).wait(budget).acquire().await?;
+        guard.release().await
+    })
+}
+
 /// Arguments of a worker that takes `key` once, waiting for it up to a minute.
 fn one_waiting_section(key: &str, fair: bool) -> Vec<&str> {
     let mut args = vec![
@@ -214,16 +227,9 @@ async fn a_cancelled_waiter_leaves_the_queue_at_once() {
     let server = RedisServer::start();
     let client = LockClient::connect(&server.url()).await.unwrap();
     let guard = client.lock("q:gone").acquire().await.unwrap();
-    let wait = |budget: Duration| {
-        let client = client.clone();
-        tokio::spawn(async move {
-            let guard = client.lock("q:gone").wait(budget).acquire().await?;
-            guard.release().await
-        })
-    };
-    let first = wait(Duration::from_secs(30));
+    let first = wait_then_release(&client, "q:gone", Duration::from_secs(30));
     wait_queued(&server, "q:gone", 1).await;
-    let second = wait(Duration::from_millis(1500));
+    let second = wait_then_release(&client, "q:gone", Duration::from_millis(1500));
     wait_queued(&server, "q:gone", 2).await;
     first.abort();
     assert!(first.await.unwrap_err().is_cancelled());
@@ -290,17 +296,7 @@ async fn a_waiter_whose_entry_was_lost_queues_again() {
     let client = LockClient::connect(&server.url()).await.unwrap();
     let holder = LockClient::connect(&server.url()).await.unwrap();
     let guard = holder.lock("q:lost").acquire().await.unwrap();
-    let waiting = {
-        let client = client.clone();
-        tokio::spawn(async move {
-            let guard = client
-                .lock("q:lost")
-                .wait(Duration::from_secs(30))
-                .acquire()
-                .await?;
-            guard.release().await
-        })
-    };
+    let waiting = wait_then_release(&client, "q:lost", Duration::from_secs(30));
     wait_queued(&server, "q:lost", 1).await;
     let mut raw = server.raw().await;
     let keys: Vec<String> = raw.keys("{q:lost}:waiters*").await.unwrap();
@@ -322,14 +318,7 @@ async fn a_long_wait_keeps_one_subscription() {
     let waiter = LockClient::connect(&server.url()).await.unwrap();
     let guard = holder.lock("q:long").acquire().await.unwrap();
     let before = server.counts();
-    let waiting = tokio::spawn(async move {
-        let guard = waiter
-            .lock("q:long")
-            .wait(Duration::from_secs(30))
-            .acquire()
-            .await?;
-        guard.release().await
-    });
+    let waiting = wait_then_release(&waiter, "q:long", Duration::from_secs(30));
     wait_queued(&server, "q:long", 1).await;
     let pinged = |counts: &Counts| counts.minus(&before).calls("ping");
     for _ in 0..100 {
