@@ -217,9 +217,11 @@ enum KeyPart {
 /// Parses the key template and resolves every placeholder.
 fn resolve_key(key: &LitStr, bindings: &Bindings, sig: &Signature) -> syn::Result<Vec<KeyPart>> {
     let span = key.span();
-    let template = template::parse(&key.value())
+    let text = key.value();
+    let template = template::parse(&text)
         .and_then(|template| template::check_separators(&template).map(|()| template))
         .map_err(|message| syn::Error::new(span, message))?;
+    check_lookalikes(&text, bindings).map_err(|message| syn::Error::new(span, message))?;
     let mut errors = Errors::default();
     let mut parts = Vec::new();
     for segment in template.segments {
@@ -233,6 +235,55 @@ fn resolve_key(key: &LitStr, bindings: &Bindings, sig: &Signature) -> syn::Resul
     }
     errors.finish()?;
     Ok(parts)
+}
+
+/// Refuses `{user_id}`, `${user_id}`, `#{user_id}` or a leading `#user_id` that names a
+/// parameter: written out of habit from `format!`, Spring or lock4j, they are literal text here,
+/// and the key would be the same for every call (one global lock), with no error anywhere.
+fn check_lookalikes(text: &str, bindings: &Bindings) -> Result<(), String> {
+    let names = bindings.names();
+    let named: Vec<_> = template::lookalikes(text)
+        .into_iter()
+        .filter(|l| {
+            let root = l.root();
+            (root == "self" && bindings.receiver.is_some()) || names.iter().any(|n| n == root)
+        })
+        .collect();
+    let Some(first) = named.first() else {
+        return Ok(());
+    };
+    let mut fixed = String::new();
+    let mut at = 0;
+    for lookalike in &named {
+        fixed.push_str(&text[at..lookalike.range.start]);
+        fixed.push('<');
+        fixed.push_str(&lookalike.path);
+        fixed.push('>');
+        at = lookalike.range.end;
+    }
+    fixed.push_str(&text[at..]);
+    let written: Vec<String> = named
+        .iter()
+        .map(|l| format!("`{}`", &text[l.range.clone()]))
+        .collect();
+    let (what, is) = match written.as_slice() {
+        [one] => (one.clone(), "is literal text, not a placeholder"),
+        [init @ .., last] => (
+            format!("{} and {last}", init.join(", ")),
+            "are literal text, not placeholders",
+        ),
+        [] => return Ok(()),
+    };
+    let braces = if named.iter().any(|l| text[l.range.clone()].ends_with('}')) {
+        " (for literal braces, write `{{` and `}}`)"
+    } else {
+        ""
+    };
+    Err(format!(
+        "{what} in the key {is}: every call would lock the same \
+         key; placeholders are written `<{}>`, so write `key = \"{fixed}\"`{braces}",
+        first.path
+    ))
 }
 
 fn resolve(
@@ -462,11 +513,14 @@ fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> Token
         }
     };
 
+    // The body's statements, not its block: a block as the async block's tail would draw
+    // `unused_braces` on every one-line body, and the fix the lint suggests breaks the code.
+    let stmts = &block.stmts;
     let body = quote! {
         move |__rlock_fence: u64| async move {
             #fake_return
             #fence
-            #block
+            #(#stmts)*
         }
     };
     // The return type's one requirement (`LockResult`) is named here, on the return type's own
@@ -533,7 +587,8 @@ mod tests {
             "< Result < u64 , AppError > as :: rt :: __private :: LockResult > :: OUTCOME",
             "move | __rlock_fence : u64 | async move",
             "let __rlock_return : Result < u64 , AppError > = loop { } ;",
-            "{ Ok (user_id) }",
+            // The body's statements, without their block's braces.
+            "return __rlock_return ; } Ok (user_id) } ,",
         ] {
             assert!(out.contains(needle), "missing {needle:?} in\n{out}");
         }
@@ -662,6 +717,32 @@ mod tests {
         ] {
             let out = error_of(args, item);
             assert!(out.contains(needle), "{args} / {item}: {out}");
+        }
+    }
+
+    #[test]
+    fn other_tools_placeholders_naming_parameters_are_refused() {
+        let item = "async fn f(&self, user_id: u64, req: Req) -> Result<(), E> { Ok(()) }";
+        for (key, fixed) in [
+            ("order:{user_id}", "order:<user_id>"),
+            ("#user_id", "<user_id>"),
+            ("a:${req.id}:#{self.t}", "a:<req.id>:<self.t>"),
+        ] {
+            let err = error_of(&format!("key = {key:?}"), item);
+            assert!(err.contains("literal text, not"), "{key}: {err}");
+            assert!(
+                err.contains(&format!("key = \\\"{fixed}\\\"")),
+                "{key}: {err}"
+            );
+        }
+        // Names that are no parameter stay literal: a hash tag, an escaped brace.
+        for key in [
+            "{orders}:<user_id>",
+            "{{user_id}}:<user_id>",
+            "#tag:<user_id>",
+        ] {
+            let out = expand_str(&format!("key = {key:?}"), item);
+            assert!(!out.contains("compile_error"), "{key}: {out}");
         }
     }
 

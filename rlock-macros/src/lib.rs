@@ -93,7 +93,16 @@ use proc_macro::TokenStream;
 ///   and `Deref` like ordinary field access);
 /// - `<self.field>`: a field of the receiver, in methods.
 ///
-/// `<<` and `>>` stand for a literal `<` and `>`. Rendered values are escaped by the runtime
+/// `<<` and `>>` stand for a literal `<` and `>`; `{{` and `}}` for a literal `{` and `}` (a
+/// single brace is literal too, as in a hash tag: `{orders}:<id>`).
+///
+/// Placeholders written the way other tools write them are refused when they name a
+/// parameter, since as literal text they would make one global lock for every call:
+/// `{user_id}` (`format!`), `${user_id}` and `#{user_id}` (Spring), and a key starting with
+/// `#user_id` (lock4j's SpEL) fail to compile with "placeholders are written `<user_id>`".
+/// Write `{{user_id}}` if the braces and the name are really meant literally.
+///
+/// Rendered values are escaped by the runtime
 /// (`KeyBuilder::value`): the characters `% : { } * ? [ ] \ / | # ,`, whitespace and
 /// control characters are percent-encoded, so `order:<id>` with `id = "1:2"` becomes
 /// `order:1%3A2`. A value therefore cannot forge a separator, pick a cluster hash slot or act

@@ -2,8 +2,12 @@
 //!
 //! A template is literal text with placeholders in angle brackets. A placeholder names a
 //! parameter (or `self`) and optionally walks fields (`.field`, or `.0` for tuples). `<<` and
-//! `>>` stand for a literal `<` and `>`. Parsing here is about the text only; whether the names
-//! exist is checked against the signature in `expand`.
+//! `>>` stand for a literal `<` and `>`, `{{` and `}}` for a literal `{` and `}` (a single
+//! brace is literal too, as in a hash tag `{order}:<id>`). Parsing here is about the text only;
+//! whether the names exist is checked against the signature in `expand`, which also refuses
+//! [`lookalikes`] of other tools' placeholders that name a parameter.
+
+use std::ops::Range;
 
 /// A parsed key template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +106,14 @@ pub(crate) fn parse(text: &str) -> Result<Template, String> {
                 literal.push('>');
                 rest = &rest[2..];
             }
+            '{' if rest.starts_with("{{") => {
+                literal.push('{');
+                rest = &rest[2..];
+            }
+            '}' if rest.starts_with("}}") => {
+                literal.push('}');
+                rest = &rest[2..];
+            }
             '>' => {
                 return Err(format!(
                     "unmatched `>` in the key at `{}`; open the placeholder with `<` ({SHAPE}), \
@@ -134,6 +146,92 @@ pub(crate) fn parse(text: &str) -> Result<Template, String> {
         ));
     }
     Ok(template)
+}
+
+/// Text in a template's literal part written the way another tool writes a placeholder:
+/// `{user_id}` (Rust's `format!`), `${user_id}` and `#{user_id}` (Spring), or a key that
+/// starts with `#user_id` (SpEL, as lock4j takes it). Here it is literal text: if it names a
+/// parameter, every call would render the same key and share one lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Lookalike {
+    /// Where it is in the template's text, in bytes.
+    pub(crate) range: Range<usize>,
+    /// The name and fields inside: `user_id`, `req.user.id`.
+    pub(crate) path: String,
+}
+
+impl Lookalike {
+    /// The parameter (or `self`) it would name.
+    pub(crate) fn root(&self) -> &str {
+        self.path.split('.').next().unwrap_or_default()
+    }
+}
+
+/// The [`Lookalike`]s in `text`, a template that [`parse`]s: escapes and real placeholders
+/// are skipped.
+pub(crate) fn lookalikes(text: &str) -> Vec<Lookalike> {
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < text.len() {
+        let rest = &text[i..];
+        if ["<<", ">>", "{{", "}}"].iter().any(|e| rest.starts_with(e)) {
+            i += 2;
+            continue;
+        }
+        if rest.starts_with('<') {
+            // A placeholder: it parsed, so it closes.
+            i += rest.find('>').map_or(rest.len(), |end| end + 1);
+            continue;
+        }
+        let opener = if rest.starts_with("${") || rest.starts_with("#{") {
+            Some(2)
+        } else if rest.starts_with('{') {
+            Some(1)
+        } else {
+            None
+        };
+        if let Some(open) = opener {
+            let path = path_at(&rest[open..]);
+            if !path.is_empty() && rest[open + path.len()..].starts_with('}') {
+                let end = i + open + path.len() + 1;
+                found.push(Lookalike {
+                    range: i..end,
+                    path: path.to_string(),
+                });
+                i = end;
+                continue;
+            }
+        } else if i == 0 && rest.starts_with('#') {
+            let path = path_at(&rest[1..]);
+            if !path.is_empty() {
+                found.push(Lookalike {
+                    range: 0..1 + path.len(),
+                    path: path.to_string(),
+                });
+                i = 1 + path.len();
+                continue;
+            }
+        }
+        i += rest.chars().next().map_or(1, char::len_utf8);
+    }
+    found
+}
+
+/// The longest `name.field.0` path at the start of `text` (empty if there is none).
+fn path_at(text: &str) -> &str {
+    let end = text
+        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+        .unwrap_or(text.len());
+    let mut path = &text[..end];
+    // A trailing dot is not part of the path (`#id.` ends a sentence, not a field).
+    path = path.trim_end_matches('.');
+    let mut parts = path.split('.');
+    let root_ok = parts.next().is_some_and(is_identifier);
+    if root_ok && parts.all(|p| is_identifier(p) || is_tuple_index(p)) {
+        path
+    } else {
+        ""
+    }
 }
 
 /// The start of `text`, short enough to quote in a message.
@@ -335,6 +433,43 @@ mod tests {
             let err = parse(text).expect_err(text);
             assert!(err.contains(needle), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn doubled_braces_are_literal_braces() {
+        assert_eq!(
+            parse("{{tag}}:<id>:{x}").map(|t| t.segments),
+            Ok(vec![lit("{tag}:"), ph("id", &[]), lit(":{x}")])
+        );
+    }
+
+    #[test]
+    fn other_tools_placeholders_are_found() {
+        let found = |text: &str| {
+            lookalikes(text)
+                .into_iter()
+                .map(|l| (text[l.range.clone()].to_string(), l.path))
+                .collect::<Vec<_>>()
+        };
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(found("order:{user_id}"), [pair("{user_id}", "user_id")]);
+        assert_eq!(found("#user_id"), [pair("#user_id", "user_id")]);
+        assert_eq!(
+            found("#req.user.id:x"),
+            [pair("#req.user.id", "req.user.id")]
+        );
+        assert_eq!(
+            found("a:${req.id}:#{b}"),
+            [pair("${req.id}", "req.id"), pair("#{b}", "b")]
+        );
+        // Escapes, real placeholders, hash tags that are not names, a `#` inside the key.
+        assert!(found("{{user_id}}:<id>").is_empty());
+        assert!(found("{tag-1}:<id>").is_empty());
+        assert!(found("a#b:{}:{1x}").is_empty());
+        assert_eq!(
+            lookalikes("#id.").first().map(|l| l.range.clone()),
+            Some(0..3)
+        );
     }
 
     #[test]

@@ -1,4 +1,6 @@
 //! Attributes, docs, visibility and `#[must_use]` are kept; `crate = "…"` points at a re-export.
+
+#![deny(warnings)]
 #![deny(unused_must_use)]
 
 mod locks {

@@ -1,5 +1,7 @@
 //! A free async fn with the default client, every option, and a custom error type.
 
+#![deny(warnings)]
+
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 
 #[derive(Debug)]

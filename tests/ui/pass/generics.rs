@@ -1,5 +1,7 @@
 //! Generic functions, where-clauses, `impl Trait` arguments, lifetimes and borrowed params.
 
+#![deny(warnings)]
+
 use std::fmt::Display;
 
 use rlock_runtime::{LockClient, LockError, distributed_lock};

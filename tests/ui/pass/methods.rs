@@ -1,5 +1,7 @@
 //! Inherent methods taking `&self`, `&mut self` and `self`, with `client = self.locks`.
 
+#![deny(warnings)]
+
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 
 struct Account {

@@ -1,5 +1,7 @@
 //! Names bound by patterns in the signature are usable in the key.
 
+#![deny(warnings)]
+
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 
 struct Path<T>(T);

@@ -1,5 +1,7 @@
 //! The future of an annotated fn is `Send` when its body is, so it can be spawned.
 
+#![deny(warnings)]
+
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 
 #[distributed_lock(key = "order:<user_id>", client = client, ttl = "5s")]

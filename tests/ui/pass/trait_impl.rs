@@ -1,5 +1,7 @@
 //! A method of a trait impl, and a trait whose futures must be `Send`.
 
+#![deny(warnings)]
+
 use std::future::Future;
 
 use rlock_runtime::{LockClient, LockError, distributed_lock};
