@@ -97,6 +97,7 @@ impl Parse for Args {
                 ),
             ));
         }
+        let mut unknown: Vec<syn::Error> = Vec::new();
         while !input.is_empty() {
             let lookahead = input.lookahead1();
             if lookahead.peek(kw::key) {
@@ -147,16 +148,13 @@ impl Parse for Args {
                 let value = crate_value(input, name.span)?;
                 set(&mut args.krate, value, "crate", name.span)?;
             } else if input.peek(Ident::peek_any) {
+                // Reported with every other unknown option once all are read.
                 let name = input.call(Ident::parse_any)?;
-                let written = name.unraw().to_string();
-                return Err(syn::Error::new(
-                    name.span(),
-                    format!(
-                        "unknown option `{written}`{} expected one of: {}",
-                        then(suggest::did_you_mean(&written, OPTIONS.iter().copied())),
-                        OPTIONS.join(", ")
-                    ),
-                ));
+                unknown.push(unknown_option(&name));
+                if input.peek(Token![=]) {
+                    input.parse::<Token![=]>()?;
+                    input.parse::<Expr>()?;
+                }
             } else {
                 return Err(syn::Error::new(
                     input.span(),
@@ -178,8 +176,60 @@ impl Parse for Args {
             }
             input.parse::<Token![,]>()?;
         }
+        let mut unknown = unknown.into_iter();
+        if let Some(mut first) = unknown.next() {
+            first.extend(unknown);
+            return Err(first);
+        }
         Ok(args)
     }
+}
+
+/// What other lock libraries call an option: Redisson's `leaseTime`/`waitTime`, lock4j's
+/// `expire`/`acquireTimeout`/`keys`, and the usual synonyms.
+const FOREIGN_NAMES: &[(&str, &str)] = &[
+    ("lease_time", "ttl"),
+    ("leasetime", "ttl"),
+    ("lease", "ttl"),
+    ("expire", "ttl"),
+    ("expire_time", "ttl"),
+    ("expiration", "ttl"),
+    ("expiry", "ttl"),
+    ("timeout_ms", "ttl"),
+    ("wait_time", "wait"),
+    ("waittime", "wait"),
+    ("acquire_timeout", "wait"),
+    ("acquiretimeout", "wait"),
+    ("timeout", "wait"),
+    ("wait_timeout", "wait"),
+    ("keys", "key"),
+    ("name", "key"),
+    ("value", "key"),
+];
+
+/// The error for an option rlock does not have, with the one it probably means.
+fn unknown_option(name: &Ident) -> syn::Error {
+    let written = name.unraw().to_string();
+    let lower = written.to_lowercase();
+    let suggestion = match FOREIGN_NAMES.iter().find(|(foreign, _)| *foreign == lower) {
+        Some((_, ours)) => format!(
+            "; rlock calls it `{ours}`, as in `{ours} = {}`;",
+            match *ours {
+                "ttl" => "\"10s\"",
+                "wait" => "\"2s\"",
+                _ => "\"order:<user_id>\"",
+            }
+        ),
+        None => suggest::did_you_mean(&written, OPTIONS.iter().copied()),
+    };
+    syn::Error::new(
+        name.span(),
+        format!(
+            "unknown option `{written}`{} expected one of: {}",
+            then(suggestion),
+            OPTIONS.join(", ")
+        ),
+    )
 }
 
 /// Joins a "did you mean" suggestion and the sentence after it.
@@ -534,6 +584,18 @@ mod tests {
     }
 
     #[test]
+    fn every_unknown_option_is_reported_with_our_name_for_it() {
+        let err = error(r#"key = "a", leaseTime = "10s", wait_time = "2s", colour = red"#);
+        for needle in [
+            "unknown option `leaseTime`; rlock calls it `ttl`",
+            "unknown option `wait_time`; rlock calls it `wait`",
+            "unknown option `colour`; expected one of",
+        ] {
+            assert!(err.contains(needle), "{needle}: {err}");
+        }
+    }
+
+    #[test]
     fn parses_every_option() {
         let args = parse(
             r#"key = "order:<id>", ttl = "10s", wait = "1m30s", renew = true, max_hold = "1h",
@@ -567,7 +629,7 @@ mod tests {
             ),
             (
                 "key = \"a\", timeout = \"1s\"",
-                "unknown option `timeout`; expected one of",
+                "unknown option `timeout`; rlock calls it `wait`, as in `wait = \"2s\"`; expected one of",
             ),
             ("key = KEY", "`key` must be a string literal"),
             ("key", "expected `=` after `key`"),

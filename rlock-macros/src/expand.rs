@@ -134,6 +134,23 @@ fn return_type(sig: &Signature) -> syn::Result<Type> {
             _ => break,
         }
     }
+    if let Some(error) = error_without_from(inner) {
+        let error_text = tidy(error.to_token_stream().to_string());
+        let written = tidy(ty.to_token_stream().to_string());
+        let ok = written
+            .strip_prefix("Result<")
+            .and_then(|rest| rest.strip_suffix(&format!(", {error_text}>")))
+            .unwrap_or("T");
+        return Err(syn::Error::new_spanned(
+            error,
+            format!(
+                "{NEED}; `{error_text}` cannot hold a `LockError` (it has no \
+                 `From<LockError>`): return `Result<{ok}, LockError>`, or an error type of \
+                 yours with `From<LockError>` (thiserror: `#[error(transparent)] \
+                 Lock(#[from] LockError)`), or `anyhow::Error`"
+            ),
+        ));
+    }
     let what = match inner {
         Type::Path(path) if path.qself.is_none() && is_known_non_result(&path.path) => {
             "not a `Result`"
@@ -162,6 +179,37 @@ fn return_type(sig: &Signature) -> syn::Result<Type> {
         ty,
         format!("{NEED}; `{written}` is {what}: {fix}"),
     ))
+}
+
+/// In `Result<T, E>`, an `E` that certainly has no `From<LockError>`: `String`, `&str`, `()`,
+/// a number or `bool`. (rustc would list every `From` impl of `String` instead.)
+fn error_without_from(ty: &Type) -> Option<&Type> {
+    let Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    if path.qself.is_some() || last.ident != "Result" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    let Some(syn::GenericArgument::Type(error)) = args.args.iter().nth(1) else {
+        return None;
+    };
+    let no_from = match error {
+        Type::Reference(reference) => {
+            matches!(&*reference.elem, Type::Path(p) if p.path.is_ident("str"))
+        }
+        Type::Tuple(tuple) => tuple.elems.is_empty(),
+        Type::Path(p) if p.qself.is_none() => p.path.segments.last().is_some_and(|s| {
+            const NO_FROM: &[&str] = &[
+                "String", "bool", "char", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16",
+                "i32", "i64", "i128", "isize",
+            ];
+            s.arguments.is_none() && NO_FROM.iter().any(|name| s.ident == name)
+        }),
+        _ => false,
+    };
+    no_from.then_some(error)
 }
 
 /// Whether `path` names a standard type that is certainly not a `Result` (`Option<T>`, `u64`,
@@ -718,6 +766,30 @@ mod tests {
             let out = error_of(args, item);
             assert!(out.contains(needle), "{args} / {item}: {out}");
         }
+    }
+
+    #[test]
+    fn error_types_that_cannot_hold_a_lock_error_get_the_fix() {
+        for (ret, error) in [
+            ("Result<u64, String>", "`String` cannot hold"),
+            ("Result<(), &'static str>", "`&'static str` cannot hold"),
+            ("std::result::Result<u8, ()>", "`()` cannot hold"),
+        ] {
+            let err = error_of(
+                r#"key = "k""#,
+                &format!("async fn f() -> {ret} {{ todo!() }}"),
+            );
+            assert!(err.contains(error), "{ret}: {err}");
+            assert!(
+                err.contains("LockError>`, or an error type"),
+                "{ret}: {err}"
+            );
+        }
+        let ok = expand_str(
+            r#"key = "k""#,
+            "async fn f() -> Result<u64, MyError> { todo!() }",
+        );
+        assert!(!ok.contains("compile_error"), "{ok}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 use rlock_runtime::{LockError, distributed_lock};
 
-#[distributed_lock(key = "order:<user_id>", timeout = "10s")]
+#[distributed_lock(key = "order:<user_id>", colour = "red")]
 async fn create_order(user_id: u64) -> Result<(), LockError> {
     let _ = user_id;
     Ok(())

@@ -1,0 +1,8 @@
+use rlock_runtime::distributed_lock;
+
+#[distributed_lock(key = "order:<user_id>")]
+async fn create_order(user_id: u64) -> Result<u64, String> {
+    Ok(user_id)
+}
+
+fn main() {}
