@@ -168,6 +168,7 @@
 // wait:   wait/ (per-key queues, announcement state, timers)
 // backend: backend/ (lease operations per topology, connections, the release feed)
 // leaves: key, fence, token, metrics, tuning, driver, trace, slot
+mod admin;
 mod backend;
 mod client;
 mod driver;
@@ -189,6 +190,7 @@ mod wait;
 
 use std::sync::RwLock;
 
+pub use admin::LockInfo;
 pub use client::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_TTL, LockClient, LockClientBuilder};
 pub use error::{BoxError, LockError};
 pub use fence::Fence;

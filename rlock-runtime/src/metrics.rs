@@ -36,6 +36,9 @@ pub struct LockMetrics {
     pub renewed: u64,
     /// Watchdog calls that failed (Redis unreachable or erroring).
     pub renew_failures: u64,
+    /// Locks deleted by [`LockClient::force_unlock`](crate::LockClient::force_unlock),
+    /// whoever held them.
+    pub forced_unlocks: u64,
     /// Total time spent waiting for busy locks, by acquisitions that waited.
     pub total_wait: Duration,
     /// Changes of master announced by the sentinels (`+switch-master`) and followed: the
@@ -52,6 +55,7 @@ pub(crate) struct Counters {
     orphans_released: AtomicU64,
     renewed: AtomicU64,
     renew_failures: AtomicU64,
+    forced_unlocks: AtomicU64,
     wait_micros: AtomicU64,
 }
 
@@ -65,6 +69,7 @@ pub(crate) enum Count {
     OrphanReleased,
     Renewed,
     RenewFailure,
+    ForcedUnlock,
 }
 
 impl Counters {
@@ -77,6 +82,7 @@ impl Counters {
             Count::OrphanReleased => &self.orphans_released,
             Count::Renewed => &self.renewed,
             Count::RenewFailure => &self.renew_failures,
+            Count::ForcedUnlock => &self.forced_unlocks,
         };
         counter.fetch_add(n, Ordering::Relaxed);
     }
@@ -96,6 +102,7 @@ impl Counters {
             orphans_released: get(&self.orphans_released),
             renewed: get(&self.renewed),
             renew_failures: get(&self.renew_failures),
+            forced_unlocks: get(&self.forced_unlocks),
             total_wait: Duration::from_micros(get(&self.wait_micros)),
             master_switches: 0,
         }

@@ -179,3 +179,57 @@ pub async fn kept_or_lost<'h, 's>(
     );
     kept
 }
+
+/// What `inspect` and `force_unlock` must do on any backend, with two clients `a` and `b`
+/// (two instances) on it: report free, held elsewhere and held here (with its hold count and
+/// lease), and break a lock so that a waiter queued for it is handed it and the breaking
+/// client's own hold is marked lost.
+pub async fn inspect_and_force_unlock(a: &LockClient, b: &LockClient, key: &str) {
+    let free = a.inspect(key).await.expect("inspect");
+    assert!(
+        !free.held && free.remaining.is_none() && free.hold_count == 0,
+        "{free:?}"
+    );
+
+    let ttl = Duration::from_secs(10);
+    let guard = b.lock(key).ttl(ttl).acquire().await.expect("free lock");
+    let elsewhere = a.inspect(key).await.expect("inspect");
+    assert!(elsewhere.held && !elsewhere.held_here, "{elsewhere:?}");
+    assert!(
+        elsewhere
+            .remaining
+            .is_some_and(|left| left <= ttl && !left.is_zero())
+    );
+    let here = b.inspect(key).await.expect("inspect");
+    assert!(here.held_here && here.hold_count == 1, "{here:?}");
+
+    // Broken from another instance: a waiter of that instance is handed the lock, and the
+    // holder finds out at its release at the latest.
+    let waiter = {
+        let a = a.clone();
+        let key = key.to_owned();
+        tokio::spawn(async move {
+            let guard = a.lock(key.as_str()).wait(ttl).acquire().await?;
+            let info = a.inspect(key.as_str()).await?;
+            guard.release().await?;
+            Ok::<_, rlock_runtime::LockError>(info)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(a.force_unlock(key).await.expect("force_unlock"));
+    let info = waiter.await.expect("waiter task").expect("waiter");
+    assert!(info.held_here, "the waiter was handed the lock: {info:?}");
+    assert!(guard.release().await.is_err_and(|e| e.is_lost()));
+    assert!(
+        !a.force_unlock(key).await.expect("force_unlock"),
+        "nothing left to break"
+    );
+
+    // Broken by the holder's own client: its hold is lost at once.
+    let guard = b.lock(key).ttl(ttl).acquire().await.expect("free lock");
+    assert!(b.force_unlock(key).await.expect("force_unlock"));
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("lost() fires when the client breaks its own lock");
+    assert_eq!(a.metrics().forced_unlocks + b.metrics().forced_unlocks, 2);
+}

@@ -252,3 +252,11 @@ async fn holds_stay_renewed_while_their_slot_migrates() {
         guard.release().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_and_force_unlock_on_a_cluster() {
+    let cluster = ClusterDeployment::start();
+    let a = cluster_client(&cluster).await;
+    let b = cluster_client(&cluster).await;
+    rlock_tests::locking::inspect_and_force_unlock(&a, &b, "admin:cluster").await;
+}

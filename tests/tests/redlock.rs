@@ -294,3 +294,11 @@ async fn a_slow_master_shortens_the_validity() {
          120 ms round trip to the slow master"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_and_force_unlock_on_redlock() {
+    let masters = RedisServer::start_many(3);
+    let a = redlock_client(&masters).await;
+    let b = redlock_client(&masters).await;
+    rlock_tests::locking::inspect_and_force_unlock(&a, &b, "admin:redlock").await;
+}

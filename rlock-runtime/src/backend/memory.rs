@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseListener};
+use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, ReleaseListener};
 use crate::error::LockError;
 
 #[derive(Debug, Clone, Default)]
@@ -134,6 +134,17 @@ impl MemoryBackend {
 }
 
 impl LeaseStore for MemoryBackend {
+    async fn inspect(&self, key: &str) -> Result<Holder, LockError> {
+        let now = Instant::now();
+        Ok(match self.locks().entries.get(key) {
+            Some(e) if e.expires > now => Holder {
+                token: Some(e.token.clone()),
+                remaining: Some(e.expires - now),
+            },
+            _ => Holder::default(),
+        })
+    }
+
     async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
         Ok(self.try_acquire(lease, ask))
     }

@@ -83,6 +83,15 @@ pub(crate) struct QueueEntry {
     pub(crate) fenced: bool,
 }
 
+/// Who holds a lock, as the backend sees it now.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Holder {
+    /// The holder's owner token; `None` when the lock is free.
+    pub(crate) token: Option<String>,
+    /// What is left of its lease, when it has one.
+    pub(crate) remaining: Option<Duration>,
+}
+
 /// A release's announcement naming the waiter it handed the lock to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Handoff {
@@ -164,6 +173,10 @@ pub(crate) trait LeaseStore {
 
     /// Sets the lease to exactly `lease.ttl` from now if still ours; `Ok(false)` when not.
     fn extend(&self, lease: Lease<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// Reads who holds `key` and how much of its lease is left, in one atomic step (Redlock:
+    /// the token a majority of masters hold, if one does).
+    fn inspect(&self, key: &str) -> impl Future<Output = Result<Holder, LockError>> + Send;
 
     /// Waits (within the command timeout) until `replicas` replicas have the grant of
     /// `lease`; returns how many confirmed it.
@@ -305,6 +318,15 @@ impl LeaseStore for Backend {
             Self::Cluster(b) => b.extend(lease).await,
             Self::Redlock(b) => b.extend(lease).await,
             Self::Memory(b) => b.extend(lease).await,
+        }
+    }
+
+    async fn inspect(&self, key: &str) -> Result<Holder, LockError> {
+        match self {
+            Self::Redis(b) => b.inspect(key).await,
+            Self::Cluster(b) => b.inspect(key).await,
+            Self::Redlock(b) => b.inspect(key).await,
+            Self::Memory(b) => b.inspect(key).await,
         }
     }
 

@@ -20,7 +20,7 @@ use futures_util::future::join_all;
 use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
 use super::pubsub::{Connector, Feed, RELEASE_CHANNEL_PREFIX, shard_channel};
-use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseListener, millis};
+use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, ReleaseListener, millis};
 use crate::error::LockError;
 use crate::key::{awaited_key, waiters_key};
 use crate::slot::slot;
@@ -44,6 +44,8 @@ pub(crate) static EXTEND: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../scripts/extend.lua")));
 pub(crate) static RENEW: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../scripts/renew.lua")));
+pub(crate) static INSPECT: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../scripts/inspect.lua")));
 
 /// A lease script, hashed once. Calls go out as `EVALSHA`, and as `EVAL` (which also caches
 /// it) on a server that lacks it: one that restarted, or a replica just promoted.
@@ -442,6 +444,16 @@ impl<O: Opener> LeaseStore for Scripted<O> {
                 O::wait_replicas(c, lease.key, replicas, wait_ms)
             })
             .await
+    }
+
+    async fn inspect(&self, key: &str) -> Result<Holder, LockError> {
+        let call = INSPECT.call(&[key]);
+        let (token, pttl): (Option<String>, i64) =
+            self.invoke("inspect", self.conn.timeout(), &call).await?;
+        Ok(Holder {
+            remaining: token.as_ref().and_then(|_| lease_left(pttl)),
+            token,
+        })
     }
 
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use super::endpoint::Endpoint;
 use super::redis::RedisNode;
-use super::{Attempt, AttemptAsks, Lease, LeaseStore, ReleaseFeed, ReleaseListener};
+use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, ReleaseFeed, ReleaseListener};
 use crate::error::LockError;
 use crate::tuning::{REDLOCK_NODE_TIMEOUT_DIVISOR, lease_margin};
 
@@ -233,6 +233,44 @@ impl LeaseStore for Redlock {
         let answers = join_all(self.nodes.iter().map(|n| n.extend(lease))).await;
         let (t, errors) = tally(answers);
         self.decide("extend", t, errors)
+    }
+
+    /// Held when a majority of masters hold the same token; its lease is the shortest of
+    /// theirs. Too few answers to tell is an error.
+    async fn inspect(&self, key: &str) -> Result<Holder, LockError> {
+        let answers = join_all(self.nodes.iter().map(|n| n.inspect(key))).await;
+        let mut holders = Vec::new();
+        let mut first_error = None;
+        for answer in answers {
+            match answer {
+                Ok(holder) => holders.push(holder),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if holders.len() < self.quorum() {
+            return Err(first_error.unwrap_or(LockError::Unavailable {
+                operation: "inspect",
+                source: "too few Redlock masters answered".into(),
+            }));
+        }
+        for candidate in &holders {
+            let Some(token) = &candidate.token else {
+                continue;
+            };
+            let same: Vec<&Holder> = holders
+                .iter()
+                .filter(|h| h.token.as_ref() == Some(token))
+                .collect();
+            if same.len() >= self.quorum() {
+                return Ok(Holder {
+                    token: Some(token.clone()),
+                    remaining: same.iter().filter_map(|h| h.remaining).min(),
+                });
+            }
+        }
+        Ok(Holder::default())
     }
 
     /// Refused before any lock is taken ([`Backend::refuses_replica_acks`]).

@@ -289,6 +289,11 @@ impl Hold {
         }
     }
 
+    /// How many guards share this hold (1, plus one per reentry).
+    pub(crate) fn guard_count(&self) -> usize {
+        self.guards.load(Ordering::Acquire)
+    }
+
     /// One more guard for this hold (reentry).
     pub(crate) fn add_guard(&self) {
         self.guards.fetch_add(1, Ordering::AcqRel);

@@ -62,6 +62,17 @@ impl Watchdog {
         self.due_at(hold.next_event());
     }
 
+    /// The live holds of `redis_key` (at most one per client, unless a lease was lost and
+    /// the key taken again).
+    pub(crate) fn holds_of(&self, redis_key: &str) -> Vec<Arc<Hold>> {
+        self.state()
+            .holds
+            .values()
+            .filter_map(Weak::upgrade)
+            .filter(|hold| hold.redis_key() == redis_key)
+            .collect()
+    }
+
     /// Stops watching a hold (it was released).
     pub(crate) fn forget(&self, id: u64) {
         self.state().holds.remove(&id);
