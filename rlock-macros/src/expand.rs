@@ -514,18 +514,24 @@ fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> Token
         let ttl = millis(ttl.value.0);
         options.extend(quote!(.ttl(#ttl)));
     }
-    let wait = millis(args.wait.map_or(0, |wait| wait.value.0));
+    // Without `wait` or `on_lost`, the client's defaults apply.
+    if let Some(wait) = args.wait {
+        let wait = millis(wait.value.0);
+        options.extend(quote!(.wait(#wait)));
+    }
     let renew = args.renew.as_ref().is_none_or(|renew| renew.value);
-    options.extend(quote!(.wait(#wait).renew(#renew)));
+    options.extend(quote!(.renew(#renew)));
     if let Some(max_hold) = args.max_hold {
         let max_hold = millis(max_hold.value.0);
         options.extend(quote!(.max_hold(#max_hold)));
     }
-    let on_lost = match args.on_lost.unwrap_or(OnLost::Abort) {
-        OnLost::Abort => quote!(#private::OnLost::Abort),
-        OnLost::Continue => quote!(#private::OnLost::Continue),
-    };
-    options.extend(quote!(.on_lost(#on_lost)));
+    if let Some(on_lost) = args.on_lost {
+        let on_lost = match on_lost {
+            OnLost::Abort => quote!(#private::OnLost::Abort),
+            OnLost::Continue => quote!(#private::OnLost::Continue),
+        };
+        options.extend(quote!(.on_lost(#on_lost)));
+    }
     if args.fence.is_some() {
         // A fence costs a second key write per acquisition: only when the body binds it.
         options.extend(quote!(.fenced(true)));
@@ -629,8 +635,8 @@ mod tests {
             ":: rt :: __private :: default_client ()",
             ". literal (\"order:\") . value (& user_id) . finish ()",
             ". ttl (:: rt :: __private :: Duration :: from_millis (10000u64))",
-            ". wait (:: rt :: __private :: Duration :: from_millis (0u64)) . renew (true)",
-            ". on_lost (:: rt :: __private :: OnLost :: Abort)",
+            // No `wait` or `on_lost` given: the client's defaults apply.
+            "(10000u64)) . renew (true) ;",
             ":: rt :: __private :: assert_display (& user_id)",
             "< Result < u64 , AppError > as :: rt :: __private :: LockResult > :: OUTCOME",
             "move | __rlock_fence : u64 | async move",
@@ -642,6 +648,10 @@ mod tests {
         }
         assert!(!out.contains("compile_error"), "{out}");
         assert!(!out.contains("max_hold"), "{out}");
+        assert!(
+            !out.contains(". wait") && !out.contains(". on_lost"),
+            "{out}"
+        );
         assert!(!out.contains(". fair"), "{out}");
     }
 

@@ -64,10 +64,10 @@ use proc_macro::TokenStream;
 /// |---|---|---|
 /// | [`key = "order:<user_id>"`](#key) | the lock's name: literal text plus placeholders | required |
 /// | [`ttl = "10s"`](#ttl) | lease length | the client's default ttl (30 s unless configured) |
-/// | [`wait = "2s"`](#wait) | how long to wait when the lock is busy | `0s`: try once |
+/// | [`wait = "2s"`](#wait) | how long to wait when the lock is busy | the client's default wait (`0s`, try once, unless configured) |
 /// | [`renew = true`](#renew) | renew the lease while the body runs | `true` |
 /// | [`max_hold = "5m"`](#max_hold) | hard cap on holding, renewals included | none |
-/// | [`on_lost = "abort"`](#on_lost) | what happens when the lease is lost | `"abort"` |
+/// | [`on_lost = "abort"`](#on_lost) | what happens when the lease is lost | the client's default (`"abort"` unless configured) |
 /// | [`fence = token`](#fence) | binds the fencing token (`u64`) as a local | none |
 /// | [`min_replicas = 1`](#min_replicas) | the grant counts once this many replicas confirm it | the client's default (0) |
 /// | [`fair = true`](#fair) | waiters are granted in arrival order across all instances | `false` (still queued) |
@@ -172,8 +172,9 @@ use proc_macro::TokenStream;
 ///
 /// ## `wait`
 ///
-/// How long to wait for a busy lock before returning `LockError::Busy`. `0s` (the default)
-/// tries once. Waiters are woken by the holder's release rather than by polling.
+/// How long to wait for a busy lock before returning `LockError::Busy`. `0s` tries once;
+/// without `wait`, the client's default applies (`LockClientBuilder::default_wait`, `0s`
+/// unless configured). Waiters are woken by the holder's release rather than by polling.
 ///
 /// ```
 /// # use rlock_runtime::{LockClient, LockError, distributed_lock};

@@ -16,6 +16,7 @@ use crate::error::LockError;
 use crate::key::LockKey;
 use crate::lease::Engine;
 use crate::metrics::LockMetrics;
+use crate::options::OnLost;
 
 /// The lease length when neither the lock nor the client names one (Redisson's watchdog
 /// default).
@@ -51,6 +52,10 @@ pub(crate) struct ClientShared {
     pub(crate) command_timeout: Duration,
     /// Replicas that must confirm a grant, for locks that do not say.
     pub(crate) min_replicas: u32,
+    /// The wait budget of locks that do not say.
+    pub(crate) default_wait: Duration,
+    /// What a locked body does on a lost lease, for locks that do not say.
+    pub(crate) default_on_lost: OnLost,
 }
 
 impl LockClient {
@@ -129,6 +134,8 @@ impl LockClient {
                 default_ttl: inner.default_ttl,
                 command_timeout: inner.command_timeout,
                 min_replicas: inner.min_replicas,
+                default_wait: inner.default_wait,
+                default_on_lost: inner.default_on_lost,
             }),
         }
     }
@@ -177,6 +184,8 @@ pub struct LockClientBuilder {
     default_ttl: Duration,
     command_timeout: Duration,
     min_replicas: u32,
+    default_wait: Duration,
+    default_on_lost: OnLost,
 }
 
 impl Default for LockClientBuilder {
@@ -189,6 +198,8 @@ impl Default for LockClientBuilder {
             default_ttl: DEFAULT_TTL,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             min_replicas: 0,
+            default_wait: Duration::ZERO,
+            default_on_lost: OnLost::Abort,
         }
     }
 }
@@ -248,6 +259,31 @@ impl LockClientBuilder {
     /// How long any one Redis command may take (default 2 s); connecting is bounded by it too.
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout;
+        self
+    }
+
+    /// How long locks that do not say wait for a busy lock (default zero: one attempt), as
+    /// lock4j's global `acquire-timeout`; a lock's own `wait` overrides it.
+    ///
+    /// ```
+    /// use rlock_runtime::{LockClient, OnLost};
+    /// use std::time::Duration;
+    ///
+    /// let client = LockClient::builder()
+    ///     .default_wait(Duration::from_secs(3))
+    ///     .default_on_lost(OnLost::Continue)
+    ///     .in_memory();
+    /// # drop(client);
+    /// ```
+    pub fn default_wait(mut self, wait: Duration) -> Self {
+        self.default_wait = wait;
+        self
+    }
+
+    /// What a locked body does when its lease is lost, for locks that do not say (default
+    /// [`OnLost::Abort`]); a lock's own `on_lost` overrides it.
+    pub fn default_on_lost(mut self, on_lost: OnLost) -> Self {
+        self.default_on_lost = on_lost;
         self
     }
 
@@ -425,6 +461,8 @@ impl LockClientBuilder {
                     self.command_timeout
                 },
                 min_replicas: self.min_replicas,
+                default_wait: self.default_wait,
+                default_on_lost: self.default_on_lost,
             }),
         }
     }

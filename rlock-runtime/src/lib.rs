@@ -172,6 +172,7 @@ mod admin;
 mod backend;
 mod client;
 mod driver;
+mod env;
 mod error;
 mod fence;
 mod guard;

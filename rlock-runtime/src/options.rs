@@ -45,7 +45,8 @@ pub enum OnLost {
 }
 
 /// How one lock is taken. The defaults match `#[distributed_lock]`'s: the client's default
-/// ttl (30 s unless configured), no waiting, renewal on, no cap, abort on loss, no fence.
+/// ttl (30 s unless configured), the client's default wait (none unless configured), renewal
+/// on, no cap, the client's default on loss (abort unless configured), no fence.
 ///
 /// ```
 /// use rlock_runtime::LockOptions;
@@ -54,16 +55,16 @@ pub enum OnLost {
 /// let opts = LockOptions::new()
 ///     .ttl(Duration::from_secs(10))
 ///     .wait(Duration::from_secs(2));
-/// assert_eq!(opts.wait_budget(), Duration::from_secs(2));
+/// assert_ne!(opts, LockOptions::new());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockOptions {
     pub(crate) ttl: Option<Duration>,
-    pub(crate) wait: Duration,
+    pub(crate) wait: Option<Duration>,
     pub(crate) renew: bool,
     pub(crate) max_hold: Option<Duration>,
-    pub(crate) on_lost: OnLost,
+    pub(crate) on_lost: Option<OnLost>,
     pub(crate) fenced: bool,
     pub(crate) min_replicas: Option<u32>,
     pub(crate) fair: bool,
@@ -73,10 +74,10 @@ impl Default for LockOptions {
     fn default() -> Self {
         Self {
             ttl: None,
-            wait: Duration::ZERO,
+            wait: None,
             renew: true,
             max_hold: None,
-            on_lost: OnLost::Abort,
+            on_lost: None,
             fenced: false,
             min_replicas: None,
             fair: false,
@@ -96,9 +97,10 @@ impl LockOptions {
         self
     }
 
-    /// How long to wait for a busy lock; zero tries once.
+    /// How long to wait for a busy lock; zero tries once (default: the client's
+    /// [`default_wait`](crate::LockClientBuilder::default_wait), zero unless configured).
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = wait;
+        self.wait = Some(wait);
         self
     }
 
@@ -114,9 +116,10 @@ impl LockOptions {
         self
     }
 
-    /// What a locked body does when the lease is lost.
+    /// What a locked body does when the lease is lost (default: the client's
+    /// [`default_on_lost`](crate::LockClientBuilder::default_on_lost), abort unless configured).
     pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.on_lost = on_lost;
+        self.on_lost = Some(on_lost);
         self
     }
 
@@ -140,11 +143,6 @@ impl LockOptions {
     pub fn fair(mut self, fair: bool) -> Self {
         self.fair = fair;
         self
-    }
-
-    /// The configured wait budget.
-    pub fn wait_budget(&self) -> Duration {
-        self.wait
     }
 }
 

@@ -85,10 +85,11 @@ impl<'a> LockRequest<'a> {
         self
     }
 
-    /// How long to wait while another owner holds the lock (default: zero, one attempt).
-    /// The budget is a deadline: `acquire` returns by it, whatever Redis does.
+    /// How long to wait while another owner holds the lock (default: the client's
+    /// [`default_wait`](crate::LockClientBuilder::default_wait), zero — one attempt — unless
+    /// configured). The budget is a deadline: `acquire` returns by it, whatever Redis does.
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.options.wait = wait;
+        self.options.wait = Some(wait);
         self
     }
 
@@ -217,7 +218,7 @@ impl<'a> LockRequest<'a> {
                 redis_key: &redis_key,
                 plan,
                 started: Instant::now(),
-                budget: options.wait,
+                budget: options.wait.unwrap_or(client.shared().default_wait),
             }
             .acquire(),
         )

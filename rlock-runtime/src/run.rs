@@ -95,7 +95,7 @@ where
         Ok(client) => client,
         Err(e) => return (outcome.from_lock_error)(e),
     };
-    let on_lost = options.on_lost;
+    let on_lost = options.on_lost.unwrap_or(client.shared().default_on_lost);
     let guard = match client.lock_checked(key).options(options).acquire().await {
         Ok(guard) => guard,
         Err(e) => return (outcome.from_lock_error)(e),
@@ -127,5 +127,40 @@ where
             (outcome.from_lock_error)(lost)
         }
         _ => output,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{LockClient, LockOptions, OnLost};
+
+    /// The body breaks its own lock (the hold is marked lost at once): the client's default
+    /// decides whether it runs on, and a lock's own `on_lost` overrides the default.
+    #[tokio::test]
+    async fn the_clients_default_on_lost_applies_unless_the_lock_says() {
+        let client = LockClient::builder()
+            .default_on_lost(OnLost::Continue)
+            .in_memory();
+        let body = |client: LockClient| async move {
+            client.force_unlock("k").await.unwrap();
+            tokio::task::yield_now().await;
+            7
+        };
+        let ran_on = client
+            .with_lock("k", LockOptions::new(), body(client.clone()))
+            .await;
+        assert_eq!(
+            ran_on.unwrap(),
+            7,
+            "the default, continue, let the body finish"
+        );
+        let aborted = client
+            .with_lock(
+                "k",
+                LockOptions::new().on_lost(OnLost::Abort),
+                body(client.clone()),
+            )
+            .await;
+        assert!(aborted.unwrap_err().is_lost());
     }
 }
