@@ -3,14 +3,16 @@
 //! | request | answer |
 //! |---|---|
 //! | `POST /vouchers/{id}/orders` with header `x-user-id: N` | `201` `{"order":…,"voucher_id":…,"user_id":…}` |
-//! | … while the same user's other request is in flight | `409` `{"error":"order_in_progress",…}` |
+//! | … while the same user's other request is in flight | `409` `{"error":"busy",…}`, `Retry-After: 1` |
 //! | … when the user already has an order | `409` `{"error":"already_ordered",…}` |
 //! | … when the stock is gone | `409` `{"error":"sold_out",…}` |
 //! | … without a usable `x-user-id` | `400` `{"error":"missing_user",…}` |
 //! | … when Redis is down or too slow | `503` `{"error":"unavailable",…}` |
 //! | `GET /vouchers/{id}` | `200` `{"voucher_id":…,"stock":…,"orders":…}` |
 //!
-//! Unknown vouchers answer `404`. Every instance of the service behind a load balancer
+//! Lock errors are answered by rlock's own `IntoResponse` (the `axum` feature), which keeps
+//! keys and developer advice out of the body and logs them instead; a lost lease is `500`
+//! `lock_lost` (the order's outcome is unknown to this request). Unknown vouchers answer `404`. Every instance of the service behind a load balancer
 //! shares the locks through Redis, so "one order per user" holds across instances.
 
 use axum::extract::{FromRequestParts, Path, State};
@@ -174,14 +176,13 @@ impl ApiError {
                 OrderError::AlreadyOrdered => (StatusCode::CONFLICT, "already_ordered"),
                 OrderError::SoldOut => (StatusCode::CONFLICT, "sold_out"),
                 OrderError::UnknownVoucher => (StatusCode::NOT_FOUND, "unknown_voucher"),
-                OrderError::Lock(e) if e.is_busy() => (StatusCode::CONFLICT, "order_in_progress"),
-                // A lost lease means the outcome is unknown to this request: retrying is safe,
-                // since the retry sees an order that did get created.
-                OrderError::Lock(e) if e.is_backend() || e.is_lost() => {
-                    (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
-                }
                 OrderError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-                OrderError::Lock(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+                // Answered by rlock's `IntoResponse`; the status is the same.
+                OrderError::Lock(e) => (
+                    StatusCode::from_u16(e.http_status())
+                        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                    "lock",
+                ),
             },
         }
     }
@@ -189,6 +190,9 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if let Self::Order(OrderError::Lock(e)) = self {
+            return e.into_response();
+        }
         let (status, error) = self.status();
         let message = match &self {
             Self::MissingUser => {

@@ -32,6 +32,18 @@ async fn serve(server: &RedisServer, stock: u64) -> (SocketAddr, App) {
 
 /// One request on its own connection; returns the status code and the JSON body.
 async fn request(addr: SocketAddr, method: &str, path: &str, user: Option<u64>) -> (u16, Value) {
+    let (status, _head, body) = exchange(addr, method, path, user).await;
+    (status, body)
+}
+
+/// One request on its own connection; returns the status code, the head (lower-cased) and
+/// the JSON body.
+async fn exchange(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    user: Option<u64>,
+) -> (u16, String, Value) {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n"
@@ -45,7 +57,11 @@ async fn request(addr: SocketAddr, method: &str, path: &str, user: Option<u64>) 
     stream.read_to_string(&mut reply).await.unwrap();
     let (head, body) = reply.split_once("\r\n\r\n").unwrap();
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, serde_json::from_str(body).unwrap())
+    (
+        status,
+        head.to_lowercase(),
+        serde_json::from_str(body).unwrap(),
+    )
 }
 
 async fn order(addr: SocketAddr, user: u64) -> (u16, Value) {
@@ -75,7 +91,7 @@ async fn concurrent_requests_give_each_user_one_order_and_the_rest_409() {
             409 => {
                 let error = body["error"].as_str().unwrap().to_owned();
                 assert!(
-                    error == "order_in_progress" || error == "already_ordered",
+                    error == "busy" || error == "already_ordered",
                     "unexpected conflict {body}"
                 );
                 *conflicts.entry(error).or_default() += 1;
@@ -101,17 +117,22 @@ async fn concurrent_requests_give_each_user_one_order_and_the_rest_409() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_busy_lock_is_409_order_in_progress() {
+async fn a_busy_lock_is_409_with_retry_after_and_no_internals() {
     let server = RedisServer::start();
     let (addr, app) = serve(&server, 10).await;
 
     // Another instance is placing user 5's order right now.
     let other_instance = app.locks.sibling();
     let held = other_instance.lock("order:5").acquire().await.unwrap();
-    let (status, body) = order(addr, 5).await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (409, Some("order_in_progress"))
+    let (status, head, body) = exchange(addr, "POST", "/vouchers/1/orders", Some(5)).await;
+    assert_eq!((status, body["error"].as_str()), (409, Some("busy")));
+    assert!(head.contains("\r\nretry-after: 1\r\n"), "{head}");
+    assert!(head.contains("content-type: application/json"), "{head}");
+    // Safe for API clients: neither the key nor advice meant for the developer.
+    let text = body.to_string();
+    assert!(
+        !text.contains("order:5") && !text.contains("wait ="),
+        "{text}"
     );
 
     held.release().await.unwrap();

@@ -238,6 +238,7 @@ impl LockClientBuilder {
     /// # drop(client); Ok(()) }
     /// ```
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls_roots = Some(pem.into());
         self

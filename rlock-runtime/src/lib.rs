@@ -160,6 +160,7 @@
 //! argument tuples render distinct keys and no value can inject a cluster hash tag or a glob.
 //! See [`KeyBuilder`].
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 // Layers, each importing only those below it (see DESIGN.md):
@@ -176,6 +177,7 @@ mod env;
 mod error;
 mod fence;
 mod guard;
+mod http;
 pub mod key;
 mod lease;
 mod metrics;
