@@ -1,9 +1,9 @@
-use rlock_runtime::{distributed_lock, LockClient, LockError};
+use rlock_runtime::{LockClient, LockError, distributed_lock};
 
 #[derive(Debug, thiserror::Error)]
 enum AppError {
     #[error(transparent)]
-    Lock(#[from] LockError),          // how the lock's failures reach your callers
+    Lock(#[from] LockError), // how the lock's failures reach your callers
     #[error("user {0} already ordered")]
     AlreadyOrdered(u64),
 }
@@ -27,8 +27,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     match create_order(42, 7).await {
         Ok(order) => println!("order {order}"),
-        Err(AppError::Lock(e)) if e.is_busy() => println!("try again: {e}"),  // → HTTP 409
-        Err(e) => println!("failed: {e}"),                                     // → HTTP 503 …
+        Err(AppError::Lock(e)) if e.is_busy() => println!("try again: {e}"), // → HTTP 409
+        Err(e) => println!("failed: {e}"),                                   // → HTTP 503 …
     }
     Ok(())
 }

@@ -542,6 +542,11 @@ fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> Token
     if args.fair.as_ref().is_some_and(|fair| fair.value) {
         options.extend(quote!(.fair(true)));
     }
+    // The template, not the rendered key, labels the exported metrics.
+    if let Some(key) = &args.key {
+        let template = key.value();
+        options.extend(quote!(.metrics_label(#template)));
+    }
 
     let fence = args
         .fence
@@ -635,8 +640,9 @@ mod tests {
             ":: rt :: __private :: default_client ()",
             ". literal (\"order:\") . value (& user_id) . finish ()",
             ". ttl (:: rt :: __private :: Duration :: from_millis (10000u64))",
-            // No `wait` or `on_lost` given: the client's defaults apply.
-            "(10000u64)) . renew (true) ;",
+            // No `wait` or `on_lost` given: the client's defaults apply. The template labels
+            // the exported metrics.
+            "(10000u64)) . renew (true) . metrics_label (\"order:<user_id>\") ;",
             ":: rt :: __private :: assert_display (& user_id)",
             "< Result < u64 , AppError > as :: rt :: __private :: LockResult > :: OUTCOME",
             "move | __rlock_fence : u64 | async move",

@@ -164,17 +164,18 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 // Layers, each importing only those below it (see DESIGN.md):
-// façade: client, request, guard, run, scope, options, error
+// façade: client, request, guard, run, scope, options, error, admin, env, http
 // lease:  lease/ (the hold's state machine, the watchdog)
 // wait:   wait/ (per-key queues, announcement state, timers)
 // backend: backend/ (lease operations per topology, connections, the release feed)
-// leaves: key, fence, token, metrics, tuning, driver, trace, slot
+// leaves: key, fence, token, metrics, facade, tuning, driver, trace, slot
 mod admin;
 mod backend;
 mod client;
 mod driver;
 mod env;
 mod error;
+mod facade;
 mod fence;
 mod guard;
 mod http;

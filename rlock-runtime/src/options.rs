@@ -68,6 +68,7 @@ pub struct LockOptions {
     pub(crate) fenced: bool,
     pub(crate) min_replicas: Option<u32>,
     pub(crate) fair: bool,
+    pub(crate) label: Option<&'static str>,
 }
 
 impl Default for LockOptions {
@@ -81,6 +82,7 @@ impl Default for LockOptions {
             fenced: false,
             min_replicas: None,
             fair: false,
+            label: None,
         }
     }
 }
@@ -142,6 +144,14 @@ impl LockOptions {
     /// (default: no). See [`LockRequest::fair`](crate::LockRequest::fair).
     pub fn fair(mut self, fair: bool) -> Self {
         self.fair = fair;
+        self
+    }
+
+    /// The lock's label in the metrics exported with the `metrics` feature: its key
+    /// *template* (`"order:<user_id>"`), which `#[distributed_lock]` sets by itself. Never
+    /// the rendered key: one series per value would be unbounded. Default `"manual"`.
+    pub fn metrics_label(mut self, label: &'static str) -> Self {
+        self.label = Some(label);
         self
     }
 }

@@ -93,6 +93,13 @@ impl<'a> LockRequest<'a> {
         self
     }
 
+    /// The lock's label in exported metrics (the `metrics` feature): its key template, never
+    /// the rendered key. See [`LockOptions::metrics_label`].
+    pub fn metrics_label(mut self, label: &'static str) -> Self {
+        self.options.label = Some(label);
+        self
+    }
+
     /// Whether the watchdog renews the lease while the guard lives (default: on).
     pub fn renew(mut self, renew: bool) -> Self {
         self.options.renew = renew;
@@ -209,6 +216,7 @@ impl<'a> LockRequest<'a> {
             return Ok(LockGuard::new(held, true));
         }
         let plan = plan(client, &key, &options)?;
+        let started = Instant::now();
         // Boxed: the acquisition path is a few kilobytes of state, which bodies that lock
         // again (nested `with_lock`) would otherwise carry inline, level after level.
         let hold = Box::pin(
@@ -217,12 +225,13 @@ impl<'a> LockRequest<'a> {
                 key: &key,
                 redis_key: &redis_key,
                 plan,
-                started: Instant::now(),
+                started,
                 budget: options.wait.unwrap_or(client.shared().default_wait),
             }
             .acquire(),
         )
         .await?;
+        crate::facade::acquired(plan.label, started.elapsed());
         Ok(LockGuard::new(hold, false))
     }
 }
@@ -257,6 +266,7 @@ fn plan(client: &LockClient, key: &LockKey, options: &LockOptions) -> Result<Lea
         fenced: options.fenced,
         min_replicas,
         fair: options.fair,
+        label: options.label.unwrap_or(crate::facade::UNLABELLED),
     })
 }
 
@@ -274,6 +284,7 @@ impl Waiting<'_> {
     fn busy(&self) -> LockError {
         let waited = self.started.elapsed();
         self.engine.counters.add(Count::Busy, 1);
+        crate::facade::busy(self.plan.label, waited);
         trace::debug_event!(key = self.key.as_str(), ?waited, "rlock: busy");
         LockError::Busy {
             key: self.key.as_str().to_owned(),

@@ -144,6 +144,9 @@ pub(crate) struct Hold {
     redis_key: String,
     token: String,
     fence: Option<Fence>,
+    /// Its label in exported metrics, and when it was granted (for its hold time).
+    label: &'static str,
+    granted_at: Instant,
     /// Guards alive for this hold; the one that takes it to zero releases.
     guards: AtomicUsize,
     state: Mutex<State>,
@@ -193,6 +196,8 @@ impl Hold {
             redis_key,
             token,
             fence,
+            label: plan.label,
+            granted_at: sent_at,
             guards: AtomicUsize::new(1),
             state: Mutex::new(state),
             lost: Notify::new(),
@@ -280,6 +285,7 @@ impl Hold {
         if first {
             // Counted before the waiters of `lost()` are woken.
             self.engine.counters.add(Count::Lost, 1);
+            crate::facade::ended(self.label, self.granted_at.elapsed(), true);
             self.lost.notify_waiters();
             crate::trace::warn_event!(
                 key = self.key.as_str(),
@@ -478,7 +484,7 @@ impl Hold {
         drop(unanswered);
         match outcome {
             Ok(true) => {
-                self.engine.released(&self.redis_key, Count::Released);
+                self.count_release();
                 self.finish_release();
                 if was == Phase::Lost {
                     Err(self.lost_error())
@@ -497,6 +503,12 @@ impl Hold {
         }
     }
 
+    /// Counts a release that deleted our lock, in the counters and the exported metrics.
+    fn count_release(&self) {
+        self.engine.released(&self.redis_key, Count::Released);
+        crate::facade::ended(self.label, self.granted_at.elapsed(), false);
+    }
+
     /// A hold not yet finished is released now. One already lost stays lost: `lost()` has
     /// fired and `is_lost()` must not take it back.
     fn finish_release(&self) {
@@ -513,7 +525,7 @@ impl Hold {
             self.finish_release();
             self.engine.watchdog.forget(self.id);
             if memory.release_now(&self.redis_key, &self.token) {
-                self.engine.released(&self.redis_key, Count::Released);
+                self.count_release();
             }
             return;
         }
@@ -570,6 +582,7 @@ mod tests {
             fenced: false,
             min_replicas: 0,
             fair: false,
+            label: "k",
         };
         let key = LockKey::new("k").unwrap();
         let grant = Grant {

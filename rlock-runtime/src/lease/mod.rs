@@ -33,6 +33,8 @@ pub(crate) struct LeasePlan {
     pub(crate) min_replicas: u32,
     /// Never taken past a live waiter that queued earlier.
     pub(crate) fair: bool,
+    /// The lock's label in exported metrics: its key template.
+    pub(crate) label: &'static str,
 }
 
 /// What one attempt asks for besides the lock.
@@ -246,11 +248,10 @@ impl Engine {
         plan: LeasePlan,
         grant: Grant,
     ) -> Arc<Hold> {
-        let fence = grant.fence;
         let hold = Hold::new(self.clone(), key.clone(), redis_key.to_owned(), grant, plan);
         self.counters.add(Count::Acquired, 1);
         self.watchdog.watch(self, &hold);
-        crate::trace::debug_event!(key = key.as_str(), ?fence, "rlock: acquired");
+        crate::trace::debug_event!(key = key.as_str(), fence = ?hold.fence(), "rlock: acquired");
         hold
     }
 

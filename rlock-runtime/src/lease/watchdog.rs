@@ -231,6 +231,7 @@ async fn renew_batch(engine: Arc<Engine>, batch: Vec<(Arc<Hold>, Duration)>, sen
                 settled(hold, *ttl, None);
             }
             engine.counters.add(Count::RenewFailure, 1);
+            crate::facade::renew_failed();
             crate::trace::warn_event!(error = %_e, leases = batch.len(), "rlock: lease renewal failed");
         }
     }
