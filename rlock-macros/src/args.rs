@@ -11,6 +11,7 @@ use syn::spanned::Spanned as _;
 use syn::{Expr, Ident, Lit, LitBool, LitInt, LitStr, Path, Token};
 
 use crate::duration::{self, Millis};
+use crate::errors::Errors;
 use crate::suggest;
 
 mod kw {
@@ -97,7 +98,8 @@ impl Parse for Args {
                 ),
             ));
         }
-        let mut unknown: Vec<syn::Error> = Vec::new();
+        // Every unknown option is reported, not only the first.
+        let mut unknown = Errors::default();
         while !input.is_empty() {
             let lookahead = input.lookahead1();
             if lookahead.peek(kw::key) {
@@ -176,11 +178,7 @@ impl Parse for Args {
             }
             input.parse::<Token![,]>()?;
         }
-        let mut unknown = unknown.into_iter();
-        if let Some(mut first) = unknown.next() {
-            first.extend(unknown);
-            return Err(first);
-        }
+        unknown.finish()?;
         Ok(args)
     }
 }
@@ -517,11 +515,8 @@ fn crate_value(input: ParseStream<'_>, span: Span) -> syn::Result<Path> {
 impl Args {
     /// Checks what only makes sense across options.
     pub(crate) fn validate(&self) -> syn::Result<()> {
-        let mut errors: Option<syn::Error> = None;
-        let mut push = |err: syn::Error| match &mut errors {
-            Some(all) => all.combine(err),
-            None => errors = Some(err),
-        };
+        let mut errors = Errors::default();
+        let mut push = |err: syn::Error| errors.push(err);
         if self.key.is_none() {
             push(syn::Error::new(
                 Span::call_site(),
@@ -557,10 +552,7 @@ impl Args {
                 ));
             }
         }
-        match errors {
-            Some(err) => Err(err),
-            None => Ok(()),
-        }
+        errors.finish()
     }
 }
 

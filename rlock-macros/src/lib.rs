@@ -3,17 +3,22 @@
 //! Depend on `rlock-runtime`, which re-exports the attribute and holds everything the
 //! generated code calls; this crate only parses, checks and expands. The layout follows
 //! tracing-attributes and thiserror-impl: `args` parses the options, `duration` and
-//! `template` their values, `signature` collects the names a signature binds, and `expand`
-//! checks the pieces against each other and writes the code.
+//! `template` their values, `signature` collects the names a signature binds, `validate`
+//! checks the signature, `resolve` the key against it, `codegen` writes the code, and
+//! `expand` runs them all, reporting every error together (`errors`).
 
 mod args;
+mod codegen;
 mod duration;
+mod errors;
 mod expand;
 #[cfg(test)]
 mod fuzz;
+mod resolve;
 mod signature;
 mod suggest;
 mod template;
+mod validate;
 
 use proc_macro::TokenStream;
 

@@ -1,0 +1,175 @@
+//! Code generation: the annotated function with its block wrapped in `run_locked`.
+//!
+//! The signature is emitted as written and only the block is replaced, so callers, trait
+//! impls and docs see the same function. The user's statements are moved as tokens into an
+//! `async move` block (never re-printed), so errors and panics inside it keep pointing at the
+//! user's code.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned as _;
+use syn::{Ident, ItemFn, Path, Type};
+
+use crate::args::{Args, OnLost};
+use crate::resolve::{KeyPart, Value};
+
+/// The runtime crate's path: `crate = "…"`, else the name it has in the user's Cargo.toml.
+fn runtime_path(explicit: Option<&Path>) -> Path {
+    if let Some(path) = explicit {
+        return path.clone();
+    }
+    let default = || syn::parse_quote!(::rlock_runtime);
+    match proc_macro_crate::crate_name("rlock-runtime") {
+        Ok(proc_macro_crate::FoundCrate::Name(name)) => match syn::parse_str::<Ident>(&name) {
+            Ok(ident) => syn::parse_quote!(::#ident),
+            Err(_) => default(),
+        },
+        // `Itself` (the runtime's own doc tests, examples and benches, which link it under its
+        // own name) and lookup errors: the plain name.
+        _ => default(),
+    }
+}
+
+pub(crate) fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> TokenStream {
+    let krate = runtime_path(args.krate.as_ref());
+    let private = quote!(#krate::__private);
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+    } = func;
+
+    // Type checks, reported on the user's own tokens (the sqlx trick).
+    // The Display check and the key's `.value(…)` take the very same tokens, so rustc reports
+    // a missing `Display` once, on the parameter's type, instead of once per use.
+    let mut checks = Vec::new();
+    for part in key {
+        if let KeyPart::Value(Value {
+            expr,
+            type_span: Some(span),
+        }) = part
+        {
+            checks.push(quote_spanned!(*span=> #private::assert_display(&#expr);));
+        }
+    }
+
+    let client = match &args.client {
+        Some(expr) => {
+            let to_client = quote_spanned!(expr.span()=> #private::ClientRef::to_client(&(#expr)));
+            quote!(::core::result::Result::Ok::<#private::LockClient, #private::LockError>(#to_client))
+        }
+        None => quote!(#private::default_client()),
+    };
+
+    let key_parts = key.iter().map(|part| match part {
+        KeyPart::Literal(text) => quote!(.literal(#text)),
+        KeyPart::Value(Value {
+            expr,
+            type_span: Some(span),
+        }) => {
+            let arg = quote_spanned!(*span=> &#expr);
+            quote!(.value(#arg))
+        }
+        KeyPart::Value(Value { expr, .. }) => quote!(.value(&#expr)),
+    });
+
+    let millis = |ms: u64| quote!(#private::Duration::from_millis(#ms));
+    let mut options = quote!(#private::LockOptions::new());
+    if let Some(ttl) = args.ttl {
+        let ttl = millis(ttl.value.0);
+        options.extend(quote!(.ttl(#ttl)));
+    }
+    // Without `wait` or `on_lost`, the client's defaults apply.
+    if let Some(wait) = args.wait {
+        let wait = millis(wait.value.0);
+        options.extend(quote!(.wait(#wait)));
+    }
+    let renew = args.renew.as_ref().is_none_or(|renew| renew.value);
+    options.extend(quote!(.renew(#renew)));
+    if let Some(max_hold) = args.max_hold {
+        let max_hold = millis(max_hold.value.0);
+        options.extend(quote!(.max_hold(#max_hold)));
+    }
+    if let Some(on_lost) = args.on_lost {
+        let on_lost = match on_lost {
+            OnLost::Abort => quote!(#private::OnLost::Abort),
+            OnLost::Continue => quote!(#private::OnLost::Continue),
+        };
+        options.extend(quote!(.on_lost(#on_lost)));
+    }
+    if args.fence.is_some() {
+        // A fence costs a second key write per acquisition: only when the body binds it.
+        options.extend(quote!(.fenced(true)));
+    }
+    if let Some(replicas) = args.min_replicas {
+        options.extend(quote!(.min_replicas(#replicas)));
+    }
+    if args.fair.as_ref().is_some_and(|fair| fair.value) {
+        options.extend(quote!(.fair(true)));
+    }
+    // The template, not the rendered key, labels the exported metrics.
+    if let Some(key) = &args.key {
+        let template = key.value();
+        options.extend(quote!(.metrics_label(#template)));
+    }
+
+    let fence = args
+        .fence
+        .as_ref()
+        .map(|name| quote!(let #name: u64 = __rlock_fence;));
+
+    // Pins the async block's output to the declared return type, so `?` and `return` in the
+    // body convert errors exactly as they would in the original fn (tracing-attributes' trick).
+    let fake_return = quote_spanned! {ret_ty.span()=>
+        #[allow(
+            unknown_lints,
+            unreachable_code,
+            clippy::diverging_sub_expression,
+            clippy::empty_loop,
+            clippy::let_unit_value,
+            clippy::let_with_type_underscore,
+            clippy::needless_return,
+            clippy::unreachable
+        )]
+        if false {
+            let __rlock_return: #ret_ty = loop {};
+            return __rlock_return;
+        }
+    };
+
+    // The body's statements, not its block: a block as the async block's tail would draw
+    // `unused_braces` on every one-line body, and the fix the lint suggests breaks the code.
+    let stmts = &block.stmts;
+    let body = quote! {
+        move |__rlock_fence: u64| async move {
+            #fake_return
+            #fence
+            #(#stmts)*
+        }
+    };
+    // The return type's one requirement (`LockResult`) is named here, on the return type's own
+    // tokens: a function that cannot return a lock error gets one error, on its return type.
+    let outcome = quote_spanned!(ret_ty.span()=> <#ret_ty as #private::LockResult>::OUTCOME);
+
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #[allow(unreachable_code, clippy::unit_arg)]
+            if false {
+                #(#checks)*
+            }
+            let __rlock_client = #client;
+            let __rlock_key = #private::KeyBuilder::new() #(#key_parts)* .finish();
+            let __rlock_options = #options;
+            #private::run_locked(
+                __rlock_client,
+                __rlock_key,
+                __rlock_options,
+                #outcome,
+                #body,
+            )
+            .await
+        }
+    }
+}
