@@ -7,7 +7,7 @@
 //! ```
 //!
 //! The order logic, the store layout and the reasons for the two locks are in
-//! `examples/src/seckill.rs`.
+//! `examples/src/seckill/` (the lesson, `Shop`, in its `mod.rs`).
 
 use std::process::ExitCode;
 
@@ -16,18 +16,9 @@ use rlock_runtime::BoxError;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let command = match seckill::parse_args(std::env::args().skip(1)) {
-        Ok(command) => command,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
-        }
-    };
+    // `--help` and mistakes: clap prints them and exits.
+    let command = seckill::parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let outcome = match command {
-        Command::Help => {
-            println!("{}", seckill::USAGE);
-            Ok(())
-        }
         Command::Worker { config, index } => seckill::run_worker(&config, index).await,
         Command::Run(config) => sale(config).await,
     };
@@ -42,7 +33,14 @@ async fn main() -> ExitCode {
 
 async fn sale(mut config: Config) -> Result<(), BoxError> {
     let backend = rlock_examples::backend(config.redis.clone()).await?;
-    println!("locking on {}", backend.description);
+    if config.lock {
+        println!("locking on {}", backend.description);
+    } else {
+        println!(
+            "no locks (--no-lock); the store is on {}",
+            backend.description
+        );
+    }
     config.redis = backend.url.clone();
 
     // Worker processes share the sale only through Redis; the in-memory backend lives in
@@ -83,7 +81,12 @@ async fn sale(mut config: Config) -> Result<(), BoxError> {
         _ = tokio::signal::ctrl_c() => return Err("interrupted".into()),
     };
     print!("{report}");
-    if !config.lock && (report.duplicate_users > 0 || report.oversold > 0) {
+    if config.lock {
+        println!(
+            "  busy rejections: a user's concurrent duplicate requests, turned away by the \
+             order:<user_id> lock while the first one ran"
+        );
+    } else if report.duplicate_users > 0 || report.oversold > 0 {
         println!("  without the locks, concurrent requests passed the checks before any write");
     }
     println!("{}", report.summary_line());

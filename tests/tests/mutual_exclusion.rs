@@ -187,7 +187,9 @@ fn a_cluster_failover_keeps_exclusion_across_processes_with_replica_acks() {
         4,
         2,
         150,
-        &["--min-replicas", "1", "--ride-outages"],
+        // Sections of 2 ms: the run lasts seconds, so the failover lands in its middle
+        // however fast the handoffs are.
+        &["--min-replicas", "1", "--ride-outages", "--hold-ms", "2"],
     );
     thread::sleep(Duration::from_millis(500));
     cluster.fail_over(master);
