@@ -11,5 +11,10 @@ use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    rlock_examples::topology_example("cluster", "redis+cluster://host1:port1,host2:port2").await
+    rlock_examples::topology_example(
+        "cluster",
+        "One order per user on a Redis Cluster, with the same API as on one Redis.",
+        "redis+cluster://host1:port1,host2:port2",
+    )
+    .await
 }

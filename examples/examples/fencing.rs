@@ -8,6 +8,7 @@
 //! takes the lock (token n+1) and writes. A wakes up and writes too: the store has seen
 //! n+1, so it rejects n. Without the token, A would overwrite B's newer data.
 
+use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -75,8 +76,16 @@ async fn save_report(
 }
 
 #[tokio::main]
-async fn main() -> Result<(), LockError> {
-    let backend = rlock_examples::backend(None).await?;
+async fn main() -> ExitCode {
+    let redis = rlock_examples::redis_option(
+        "fencing",
+        "Fencing tokens: a store that refuses writes from a holder whose lease ended.",
+    );
+    rlock_examples::exit_code("fencing", run(redis).await)
+}
+
+async fn run(redis: Option<String>) -> Result<(), LockError> {
+    let backend = rlock_examples::backend(redis).await?;
     println!("locking on {}", backend.description);
     // Two instances of the service.
     let (a, b) = (backend.client.clone(), backend.client.sibling());

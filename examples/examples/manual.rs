@@ -1,14 +1,23 @@
 //! The manual API: connect, lock, re-enter, see the fence, release.
 //!
-//! `cargo run -p rlock-examples --example manual [-- REDIS_URL]`
+//! `cargo run -p rlock-examples --example manual [-- --redis URL]`
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use rlock_runtime::{LockError, LockOptions};
 
 #[tokio::main]
-async fn main() -> Result<(), LockError> {
-    let backend = rlock_examples::backend(std::env::args().nth(1)).await?;
+async fn main() -> ExitCode {
+    let redis = rlock_examples::redis_option(
+        "manual",
+        "The manual API: connect, lock, re-enter, see the fence, release.",
+    );
+    rlock_examples::exit_code("manual", run(redis).await)
+}
+
+async fn run(redis: Option<String>) -> Result<(), LockError> {
+    let backend = rlock_examples::backend(redis).await?;
     println!("locking on {}", backend.description);
     let client = backend.client.clone();
 

@@ -1,9 +1,10 @@
 //! Reentrancy: an annotated function calling another one with the same key re-enters the
 //! lock it already holds instead of deadlocking on itself.
 //!
-//! `cargo run -p rlock-examples --example reentrancy [-- REDIS_URL]`
+//! `cargo run -p rlock-examples --example reentrancy [-- --redis URL]`
 
 use rlock_runtime::{LockClient, LockError, distributed_lock};
+use std::process::ExitCode;
 
 /// Pays an order: takes `order:<order_id>`, then refunds the coupon, which takes the same
 /// lock again from inside the body.
@@ -55,8 +56,16 @@ async fn release_coupon(client: &LockClient, order_id: u64) -> Result<(), LockEr
 }
 
 #[tokio::main]
-async fn main() -> Result<(), LockError> {
-    let backend = rlock_examples::backend(None).await?;
+async fn main() -> ExitCode {
+    let redis = rlock_examples::redis_option(
+        "reentrancy",
+        "Reentrancy: a locked fn calling another that takes the same lock.",
+    );
+    rlock_examples::exit_code("reentrancy", run(redis).await)
+}
+
+async fn run(redis: Option<String>) -> Result<(), LockError> {
+    let backend = rlock_examples::backend(redis).await?;
     println!("locking on {}", backend.description);
     let client = backend.client.clone();
 

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 async fn main() -> ExitCode {
     rlock_examples::topology_example(
         "sentinel",
+        "One order per user through Sentinel, following the master across failovers.",
         "redis+sentinel://host1:port1,host2:port2/service",
     )
     .await

@@ -4,6 +4,7 @@
 //!
 //! `cargo run -p rlock-examples --example watchdog`
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use rlock_runtime::{LockClient, LockError, distributed_lock};
@@ -39,8 +40,16 @@ async fn intruder(other: &LockClient, shard: u32) -> u32 {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), LockError> {
-    let backend = rlock_examples::backend(None).await?;
+async fn main() -> ExitCode {
+    let redis = rlock_examples::redis_option(
+        "watchdog",
+        "The watchdog: a lease renewed while the body runs, and lost() when it cannot be.",
+    );
+    rlock_examples::exit_code("watchdog", run(redis).await)
+}
+
+async fn run(redis: Option<String>) -> Result<(), LockError> {
+    let backend = rlock_examples::backend(redis).await?;
     println!("locking on {}", backend.description);
     let client = backend.client.clone();
     let other = client.sibling();

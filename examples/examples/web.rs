@@ -10,57 +10,28 @@
 
 use std::process::ExitCode;
 
+use clap::Parser;
 use rlock_examples::seckill::Store;
 use rlock_examples::web::{self, App};
 use rlock_runtime::BoxError;
 
-const USAGE: &str = "usage: web [--port N] [--stock N] [--redis URL]";
-
-/// The command line.
+/// The flash sale as an HTTP service: the handler carries #[distributed_lock].
+#[derive(Debug, Parser)]
+#[command(name = "web")]
 struct Args {
+    /// The port to listen on, on 127.0.0.1.
+    #[arg(long, default_value_t = 3000)]
     port: u16,
+    /// Stock of voucher 1.
+    #[arg(long, default_value_t = 100)]
     stock: u64,
+    #[arg(long, value_name = "URL", help = rlock_examples::REDIS_HELP)]
     redis: Option<String>,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut parsed = Args {
-        port: 3000,
-        stock: 100,
-        redis: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"));
-        let bad = |v: &str| format!("{flag}: `{v}` is not a valid value\n{USAGE}");
-        match flag.as_str() {
-            "--port" => parsed.port = value.and_then(|v| v.parse().map_err(|_| bad(&v)))?,
-            "--stock" => parsed.stock = value.and_then(|v| v.parse().map_err(|_| bad(&v)))?,
-            "--redis" => parsed.redis = Some(value?),
-            _ => return Err(format!("unknown argument `{flag}`\n{USAGE}")),
-        }
-    }
-    Ok(parsed)
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
-        }
-    };
-    match serve(args).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("web: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    rlock_examples::exit_code("web", serve(Args::parse()).await)
 }
 
 async fn serve(args: Args) -> Result<(), BoxError> {

@@ -107,32 +107,56 @@ pub async fn backend(url: Option<String>) -> Result<Backend, LockError> {
     })
 }
 
-/// The URL given as `--redis URL` or in `REDIS_URL`, if any.
-pub fn url_argument() -> Option<String> {
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        if arg == "--redis" {
-            return args.next();
-        }
-    }
-    std::env::var("REDIS_URL").ok()
+/// The command line every example takes: `--redis URL` and `--help` (which clap prints,
+/// then exits, as it does for a mistake). Returns the URL given, if any; the examples fall
+/// back to `REDIS_URL` (see [`backend`]).
+pub fn redis_option(name: &'static str, about: &'static str) -> Option<String> {
+    clap::Command::new(name)
+        .about(about)
+        .arg(
+            clap::Arg::new("redis")
+                .long("redis")
+                .value_name("URL")
+                .help(REDIS_HELP),
+        )
+        .get_matches()
+        .get_one::<String>("redis")
+        .cloned()
 }
 
-/// The whole `main` of a topology example called `name`: takes the URL from `--redis URL`
-/// or `REDIS_URL` (else prints the expected `form` and exits with 2), runs
-/// [`one_order_per_user`] on it, and prints any error with `Display`.
-pub async fn topology_example(name: &str, form: &str) -> std::process::ExitCode {
-    let Some(url) = url_argument() else {
-        eprintln!("usage: {name} --redis {form} (or set REDIS_URL)");
-        return std::process::ExitCode::from(2);
-    };
-    match one_order_per_user(&url).await {
+/// What `--redis` does, in every example's help.
+pub const REDIS_HELP: &str =
+    "The Redis to use [default: $REDIS_URL, else a local redis-server, else in-memory]";
+
+/// An example's exit: its error printed with `Display` (not `Debug`), and status 1.
+pub fn exit_code<E: std::fmt::Display>(
+    name: &str,
+    outcome: Result<(), E>,
+) -> std::process::ExitCode {
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{name}: {e}");
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The whole `main` of a topology example called `name`: takes the URL from `--redis URL`
+/// or `REDIS_URL` (else prints the expected `form` and exits with 2), runs
+/// [`one_order_per_user`] on it, and prints any error with `Display`.
+pub async fn topology_example(
+    name: &'static str,
+    about: &'static str,
+    form: &str,
+) -> std::process::ExitCode {
+    let url = redis_option(name, about)
+        .or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()));
+    let Some(url) = url else {
+        eprintln!("usage: {name} --redis {form} (or set REDIS_URL)");
+        return std::process::ExitCode::from(2);
+    };
+    exit_code(name, one_order_per_user(&url).await)
 }
 
 /// The topology examples' lesson: one order per user, on whatever deployment `url` names,
