@@ -77,18 +77,17 @@ async fn save_report(
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let redis = rlock_examples::redis_option(
+    rlock_examples::run_example(
         "fencing",
         "Fencing tokens: a store that refuses writes from a holder whose lease ended.",
-    );
-    rlock_examples::exit_code("fencing", run(redis).await)
+        run,
+    )
+    .await
 }
 
-async fn run(redis: Option<String>) -> Result<(), LockError> {
-    let backend = rlock_examples::backend(redis).await?;
-    println!("locking on {}", backend.description);
+async fn run(client: LockClient) -> Result<(), LockError> {
     // Two instances of the service.
-    let (a, b) = (backend.client.clone(), backend.client.sibling());
+    let (a, b) = (client.clone(), client.sibling());
     let store = FencedStore::default();
 
     let slow = save_report(&a, &store, 7, "A", Duration::from_millis(600));

@@ -5,22 +5,19 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use rlock_runtime::{LockError, LockOptions};
+use rlock_runtime::{LockClient, LockError, LockOptions};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let redis = rlock_examples::redis_option(
+    rlock_examples::run_example(
         "manual",
         "The manual API: connect, lock, re-enter, see the fence, release.",
-    );
-    rlock_examples::exit_code("manual", run(redis).await)
+        run,
+    )
+    .await
 }
 
-async fn run(redis: Option<String>) -> Result<(), LockError> {
-    let backend = rlock_examples::backend(redis).await?;
-    println!("locking on {}", backend.description);
-    let client = backend.client.clone();
-
+async fn run(client: LockClient) -> Result<(), LockError> {
     // Take the lock by hand: one round trip when it is free.
     let guard = client
         .lock("order:42")

@@ -57,18 +57,15 @@ async fn release_coupon(client: &LockClient, order_id: u64) -> Result<(), LockEr
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let redis = rlock_examples::redis_option(
+    rlock_examples::run_example(
         "reentrancy",
         "Reentrancy: a locked fn calling another that takes the same lock.",
-    );
-    rlock_examples::exit_code("reentrancy", run(redis).await)
+        run,
+    )
+    .await
 }
 
-async fn run(redis: Option<String>) -> Result<(), LockError> {
-    let backend = rlock_examples::backend(redis).await?;
-    println!("locking on {}", backend.description);
-    let client = backend.client.clone();
-
+async fn run(client: LockClient) -> Result<(), LockError> {
     pay(&client, 42).await?;
 
     let m = client.metrics();

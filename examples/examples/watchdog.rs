@@ -41,17 +41,15 @@ async fn intruder(other: &LockClient, shard: u32) -> u32 {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let redis = rlock_examples::redis_option(
+    rlock_examples::run_example(
         "watchdog",
         "The watchdog: a lease renewed while the body runs, and lost() when it cannot be.",
-    );
-    rlock_examples::exit_code("watchdog", run(redis).await)
+        run,
+    )
+    .await
 }
 
-async fn run(redis: Option<String>) -> Result<(), LockError> {
-    let backend = rlock_examples::backend(redis).await?;
-    println!("locking on {}", backend.description);
-    let client = backend.client.clone();
+async fn run(client: LockClient) -> Result<(), LockError> {
     let other = client.sibling();
 
     println!("a {BODY:?} body under a 300ms lease, with renewal:");

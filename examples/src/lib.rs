@@ -128,6 +128,28 @@ pub fn redis_option(name: &'static str, about: &'static str) -> Option<String> {
 pub const REDIS_HELP: &str =
     "The Redis to use [default: $REDIS_URL, else a local redis-server, else in-memory]";
 
+/// The whole `main` of an example that needs one lock client: parses `--redis URL` and
+/// `--help`, picks the backend (see [`backend`]) and says which, runs `body` with the client,
+/// and exits printing any error with `Display`.
+pub async fn run_example<F, Fut>(
+    name: &'static str,
+    about: &'static str,
+    body: F,
+) -> std::process::ExitCode
+where
+    F: FnOnce(LockClient) -> Fut,
+    Fut: std::future::Future<Output = Result<(), LockError>>,
+{
+    let redis = redis_option(name, about);
+    let outcome = async {
+        // Kept until the body ends: it owns the redis-server started for this run, if any.
+        let backend = backend(redis).await?;
+        println!("locking on {}", backend.description);
+        body(backend.client.clone()).await
+    };
+    exit_code(name, outcome.await)
+}
+
 /// An example's exit: its error printed with `Display` (not `Debug`), and status 1.
 pub fn exit_code<E: std::fmt::Display>(
     name: &str,
