@@ -33,11 +33,13 @@ fn runtime_path(explicit: Option<&Path>) -> Path {
 pub(crate) fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> TokenStream {
     let krate = runtime_path(args.krate.as_ref());
     let private = quote!(#krate::__private);
+    // `modifiers` (`default fn`) never parse on a free function.
     let ItemFn {
         attrs,
         vis,
         sig,
         block,
+        ..
     } = func;
 
     // Type checks, reported on the user's own tokens (the sqlx trick).

@@ -74,7 +74,7 @@ pub(crate) fn return_type(sig: &Signature) -> syn::Result<Type> {
         Type::Array(_) => "an array",
         Type::Slice(_) => "a slice",
         Type::Ptr(_) => "a raw pointer",
-        Type::BareFn(_) => "a function pointer",
+        Type::FnPtr(_) => "a function pointer",
         _ => "not a `Result`",
     };
     let written = tidy(ty.to_token_stream().to_string());
