@@ -208,7 +208,7 @@ pub use request::LockRequest;
 pub use rlock_macros::distributed_lock;
 
 // The README's tour is compiled as a doc test, so that it stays true.
-#[doc = include_str!("../../README.md")]
+#[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 struct ReadmeTour;
 
