@@ -12,6 +12,7 @@ use syn::{Expr, Ident, Lit, LitBool, LitInt, LitStr, Path, Token};
 
 use crate::duration::{self, Millis};
 use crate::errors::Errors;
+use crate::limits::{MAX_HOLD, MAX_REPLICAS, MAX_TTL, MAX_WAIT, MIN_TTL};
 use crate::suggest;
 
 mod kw {
@@ -41,19 +42,6 @@ pub(crate) const OPTIONS: &[&str] = &[
     "client",
     "crate",
 ];
-
-/// The most replicas a grant may wait for: more than a master ever has is a typo.
-pub(crate) const MAX_REPLICAS: u32 = 64;
-
-/// The shortest lease accepted: renewal runs every ttl/3, and below this a network round trip
-/// or a scheduler hiccup would regularly outlast the lease.
-pub(crate) const MIN_TTL: Millis = Millis(10);
-/// The longest lease accepted. A lock held for a day without renewal is a leak, not a lease.
-pub(crate) const MAX_TTL: Millis = Millis::DAY;
-/// The longest wait accepted.
-pub(crate) const MAX_WAIT: Millis = Millis::DAY;
-/// The longest `max_hold` accepted.
-pub(crate) const MAX_HOLD: Millis = Millis(7 * Millis::DAY.0);
 
 /// A duration option with the span of its literal.
 #[derive(Debug, Clone, Copy)]

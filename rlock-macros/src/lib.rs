@@ -14,6 +14,7 @@ mod errors;
 mod expand;
 #[cfg(test)]
 mod fuzz;
+mod limits;
 mod resolve;
 mod signature;
 mod suggest;
@@ -394,4 +395,13 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::distributed_lock(args.into(), item.into()).into()
+}
+
+/// A limit of a lock as a literal (`__limit!(MAX_TTL_MS)`), from which `rlock-runtime`
+/// defines its constants, so that the attribute and the runtime check the same limits. Not
+/// for users: it may change in any release.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __limit(name: TokenStream) -> TokenStream {
+    limits::expand(name.into()).into()
 }

@@ -9,6 +9,8 @@
 
 use std::ops::Range;
 
+use crate::limits::MAX_KEY_LEN;
+
 /// A parsed key template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Template {
@@ -53,9 +55,6 @@ impl Placeholder {
 /// it.
 pub(crate) const SEPARATORS: &[char] =
     &[':', '/', '|', '#', ',', '{', '}', '*', '?', '[', ']', '\\'];
-
-/// The longest key the runtime accepts, in bytes; a longer literal part can never work.
-pub(crate) const MAX_KEY_LEN: usize = 4096;
 
 const SHAPE: &str = "a placeholder is a parameter name, optionally followed by fields, \
                      like `<user_id>`, `<req.user.id>` or `<self.tenant>`";

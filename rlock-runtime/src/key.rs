@@ -21,9 +21,10 @@ pub const RESERVED: &[char] = &[
     '%', ':', '{', '}', '*', '?', '[', ']', '\\', '/', '|', '#', ',',
 ];
 
-/// The longest key rlock accepts, in bytes. Redis allows far more, but a key this long is a
+/// The longest key rlock accepts, in bytes: 4096 (the attribute's limit for a key's literal
+/// text too, from the same definition). Redis allows far more, but a key this long is a
 /// template bug, and every byte travels with every command.
-pub const MAX_KEY_LEN: usize = 4096;
+pub const MAX_KEY_LEN: usize = rlock_macros::__limit!(MAX_KEY_LEN);
 
 /// Whether `c` is encoded inside a rendered value (see [`RESERVED`]).
 pub fn is_reserved(c: char) -> bool {

@@ -5,13 +5,14 @@ use std::time::Duration;
 use crate::error::LockError;
 use crate::key::LockKey;
 
-/// The longest lease a lock may ask for (the attribute's limit too). With renewal, a lease is
-/// how long a crashed holder blocks others; longer ones are nearly always a unit mistake.
-pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// The longest lease a lock may ask for: one day (the attribute's limit too, from the same
+/// definition). With renewal, a lease is how long a crashed holder blocks others; longer ones
+/// are nearly always a unit mistake.
+pub const MAX_TTL: Duration = Duration::from_millis(rlock_macros::__limit!(MAX_TTL_MS));
 
-/// The longest `max_hold` a lock may ask for (the attribute's limit too); leave it unset for
-/// no cap.
-pub const MAX_HOLD: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+/// The longest `max_hold` a lock may ask for: seven days (the attribute's limit too, from the
+/// same definition); leave it unset for no cap.
+pub const MAX_HOLD: Duration = Duration::from_millis(rlock_macros::__limit!(MAX_HOLD_MS));
 
 /// What a locked body does when its lease is lost.
 ///
