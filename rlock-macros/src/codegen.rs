@@ -5,10 +5,10 @@
 //! `async move` block (never re-printed), so errors and panics inside it keep pointing at the
 //! user's code.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned as _;
-use syn::{Ident, ItemFn, Path, Type};
+use syn::{Ident, ItemFn, LitStr, Path, Type};
 
 use crate::args::{Args, OnLost};
 use crate::resolve::{KeyPart, Value};
@@ -45,6 +45,9 @@ pub(crate) fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart
     // Type checks, reported on the user's own tokens (the sqlx trick).
     // The Display check and the key's `.value(…)` take the very same tokens, so rustc reports
     // a missing `Display` once, on the parameter's type, instead of once per use.
+    // The call is spanned on the key and its argument on the type, so that a missing
+    // `Display` is shown at both: the placeholder that needs it and the type that lacks it.
+    let key_span = args.key.as_ref().map_or_else(Span::call_site, LitStr::span);
     let mut checks = Vec::new();
     for part in key {
         if let KeyPart::Value(Value {
@@ -52,7 +55,9 @@ pub(crate) fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart
             type_span: Some(span),
         }) = part
         {
-            checks.push(quote_spanned!(*span=> #private::assert_display(&#expr);));
+            let arg = quote_spanned!(*span=> &#expr);
+            let check = respan(quote!(#private::key_placeholder_needs_display), key_span);
+            checks.push(quote_spanned!(key_span=> #check(#arg);));
         }
     }
 
@@ -174,4 +179,16 @@ pub(crate) fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart
             .await
         }
     }
+}
+
+/// `tokens` with every span set to `span` (a path written by the macro, reported as the
+/// user's code).
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            token.set_span(span);
+            token
+        })
+        .collect()
 }

@@ -90,7 +90,7 @@ mod tests {
             // No `wait` or `on_lost` given: the client's defaults apply. The template labels
             // the exported metrics.
             "(10000u64)) . renew (true) . metrics_label (\"order:<user_id>\") ;",
-            ":: rt :: __private :: assert_display (& user_id)",
+            ":: rt :: __private :: key_placeholder_needs_display (& user_id)",
             "< Result < u64 , AppError > as :: rt :: __private :: LockResult > :: OUTCOME",
             "move | __rlock_fence : u64 | async move",
             "let __rlock_return : Result < u64 , AppError > = loop { } ;",
@@ -139,7 +139,7 @@ mod tests {
             assert!(out.contains(needle), "missing {needle:?} in\n{out}");
         }
         // Fields' types are not written down, so there is no Display assertion for them.
-        assert!(!out.contains("assert_display"), "{out}");
+        assert!(!out.contains("key_placeholder_needs_display"), "{out}");
     }
 
     #[test]

@@ -295,7 +295,7 @@ pub mod __private {
     }
 
     /// Fails to compile, on the placeholder's type, when it cannot render into a key.
-    pub fn assert_display<T: ::core::fmt::Display + ?Sized>(_: &T) {}
+    pub fn key_placeholder_needs_display<T: ::core::fmt::Display + ?Sized>(_: &T) {}
 
     /// The return types an annotated function may have: those that can carry a
     /// [`LockError`].
