@@ -4,11 +4,10 @@
 pub mod seckill;
 pub mod web;
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use rlock_runtime::{LockClient, LockError};
+/// The harness's launcher, which the examples share with the tests: a `redis-server` without
+/// persistence on a free loopback port, killed (and its directory removed) on drop.
+pub use rlock_tests::RedisServer;
 
 /// Where an example's locks live, and what to tell the user about it.
 #[derive(Debug)]
@@ -20,56 +19,7 @@ pub struct Backend {
     /// One line saying which backend this is and how it was chosen.
     pub description: String,
     /// A `redis-server` started for this run, stopped on drop.
-    pub server: Option<LocalRedis>,
-}
-
-/// A `redis-server` child process on a free loopback port, killed on drop.
-#[derive(Debug)]
-pub struct LocalRedis {
-    child: Child,
-    /// Its URL.
-    pub url: String,
-}
-
-impl LocalRedis {
-    /// Starts `redis-server` without persistence on a free loopback port; `None` when it is
-    /// not installed or does not come up within five seconds.
-    pub fn start() -> Option<Self> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let mut server = Self {
-            child,
-            url: format!("redis://127.0.0.1:{port}/"),
-        };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(server);
-            }
-            if let Ok(Some(_)) = server.child.try_wait() {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-}
-
-impl Drop for LocalRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    pub server: Option<RedisServer>,
 }
 
 /// The Redis named by `url` or `REDIS_URL`; else a `redis-server` started here; else the
@@ -85,24 +35,25 @@ pub async fn backend(url: Option<String>) -> Result<Backend, LockError> {
             server: None,
         });
     }
-    if let Some(server) = LocalRedis::start() {
-        let client = LockClient::connect(&server.url).await?;
-        return Ok(Backend {
-            client,
-            description: format!(
-                "a local redis-server started for this run at {} (give --redis URL or REDIS_URL to use yours)",
-                server.url
-            ),
-            url: Some(server.url.clone()),
-            server: Some(server),
-        });
-    }
+    let why = match RedisServer::try_start() {
+        Ok(server) => {
+            let client = LockClient::connect(&server.url()).await?;
+            return Ok(Backend {
+                client,
+                description: format!(
+                    "a local redis-server started for this run at {} (give --redis URL or REDIS_URL to use yours)",
+                    server.url()
+                ),
+                url: Some(server.url()),
+                server: Some(server),
+            });
+        }
+        Err(why) => why,
+    };
     Ok(Backend {
         client: LockClient::in_memory(),
         url: None,
-        description: "the in-memory backend (no redis-server found; install it with \
-                      `apt-get install -y redis-server` to run against Redis)"
-            .to_owned(),
+        description: format!("the in-memory backend ({why})"),
         server: None,
     })
 }

@@ -269,11 +269,9 @@ async fn main() -> Result<(), BenchError> {
     let url = match &args.redis {
         Some(url) => url.clone(),
         None => {
-            server = rlock_examples::LocalRedis::start().ok_or(
-                "could not start redis-server; install it with `apt-get install -y redis-server` \
-                 or pass --redis URL",
-            )?;
-            server.url.clone()
+            server =
+                RedisServer::try_start().map_err(|why| format!("{why}; or pass --redis URL"))?;
+            server.url()
         }
     };
     let mut probe = stats::Probe::connect(&url).await?;
