@@ -4,6 +4,7 @@
 //! cargo run -p rlock-examples --example web -- [--port 3000] [--stock 100] [--redis URL]
 //! curl -i -X POST -H 'x-user-id: 7' http://127.0.0.1:3000/vouchers/1/orders
 //! curl -i http://127.0.0.1:3000/vouchers/1
+//! curl http://127.0.0.1:3000/metrics
 //! ```
 //!
 //! Routes, status codes and the handler are in `examples/src/web.rs`.
@@ -35,6 +36,8 @@ async fn main() -> ExitCode {
 }
 
 async fn serve(args: Args) -> Result<(), BoxError> {
+    // Before the first lock, so that every acquisition is counted.
+    rlock_examples::prometheus::install();
     let backend = rlock_examples::backend(args.redis).await?;
     println!("locking on {}", backend.description);
     let store = match &backend.url {
@@ -49,6 +52,7 @@ async fn serve(args: Args) -> Result<(), BoxError> {
     println!("voucher 1 is on sale with stock {}; try:", args.stock);
     println!("  curl -i -X POST -H 'x-user-id: 7' http://{addr}/vouchers/1/orders");
     println!("  curl -i http://{addr}/vouchers/1");
+    println!("  curl http://{addr}/metrics      # rlock's metrics, for Prometheus to scrape");
     println!("serving on http://{addr} (Ctrl-C stops it)");
     axum::serve(listener, web::router(app))
         .with_graceful_shutdown(shutdown())

@@ -1,6 +1,7 @@
 //! Shared helpers for the rlock examples: finding a Redis to run against, and the code of
 //! the flash-sale ([`seckill`]) and web ([`web`]) examples, which their tests call too.
 
+pub mod prometheus;
 pub mod seckill;
 pub mod web;
 

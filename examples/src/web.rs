@@ -9,6 +9,7 @@
 //! | … without a usable `x-user-id` | `400` `{"error":"missing_user",…}` |
 //! | … when Redis is down or too slow | `503` `{"error":"unavailable",…}` |
 //! | `GET /vouchers/{id}` | `200` `{"voucher_id":…,"stock":…,"orders":…}` |
+//! | `GET /metrics` | `200`, rlock's metrics in the Prometheus text format ([`prometheus`](crate::prometheus)) |
 //!
 //! Lock errors are answered by rlock's own `IntoResponse` (the `axum` feature), which keeps
 //! keys and developer advice out of the body and logs them instead; a lost lease is `500`
@@ -58,7 +59,20 @@ pub fn router(app: App) -> Router {
     Router::new()
         .route("/vouchers/{id}", get(voucher))
         .route("/vouchers/{id}/orders", post(create_order))
+        .route("/metrics", get(metrics))
         .with_state(app)
+}
+
+/// `GET /metrics`: what rlock recorded (acquisitions, busy answers, lost leases, wait and hold
+/// times per key template), for Prometheus to scrape.
+async fn metrics() -> impl IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::prometheus::install().render(),
+    )
 }
 
 /// The user placing the request, from the `x-user-id` header.

@@ -178,3 +178,40 @@ async fn a_dead_redis_is_503() {
         "{body}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_served_for_prometheus_labelled_by_key_template() {
+    // Installed before any lock of this test binary is taken, counted from then on.
+    rlock_examples::prometheus::install();
+    let server = RedisServer::start();
+    let (addr, _app) = serve(&server, 10).await;
+    assert_eq!(order(addr, 7).await.0, 201);
+
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let get = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(get.as_bytes()).await.unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).await.unwrap();
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    // The template the handler's attribute names, never a rendered key such as `order:7`.
+    let acquired = body
+        .lines()
+        .find_map(|l| l.strip_prefix("rlock_acquired_total{lock=\"order:<user_id>\"} "))
+        .unwrap_or_else(|| panic!("no acquisition counted:\n{body}"));
+    assert!(acquired.parse::<u64>().unwrap() >= 1, "{body}");
+    assert!(
+        body.contains("# TYPE rlock_hold_seconds histogram"),
+        "{body}"
+    );
+    assert!(
+        body.contains("rlock_hold_seconds_bucket{lock=\"order:<user_id>\",le=\"+Inf\"}"),
+        "{body}"
+    );
+    assert!(!body.contains("order:7"), "{body}");
+}
