@@ -390,8 +390,13 @@ use proc_macro::TokenStream;
 /// `Result`, an unparsable, zero or out-of-range duration, `max_hold` below `ttl` or with
 /// `renew = false`, an unknown `on_lost`, a `fence` that is not a name, a `crate` that is not
 /// a path, a placeholder whose type does not implement `Display` (reported on the parameter's
-/// type) and a `client` that is not a lock client. After an error the function is still
-/// emitted unchanged, so one mistake gives one error.
+/// type as well as at the key) and a `client` that is not a lock client. After an error the
+/// function is still emitted unchanged, so one mistake gives one error.
+///
+/// A field that does not exist (`<req.usr_id>`) is reported by rustc itself, on the key: "no
+/// field `usr_id` on type `Request`", with the field's closest name. On stable Rust a macro
+/// cannot point inside a string literal, so rustc shows that name replacing the whole key
+/// (`key = user_id`); keep the key and change only the field (`"order:<req.user_id>"`).
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::distributed_lock(args.into(), item.into()).into()
