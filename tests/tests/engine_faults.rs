@@ -1016,3 +1016,39 @@ fn stress_holds_with_extend_cancel_and_two_runtimes_through_a_slow_network() {
     proxy.set_batching(Some(Duration::from_millis(2)));
     run_stress(proxy.url(), server.url(), 2000);
 }
+
+/// A grant whose reply arrives after the lease it grants could have ended (a stalled process,
+/// a slow network) is not handed out: by then the lock may be another holder's, and the late
+/// holder would run unprotected with `lost()` silent. Found by the soak run, where a worker
+/// frozen past the ttl resumed holding a lease another worker had been granted since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_that_arrives_after_its_lease_ended_is_not_handed_out() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let slow = client_at(&proxy.url(), Duration::from_secs(3)).await;
+    let other = client_for(&server, Duration::from_secs(2)).await;
+    // Connected; from now on every chunk takes 300 ms each way. The grant lands in Redis
+    // about 300 ms after it is sent, its 200 ms lease ends about 500 ms in, and the reply
+    // comes about 600 ms in.
+    proxy.set_delay(Duration::from_millis(300));
+    let ttl = Duration::from_millis(200);
+    let late = slow.lock("late").ttl(ttl).fenced().acquire().await;
+    match late {
+        Err(LockError::Timeout { operation, .. }) => assert_eq!(operation, "acquire"),
+        Ok(guard) => panic!(
+            "a lease that had ended was handed out (is_lost() = {})",
+            guard.is_lost()
+        ),
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+    // Nothing is left behind: another client takes the key at once, or when the late lease
+    // has ended.
+    let taken = other
+        .lock("late")
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap();
+    taken.release().await.unwrap();
+    proxy.set_delay(Duration::ZERO);
+}

@@ -183,6 +183,16 @@ impl Engine {
             orphan.armed = !taken_back;
             return Err(e);
         }
+        // A grant confirmed after its lease could have ended (a stalled process, a slow
+        // network) is not handed out: the lock may be another holder's by now, and this one
+        // would run unprotected with `lost()` silent. The still-armed orphan guard releases
+        // it in case it is still ours; a waiter retries within its budget.
+        if Instant::now() >= sent_at + granted {
+            return Err(LockError::Timeout {
+                operation: "acquire",
+                timeout: granted,
+            });
+        }
         orphan.armed = false;
         drop(orphan);
         let grant = Grant {
@@ -237,6 +247,10 @@ impl Engine {
         } else {
             grant
         };
+        // As for an attempt: a grant whose lease may have ended meanwhile is not handed out.
+        if Instant::now() >= grant.sent_at + grant.lease {
+            return Ok(None);
+        }
         Ok(Some(self.hold(key, redis_key, plan, grant)))
     }
 
