@@ -54,6 +54,7 @@ pub mod locking;
 pub mod proxy;
 mod resp;
 pub mod server;
+pub mod soak;
 mod stats;
 pub mod workers;
 

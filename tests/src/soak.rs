@@ -1,0 +1,476 @@
+//! The history of a soak run (`soak` binary) and the checks run over it.
+//!
+//! Every critical section a soak worker runs becomes one [`Record`]: its key, fencing token,
+//! when `acquire` returned, when the section ended, when `lost()` fired (if it did), and its
+//! one write through the fenced store (a Redis hash that keeps the highest fence per key and
+//! refuses lower ones). [`check`] merges the records of all workers and counts what a lock
+//! must never do, and what it may do only with a signal:
+//!
+//! - **overlaps**: a section granted while another section on the same key had not ended.
+//!   An overlap is *signalled* when the earlier holder's `lost()` fired (it was told, late);
+//!   an overlap whose earlier holder was never told is *silent*, the one outcome rlock
+//!   promises never to produce.
+//! - **stale writes accepted**: a write accepted by the store after a write with a higher
+//!   fence had been accepted for the same key (fencing failed to protect the resource).
+//! - **fence regressions**: a section granted after another ended on the same key, with a
+//!   fence that is not higher.
+//!
+//! A section's effective end is its end, or the moment `lost()` fired if that came first:
+//! a holder stops acting on a lock it was told it lost.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+/// What became of a section's write to the fenced store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// The store took it: its fence was the highest yet for the key.
+    Accepted,
+    /// The store refused it: a higher fence had written already.
+    Rejected,
+    /// No write: `lost()` fired first, or the store could not be reached.
+    None,
+}
+
+/// What became of a section's release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// Released while still held.
+    Ok,
+    /// The lease had been lost (`LockError::Lost`, or `lost()` had fired).
+    Lost,
+    /// The release failed for another reason (Redis unreachable): the lease ends by itself.
+    Failed,
+}
+
+/// One critical section, as a worker recorded it. Times are wall-clock microseconds since the
+/// UNIX epoch (all workers run on one machine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    /// The worker process.
+    pub worker: u32,
+    /// Index into [`History::keys`].
+    pub key: u32,
+    /// The section's fencing token.
+    pub fence: u64,
+    /// When `acquire` returned.
+    pub grant_us: u64,
+    /// When the section ended (its body done or cut short by `lost()`).
+    pub end_us: u64,
+    /// When `lost()` fired during the section; 0 if it did not.
+    pub lost_us: u64,
+    /// When the write was sent and when its answer came; 0 without a write.
+    pub write_sent_us: u64,
+    /// See `write_sent_us`.
+    pub write_done_us: u64,
+    /// The write's outcome.
+    pub write: Write,
+    /// The release's outcome.
+    pub release: Release,
+}
+
+impl Record {
+    /// The end of the section as far as acting on the lock goes.
+    pub fn effective_end(&self) -> u64 {
+        if self.lost_us > 0 {
+            self.end_us.min(self.lost_us)
+        } else {
+            self.end_us
+        }
+    }
+
+    /// The line a worker writes for this section (`key` is the key's text).
+    pub fn line(&self, key: &str) -> String {
+        let write = match self.write {
+            Write::Accepted => 'a',
+            Write::Rejected => 'r',
+            Write::None => '-',
+        };
+        let release = match self.release {
+            Release::Ok => 'o',
+            Release::Lost => 'l',
+            Release::Failed => 'f',
+        };
+        format!(
+            "S {key} {} {} {} {} {} {} {write} {release}",
+            self.fence,
+            self.grant_us,
+            self.end_us,
+            self.lost_us,
+            self.write_sent_us,
+            self.write_done_us
+        )
+    }
+}
+
+/// The merged records, errors and summaries of every worker of a run.
+#[derive(Debug, Default)]
+pub struct History {
+    /// Lock keys, indexed by [`Record::key`].
+    pub keys: Vec<String>,
+    key_index: HashMap<String, u32>,
+    /// Every critical section.
+    pub records: Vec<Record>,
+    /// Failed acquisitions and releases by `LockError` variant (`Busy`, `Unavailable`, …).
+    pub errors: BTreeMap<String, u64>,
+    /// Panics reported by workers (a `P` line) or seen as a worker's abnormal exit.
+    pub panics: u64,
+    /// Workers that wrote their `DONE` line.
+    pub finished_workers: u32,
+}
+
+impl History {
+    /// Adds what one worker wrote: `S …` lines ([`Record::line`]), `E <variant> <count>`,
+    /// `P <message>` and a final `DONE`.
+    ///
+    /// # Errors
+    ///
+    /// On a malformed line or a missing `DONE`.
+    pub fn add_worker(&mut self, worker: u32, text: &str) -> Result<(), String> {
+        let mut done = false;
+        for line in text.lines() {
+            let mut words = line.split_whitespace();
+            let bad = || format!("worker {worker}: bad line {line:?}");
+            match words.next() {
+                Some("S") => {
+                    let key = words.next().ok_or_else(bad)?;
+                    let mut num = || -> Result<u64, String> {
+                        words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)
+                    };
+                    let numbers = [num()?, num()?, num()?, num()?, num()?, num()?];
+                    let write = match words.next() {
+                        Some("a") => Write::Accepted,
+                        Some("r") => Write::Rejected,
+                        Some("-") => Write::None,
+                        _ => return Err(bad()),
+                    };
+                    let release = match words.next() {
+                        Some("o") => Release::Ok,
+                        Some("l") => Release::Lost,
+                        Some("f") => Release::Failed,
+                        _ => return Err(bad()),
+                    };
+                    let key = self.intern(key);
+                    let [
+                        fence,
+                        grant_us,
+                        end_us,
+                        lost_us,
+                        write_sent_us,
+                        write_done_us,
+                    ] = numbers;
+                    self.records.push(Record {
+                        worker,
+                        key,
+                        fence,
+                        grant_us,
+                        end_us,
+                        lost_us,
+                        write_sent_us,
+                        write_done_us,
+                        write,
+                        release,
+                    });
+                }
+                Some("E") => {
+                    let variant = words.next().ok_or_else(bad)?;
+                    let n: u64 = words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)?;
+                    *self.errors.entry(variant.to_owned()).or_default() += n;
+                }
+                Some("P") => self.panics += 1,
+                Some("DONE") => done = true,
+                Some(_) => return Err(bad()),
+                None => {}
+            }
+        }
+        if !done {
+            return Err(format!("worker {worker}: no DONE line"));
+        }
+        self.finished_workers += 1;
+        Ok(())
+    }
+
+    fn intern(&mut self, key: &str) -> u32 {
+        if let Some(&i) = self.key_index.get(key) {
+            return i;
+        }
+        let i = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
+        self.keys.push(key.to_owned());
+        self.key_index.insert(key.to_owned(), i);
+        i
+    }
+}
+
+/// An overlap: `later` was granted before `earlier`'s effective end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overlap {
+    /// The section that still held (in its own view).
+    pub earlier: Record,
+    /// The section granted meanwhile.
+    pub later: Record,
+}
+
+/// What [`check`] found.
+#[derive(Debug, Default)]
+pub struct Verdict {
+    /// Critical sections checked.
+    pub sections: u64,
+    /// Sections whose `lost()` fired.
+    pub lost: u64,
+    /// Overlaps whose earlier holder's `lost()` fired (after the later grant).
+    pub signalled_overlaps: u64,
+    /// Overlaps whose earlier holder was never told: must be empty.
+    pub silent_overlaps: Vec<Overlap>,
+    /// For signalled overlaps: how long after the later grant `lost()` fired, in µs (the
+    /// window in which two holders believed they held the lock).
+    pub lost_windows_us: Vec<u64>,
+    /// Writes accepted after a higher fence's write was accepted: must be empty.
+    pub stale_writes: Vec<(Record, Record)>,
+    /// Writes the store refused (a stale holder stopped by fencing).
+    pub rejected_writes: u64,
+    /// Later sections (granted after an earlier one ended) whose fence is not higher: must be
+    /// empty.
+    pub fence_regressions: Vec<(Record, Record)>,
+}
+
+impl Verdict {
+    /// The violations, one line each (empty when the run is correct).
+    pub fn violations(&self, history: &History) -> Vec<String> {
+        let key = |r: &Record| {
+            history
+                .keys
+                .get(r.key as usize)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let mut out = Vec::new();
+        for o in &self.silent_overlaps {
+            out.push(format!(
+                "silent overlap on {}: {:?} still held when {:?} was granted, and its lost() never fired",
+                key(&o.earlier),
+                o.earlier,
+                o.later
+            ));
+        }
+        for (higher, stale) in &self.stale_writes {
+            out.push(format!(
+                "stale write accepted on {}: fence {} after fence {}",
+                key(stale),
+                stale.fence,
+                higher.fence
+            ));
+        }
+        for (before, after) in &self.fence_regressions {
+            out.push(format!(
+                "fence went backwards on {}: {} then {}",
+                key(after),
+                before.fence,
+                after.fence
+            ));
+        }
+        out
+    }
+}
+
+/// Checks the merged history of a run (see the module docs).
+pub fn check(history: &History) -> Verdict {
+    let mut verdict = Verdict {
+        sections: history.records.len() as u64,
+        ..Verdict::default()
+    };
+    let mut by_key: HashMap<u32, Vec<Record>> = HashMap::new();
+    for r in &history.records {
+        by_key.entry(r.key).or_default().push(*r);
+        verdict.lost += u64::from(r.lost_us > 0);
+        verdict.rejected_writes += u64::from(r.write == Write::Rejected);
+    }
+    for sections in by_key.values_mut() {
+        sections.sort_by_key(|r| (r.grant_us, r.end_us));
+        check_key(sections, &mut verdict);
+    }
+    verdict
+}
+
+fn check_key(sections: &[Record], verdict: &mut Verdict) {
+    // Overlaps and fence order, sweeping in grant order against the section that ends last.
+    let mut holder: Option<Record> = None;
+    for &next in sections {
+        if let Some(held) = holder {
+            if next.grant_us < held.effective_end() {
+                if held.lost_us > 0 {
+                    verdict.signalled_overlaps += 1;
+                    verdict
+                        .lost_windows_us
+                        .push(held.lost_us.saturating_sub(next.grant_us));
+                } else {
+                    verdict.silent_overlaps.push(Overlap {
+                        earlier: held,
+                        later: next,
+                    });
+                }
+            } else if next.fence <= held.fence {
+                verdict.fence_regressions.push((held, next));
+            }
+        }
+        if holder.is_none_or(|h| next.effective_end() > h.effective_end()) {
+            holder = Some(next);
+        }
+    }
+    // Stale writes: accepted writes in the order the store must have taken them (one sent
+    // after the other's answer came), with a fence below one accepted before.
+    let mut accepted: Vec<Record> = sections
+        .iter()
+        .filter(|r| r.write == Write::Accepted)
+        .copied()
+        .collect();
+    accepted.sort_by_key(|r| r.write_done_us);
+    let mut highest: Option<Record> = None;
+    for w in accepted {
+        if let Some(h) = highest
+            && w.fence < h.fence
+            && w.write_sent_us > h.write_done_us
+        {
+            verdict.stale_writes.push((h, w));
+        }
+        if highest.is_none_or(|h| w.fence > h.fence) {
+            highest = Some(w);
+        }
+    }
+}
+
+/// `p50/p99/max` of `values` in milliseconds, or `-` when empty.
+pub fn percentiles_ms(values: &[u64]) -> String {
+    if values.is_empty() {
+        return "-".to_owned();
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let at = |q: f64| {
+        let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+        sorted[i.min(sorted.len() - 1)] as f64 / 1000.0
+    };
+    format!("{:.1} / {:.1} / {:.1}", at(0.5), at(0.99), at(1.0))
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} sections, {} lost; overlaps: {} signalled, {} silent; writes rejected by \
+             fencing: {}, stale accepted: {}; fence regressions: {}; lost() after the next \
+             grant (p50/p99/max ms): {}",
+            self.sections,
+            self.lost,
+            self.signalled_overlaps,
+            self.silent_overlaps.len(),
+            self.rejected_writes,
+            self.stale_writes.len(),
+            self.fence_regressions.len(),
+            percentiles_ms(&self.lost_windows_us)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn rec(fence: u64, grant: u64, end: u64, lost: u64, write: (u64, u64, Write)) -> Record {
+        Record {
+            worker: 0,
+            key: 0,
+            fence,
+            grant_us: grant,
+            end_us: end,
+            lost_us: lost,
+            write_sent_us: write.0,
+            write_done_us: write.1,
+            write: write.2,
+            release: Release::Ok,
+        }
+    }
+
+    fn history(records: &[Record]) -> History {
+        let mut text: String = records.iter().map(|r| r.line("k") + "\n").collect();
+        text.push_str("E Busy 3\nDONE\n");
+        let mut h = History::default();
+        h.add_worker(0, &text).unwrap();
+        h
+    }
+
+    #[test]
+    fn lines_round_trip() {
+        let r = rec(7, 10, 20, 15, (12, 13, Write::Rejected));
+        let h = history(&[r]);
+        assert_eq!(h.records, [r]);
+        assert_eq!(h.errors["Busy"], 3);
+        assert!(History::default().add_worker(1, "S k 1 2\nDONE\n").is_err());
+        assert!(History::default().add_worker(1, "").is_err());
+    }
+
+    #[test]
+    fn a_serial_history_passes() {
+        let h = history(&[
+            rec(1, 0, 10, 0, (5, 6, Write::Accepted)),
+            rec(2, 10, 20, 0, (15, 16, Write::Accepted)),
+        ]);
+        let v = check(&h);
+        assert!(v.violations(&h).is_empty(), "{v}");
+        assert_eq!(v.signalled_overlaps, 0);
+    }
+
+    #[test]
+    fn an_overlap_is_signalled_only_when_lost_fired() {
+        // The first holder is told 4 µs after the second was granted.
+        let signalled = history(&[
+            rec(1, 0, 30, 14, (5, 6, Write::Accepted)),
+            rec(2, 10, 20, 0, (15, 16, Write::Accepted)),
+        ]);
+        let v = check(&signalled);
+        assert!(v.violations(&signalled).is_empty(), "{v}");
+        assert_eq!(
+            (v.signalled_overlaps, v.lost_windows_us.clone()),
+            (1, vec![4])
+        );
+
+        let silent = history(&[
+            rec(1, 0, 30, 0, (5, 6, Write::Accepted)),
+            rec(2, 10, 20, 0, (15, 16, Write::Accepted)),
+        ]);
+        let v = check(&silent);
+        assert_eq!(v.silent_overlaps.len(), 1);
+        assert!(v.violations(&silent)[0].contains("silent overlap"));
+
+        // lost() before the next grant: no overlap at all.
+        let told = history(&[
+            rec(1, 0, 30, 8, (5, 6, Write::Accepted)),
+            rec(2, 10, 20, 0, (15, 16, Write::Accepted)),
+        ]);
+        assert_eq!(check(&told).signalled_overlaps, 0);
+    }
+
+    #[test]
+    fn stale_writes_and_fence_regressions_are_found() {
+        let stale = history(&[
+            rec(2, 0, 10, 0, (5, 6, Write::Accepted)),
+            rec(1, 10, 20, 0, (15, 16, Write::Accepted)),
+        ]);
+        let v = check(&stale);
+        assert_eq!(v.stale_writes.len(), 1, "{v}");
+        assert_eq!(v.fence_regressions.len(), 1, "{v}");
+        // Concurrent writes (neither sent after the other's answer) are not ordered.
+        let concurrent = history(&[
+            rec(2, 0, 10, 9, (5, 8, Write::Accepted)),
+            rec(3, 4, 20, 0, (6, 7, Write::Accepted)),
+        ]);
+        assert!(check(&concurrent).stale_writes.is_empty());
+    }
+
+    #[test]
+    fn percentiles() {
+        assert_eq!(percentiles_ms(&[]), "-");
+        assert_eq!(percentiles_ms(&[1000, 2000, 3000]), "2.0 / 3.0 / 3.0");
+    }
+}
