@@ -106,9 +106,10 @@ where
     let body = Box::pin(scope::enter(guard.hold(), body(fence)));
     let output = match on_lost {
         OnLost::Abort => {
+            // The loss is looked at first: a body that could go on (its timer due, say) after
+            // this process was stopped past the lease must not take another step unprotected.
             tokio::select! {
                 biased;
-                output = body => output,
                 () = guard.lost() => {
                     let key = guard.key().as_str().to_owned();
                     // Dropping the guard still tries the compare-and-delete, which removes
@@ -116,6 +117,7 @@ where
                     drop(guard);
                     return (outcome.from_lock_error)(LockError::Lost { key });
                 }
+                output = body => output,
             }
         }
         OnLost::Continue => body.await,

@@ -121,6 +121,20 @@ async fn paused_holder_is_aborted_and_deletes_nothing() {
     guard.release().await.unwrap();
 }
 
+/// A holder stopped past its lease while its body's own timer comes due: on resume the loss
+/// wins, before the watchdog has run, and the body takes no further step. (Found by the soak
+/// run: the body finished its wait and went on as if it still held the lock.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_stopped_past_its_lease_takes_no_further_step_on_resume() {
+    let server = RedisServer::start();
+    // ttl 1 s, a body that waits 1.2 s and then prints FINISHED.
+    let mut body = start_body(&server.url(), 4, 1200, true, "abort");
+    body.signal("-STOP");
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    body.signal("-CONT");
+    assert_eq!(body.lines_until("RESULT"), ["RESULT lost"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_while_held_fires_lost_and_restart_needs_no_new_client() {
     let server = RedisServer::start();

@@ -239,8 +239,22 @@ impl Hold {
         self.state().next_event()
     }
 
+    /// Whether the hold is lost. The clock decides as well as the watchdog: when the lower
+    /// bound of the lease's end has passed, the hold is lost now, even if the watchdog has not
+    /// run yet (this process was stopped past the lease, or its runtime was busy).
     pub(crate) fn is_lost(&self) -> bool {
-        self.state().phase == Phase::Lost
+        let expired = {
+            let state = self.state();
+            match state.phase {
+                Phase::Lost => return true,
+                Phase::Held => state.expires <= Instant::now(),
+                _ => false,
+            }
+        };
+        if expired {
+            self.lose();
+        }
+        expired
     }
 
     fn lease(&self, ttl: Duration) -> Lease<'_> {
@@ -267,7 +281,21 @@ impl Hold {
             if self.is_lost() {
                 return;
             }
-            notified.await;
+            // Also wakes by itself at the lease's lower bound, not only when the watchdog
+            // tells (it may run late); a renewal meanwhile moves the bound, and it looks again.
+            let held_until = {
+                let state = self.state();
+                (state.phase == Phase::Held).then_some(state.expires)
+            };
+            match held_until {
+                Some(until) => {
+                    tokio::select! {
+                        () = &mut notified => {}
+                        () = tokio::time::sleep_until(until) => {}
+                    }
+                }
+                None => notified.await,
+            }
         }
     }
 
