@@ -327,14 +327,22 @@ impl Waiting<'_> {
         // Whether the waiter stands in the queue in Redis (not before its first attempt,
         // nor after an unanswered one or when the queue was full).
         let mut queued = false;
-        // When the last attempt that found another holder was sent: a lock handed to this
-        // waiter afterwards has its lease from then on, or later.
+        // When the first attempt under the waiter's current token was sent: a release can
+        // hand the lock to that token only afterwards, so a handed lease runs from then on at
+        // the earliest. (Not the latest attempt: an announcement can be read after a later
+        // attempt's answer, as when this process was stopped, and tell of a handoff older
+        // than that attempt, whose lease may have ended since.)
+        let mut token_since: Option<(String, Instant)> = None;
+        // That moment, while the waiter stands in the queue.
         let mut busy_since: Option<Instant>;
         let mut failures = 0;
         let mut last_error;
         loop {
             let token = ticket.token();
             let sent_at = Instant::now();
+            if token_since.as_ref().is_none_or(|(t, _)| *t != token) {
+                token_since = Some((token.clone(), sent_at));
+            }
             let queue = ticket.queue_ask(self.plan.fair, queued, sent_at);
             let attempt = Try {
                 waiting: true,
@@ -360,7 +368,8 @@ impl Waiting<'_> {
                     }
                     ticket.answered(queue, sent_at, now_queued, lapsed);
                     queued = now_queued;
-                    busy_since = now_queued.then_some(sent_at);
+                    busy_since = now_queued
+                        .then(|| token_since.as_ref().map_or(sent_at, |(_, since)| *since));
                     failures = 0;
                     last_error = None;
                     ticket.listen();
