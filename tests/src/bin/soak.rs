@@ -294,6 +294,7 @@ fn orchestrate(config: Config) -> Result<(), String> {
         rng: fastrand::Rng::with_seed(config.seed),
         deck: Vec::new(),
         injected: BTreeMap::new(),
+        log: Vec::new(),
         ttl: config.ttl,
     };
     let mut exits = vec![None; workers.len()];
@@ -388,6 +389,8 @@ struct Nemesis {
     rng: fastrand::Rng,
     deck: Vec<Fault>,
     injected: BTreeMap<Fault, u64>,
+    /// Every fault: its kind, when it began and when it was healed (µs since the epoch).
+    log: Vec<(Fault, u64, u64)>,
     ttl: Duration,
 }
 
@@ -407,6 +410,7 @@ impl Nemesis {
         };
         *self.injected.entry(fault).or_default() += 1;
         let victim = self.rng.usize(..workers.len());
+        let began = now_us();
         match fault {
             Fault::KillRestart => {
                 locks.kill();
@@ -466,7 +470,19 @@ impl Nemesis {
                 }
             }
         }
+        self.log.push((fault, began, now_us()));
         Ok(())
+    }
+
+    /// The fault most likely behind an event at `at_us`: the last one begun before it, if
+    /// it was healed less than `slack_us` before.
+    fn cause(&self, at_us: u64, slack_us: u64) -> Option<Fault> {
+        self.log
+            .iter()
+            .rev()
+            .find(|(_, began, _)| *began <= at_us)
+            .filter(|(_, _, healed)| at_us <= healed + slack_us)
+            .map(|(fault, _, _)| *fault)
     }
 }
 
@@ -497,9 +513,23 @@ fn report(
         verdict.sections,
         verdict.sections as f64 / elapsed.as_secs_f64().max(1e-9),
     );
-    let _ = writeln!(o, "\n| fault | injected |\n|---|---:|");
+    // Each signalled overlap, put down to the fault around its later grant.
+    let slack_us = 3 * u64::try_from(config.ttl.as_micros()).unwrap_or(u64::MAX);
+    let mut overlaps_after: BTreeMap<Option<Fault>, u64> = BTreeMap::new();
+    for overlap in &verdict.signalled_overlaps {
+        let cause = nemesis.cause(overlap.later.grant_us, slack_us);
+        *overlaps_after.entry(cause).or_default() += 1;
+    }
+    let _ = writeln!(
+        o,
+        "\n| fault | injected | overlaps signalled by `lost()` after it |\n|---|---:|---:|"
+    );
     for (fault, n) in &nemesis.injected {
-        let _ = writeln!(o, "| {fault:?} | {n} |");
+        let overlaps = overlaps_after.get(&Some(*fault)).copied().unwrap_or(0);
+        let _ = writeln!(o, "| {fault:?} | {n} | {overlaps} |");
+    }
+    if let Some(n) = overlaps_after.get(&None) {
+        let _ = writeln!(o, "| (no fault nearby) | | {n} |");
     }
     let _ = writeln!(
         o,
@@ -508,7 +538,7 @@ fn report(
          | writes refused by fencing | {} |\n| stale writes accepted | {} |\n\
          | fence regressions | {} |\n| panics | {} |\n| orphan keys | {} |",
         verdict.lost,
-        verdict.signalled_overlaps,
+        verdict.signalled_overlaps.len(),
         verdict.silent_overlaps.len(),
         verdict.rejected_writes,
         verdict.stale_writes.len(),
