@@ -7,9 +7,9 @@
 //! must never do, and what it may do only with a signal:
 //!
 //! - **overlaps**: a section granted while another section on the same key had not ended.
-//!   An overlap is *signalled* when the earlier holder's `lost()` fired (it was told, late);
-//!   an overlap whose earlier holder was never told is *silent*, the one outcome rlock
-//!   promises never to produce.
+//!   An overlap is *signalled* when the earlier holder was told, late: its `lost()` fired, or
+//!   its release answered `Lost`; an overlap whose earlier holder was never told is
+//!   *silent*, the one outcome rlock promises never to produce.
 //! - **stale writes accepted**: a write accepted by the store after a write with a higher
 //!   fence had been accepted for the same key (fencing failed to protect the resource).
 //! - **fence regressions**: a section granted after another ended on the same key, with a
@@ -217,12 +217,14 @@ pub struct Verdict {
     pub sections: u64,
     /// Sections whose `lost()` fired.
     pub lost: u64,
-    /// Overlaps whose earlier holder's `lost()` fired (after the later grant).
+    /// Overlaps whose earlier holder was told, after the later grant: its `lost()` fired, or
+    /// its release answered `Lost` (when Redis lost the key, the holder learns it at its
+    /// next renewal or at its release, whichever comes first).
     pub signalled_overlaps: Vec<Overlap>,
     /// Overlaps whose earlier holder was never told: must be empty.
     pub silent_overlaps: Vec<Overlap>,
-    /// For signalled overlaps: how long after the later grant `lost()` fired, in µs (the
-    /// window in which two holders believed they held the lock).
+    /// For signalled overlaps: how long after the later grant the earlier holder was told,
+    /// in µs (the window in which two holders believed they held the lock).
     pub lost_windows_us: Vec<u64>,
     /// Writes accepted after a higher fence's write was accepted: must be empty.
     pub stale_writes: Vec<(Record, Record)>,
@@ -297,14 +299,20 @@ fn check_key(sections: &[Record], verdict: &mut Verdict) {
     for &next in sections {
         if let Some(held) = holder {
             if next.grant_us < held.effective_end() {
-                if held.lost_us > 0 {
+                // Told late: by `lost()`, or by its release answering `Lost`.
+                let told_us = if held.lost_us > 0 {
+                    Some(held.lost_us)
+                } else {
+                    (held.release == Release::Lost).then_some(held.end_us)
+                };
+                if let Some(told_us) = told_us {
                     verdict.signalled_overlaps.push(Overlap {
                         earlier: held,
                         later: next,
                     });
                     verdict
                         .lost_windows_us
-                        .push(held.lost_us.saturating_sub(next.grant_us));
+                        .push(told_us.saturating_sub(next.grant_us));
                 } else {
                     verdict.silent_overlaps.push(Overlap {
                         earlier: held,
@@ -360,8 +368,8 @@ impl fmt::Display for Verdict {
         write!(
             f,
             "{} sections, {} lost; overlaps: {} signalled, {} silent; writes rejected by \
-             fencing: {}, stale accepted: {}; fence regressions: {}; lost() after the next \
-             grant (p50/p99/max ms): {}",
+             fencing: {}, stale accepted: {}; fence regressions: {}; told after the next grant \
+             (p50/p99/max ms): {}",
             self.sections,
             self.lost,
             self.signalled_overlaps.len(),
@@ -443,6 +451,16 @@ mod tests {
         let v = check(&silent);
         assert_eq!(v.silent_overlaps.len(), 1);
         assert!(v.violations(&silent)[0].contains("silent overlap"));
+
+        // Told by its release instead: signalled too.
+        let mut released_lost = rec(1, 0, 30, 0, (5, 6, Write::Accepted));
+        released_lost.release = Release::Lost;
+        let by_release = history(&[released_lost, rec(2, 10, 20, 0, (15, 16, Write::Accepted))]);
+        let v = check(&by_release);
+        assert_eq!(
+            (v.signalled_overlaps.len(), v.lost_windows_us.clone()),
+            (1, vec![20])
+        );
 
         // lost() before the next grant: no overlap at all.
         let told = history(&[

@@ -376,12 +376,24 @@ fn orchestrate(config: Config) -> Result<(), String> {
     if let Some(path) = &config.report {
         std::fs::write(path, &report).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    for overlap in &verdict.silent_overlaps {
+        let slack_us = 3 * u64::try_from(config.ttl.as_micros()).unwrap_or(u64::MAX);
+        let cause = nemesis.cause(overlap.later.grant_us, slack_us);
+        problems.push(format!(
+            "(the silent overlap granted at {} followed {cause:?})",
+            overlap.later.grant_us
+        ));
+    }
     if problems.is_empty() {
+        let _ = std::fs::remove_dir_all(&dir);
         println!("soak: passed");
         Ok(())
     } else {
-        Err(format!("failed:\n  {}", problems.join("\n  ")))
+        Err(format!(
+            "failed (histories kept in {}):\n  {}",
+            dir.display(),
+            problems.join("\n  ")
+        ))
     }
 }
 
@@ -522,7 +534,7 @@ fn report(
     }
     let _ = writeln!(
         o,
-        "\n| fault | injected | overlaps signalled by `lost()` after it |\n|---|---:|---:|"
+        "\n| fault | injected | overlaps (holder told late) after it |\n|---|---:|---:|"
     );
     for (fault, n) in &nemesis.injected {
         let overlaps = overlaps_after.get(&Some(*fault)).copied().unwrap_or(0);
@@ -534,7 +546,8 @@ fn report(
     let _ = writeln!(
         o,
         "\n| outcome | count |\n|---|---:|\n| leases lost (`lost()` fired) | {} |\n\
-         | overlaps signalled by `lost()` | {} |\n| overlaps with `lost()` silent | {} |\n\
+         | overlaps, the earlier holder told late (`lost()` or its release) | {} |\n\
+         | overlaps, the earlier holder never told | {} |\n\
          | writes refused by fencing | {} |\n| stale writes accepted | {} |\n\
          | fence regressions | {} |\n| panics | {} |\n| orphan keys | {} |",
         verdict.lost,
@@ -548,7 +561,7 @@ fn report(
     );
     let _ = writeln!(
         o,
-        "\n`lost()` after the next grant, p50 / p99 / max: {} ms",
+        "\nHow long after the later grant the earlier holder was told, p50 / p99 / max: {} ms",
         soak::percentiles_ms(&verdict.lost_windows_us)
     );
     let _ = writeln!(o, "\n| error (`LockError`) | count |\n|---|---:|");
