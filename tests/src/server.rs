@@ -275,9 +275,6 @@ impl RedisServer {
         (out, after.minus(&before))
     }
 
-    /// A fresh multiplexed connection for poking keys directly (`GET`, `PTTL`, `SET`, `DEL`),
-    /// with a 2 s connect and response timeout and no `CLIENT SETINFO` handshake.
-    ///
     /// Creates the ACL user `name` (password `pw`) with every command and key but no pub/sub
     /// channel, and returns its URL: a client that cannot hear release announcements.
     ///
@@ -285,15 +282,29 @@ impl RedisServer {
     ///
     /// When the server refuses the user.
     pub async fn user_without_channel_rights(&self, name: &str) -> String {
+        self.acl_user(name, &["~*", "+@all", "resetchannels"]).await
+    }
+
+    /// Creates (or resets) the ACL user `name` with password `pw` and the given rules
+    /// (`"~*"`, `"+get"`, `"&rlock:*"`, …), and returns its URL.
+    ///
+    /// # Panics
+    ///
+    /// When the server refuses a rule.
+    pub async fn acl_user(&self, name: &str, rules: &[&str]) -> String {
         let mut raw = self.raw().await;
         let _: () = redis::cmd("ACL")
-            .arg(&["SETUSER", name, "on", ">pw", "~*", "+@all", "resetchannels"][..])
+            .arg(&["SETUSER", name, "reset", "on", ">pw"][..])
+            .arg(rules)
             .query_async(&mut raw)
             .await
-            .unwrap_or_else(|e| panic!("ACL SETUSER {name}: {e}"));
+            .unwrap_or_else(|e| panic!("ACL SETUSER {name} {rules:?}: {e}"));
         format!("redis://{name}:pw@127.0.0.1:{}/", self.port)
     }
 
+    /// A fresh multiplexed connection for poking keys directly (`GET`, `PTTL`, `SET`, `DEL`),
+    /// with a 2 s connect and response timeout and no `CLIENT SETINFO` handshake.
+    ///
     /// # Panics
     ///
     /// When the server does not accept the connection.
