@@ -281,6 +281,24 @@ impl SentinelDeployment {
         self.new_master_after(old.port())
     }
 
+    /// Like [`switch_over`](Self::switch_over), but a refusal (a failover already in
+    /// progress, no master known) is returned instead of a panic.
+    ///
+    /// # Errors
+    ///
+    /// The sentinel's refusal.
+    ///
+    /// # Panics
+    ///
+    /// When an accepted failover does not complete within 20 s.
+    pub fn try_switch_over(&self) -> Result<&RedisServer, String> {
+        let old = self.master().ok_or("no master known")?;
+        self.sentinels[0]
+            .query(&["SENTINEL", "FAILOVER", SERVICE])
+            .map_err(|e| format!("SENTINEL FAILOVER: {e:?}"))?;
+        Ok(self.new_master_after(old.port()))
+    }
+
     fn new_master_after(&self, old_port: u16) -> &RedisServer {
         let deadline = Instant::now() + SETTLE;
         loop {

@@ -7,6 +7,7 @@
 //! cargo run --release -p rlock-tests --bin soak -- --acquisitions 1000000 [--aof]
 //!     [--workers 4] [--tasks 8] [--ttl-ms 500] [--seed N] [--fault-every-ms 1500]
 //!     [--report FILE]
+//! cargo run --release -p rlock-tests --bin soak -- --sentinel [--min-replicas 1] …
 //! ```
 //!
 //! Layout: one `redis-server` holds the locks (the one the nemesis attacks; `--aof` runs it
@@ -15,6 +16,11 @@
 //! (this binary with `--worker`) reaches the lock server through its own [`FaultProxy`].
 //! Its tasks lock a hot key (one of four, contended by everyone) or a cold one of their own,
 //! write once through the store with the section's fence, and log each section.
+//!
+//! With `--sentinel` the locks live on a Sentinel deployment (a master, two replicas, three
+//! sentinels) that the workers reach directly, and the deck holds failovers instead of the
+//! proxy's faults: an operator's switch-over, and the master killed (then restarted, to be
+//! turned into a replica). `--min-replicas 1` makes every grant wait for a replica.
 //!
 //! The nemesis deals its faults from a shuffled deck, so every kind comes up equally often;
 //! everything it does is drawn from `--seed`. The run fails (exit status 1) on a silent
@@ -31,6 +37,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
+use rlock_tests::deploy::SentinelDeployment;
 use rlock_tests::proxy::FaultProxy;
 use rlock_tests::soak::{self, History, Record, Release, Write};
 
@@ -109,6 +116,8 @@ struct Config {
     fault_every: Duration,
     seed: u64,
     aof: bool,
+    sentinel: bool,
+    min_replicas: u64,
     report: Option<PathBuf>,
     quick: bool,
 }
@@ -127,6 +136,8 @@ impl Config {
                 "seed",
                 "fault-every-ms",
                 "aof",
+                "sentinel",
+                "min-replicas",
                 "report",
                 "help",
             ];
@@ -154,6 +165,8 @@ impl Config {
             ),
             seed: number(&f, "seed", now_us())?,
             aof: f.contains_key("aof"),
+            sentinel: f.contains_key("sentinel"),
+            min_replicas: number(&f, "min-replicas", 0)?.min(2),
             report: f.get("report").map(PathBuf::from),
             quick,
         };
@@ -182,7 +195,21 @@ enum Fault {
     Reset,
     /// SIGSTOP of one worker process for 1.5–3 ttl (a GC pause past the lease).
     PauseHolder,
+    /// Sentinel: `SENTINEL FAILOVER`, the old master staying up as a replica.
+    SwitchOver,
+    /// Sentinel: the master killed, a replica promoted, the old one restarted.
+    KillFailover,
 }
+
+/// The deck on a Sentinel deployment (workers reach it directly: no proxy; its servers run
+/// without the debug command).
+const SENTINEL_FAULTS: [Fault; 5] = [
+    Fault::SwitchOver,
+    Fault::KillFailover,
+    Fault::PauseServer,
+    Fault::ClientPause,
+    Fault::PauseHolder,
+];
 
 const FAULTS: [Fault; 9] = [
     Fault::KillRestart,
@@ -199,7 +226,8 @@ const FAULTS: [Fault; 9] = [
 /// A worker process and the proxy in front of it.
 struct Worker {
     child: Child,
-    proxy: FaultProxy,
+    /// In front of the lock server (not on a Sentinel deployment).
+    proxy: Option<FaultProxy>,
     history: PathBuf,
     stopped: bool,
 }
@@ -233,7 +261,11 @@ fn orchestrate(config: Config) -> Result<(), String> {
     if config.aof {
         server_args.extend(["--appendonly", "yes", "--appendfsync", "always"]);
     }
-    let locks = RedisServer::start_with_args(&server_args);
+    let locks = if config.sentinel {
+        Locks::Sentinel(SentinelDeployment::start())
+    } else {
+        Locks::Single(RedisServer::start_with_args(&server_args))
+    };
     let store = RedisServer::start();
     let dir = std::env::temp_dir().join(format!("rlock-soak-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -248,12 +280,20 @@ fn orchestrate(config: Config) -> Result<(), String> {
     };
     let mut workers = Vec::new();
     for w in 0..config.workers {
-        let proxy = FaultProxy::start(locks.port());
+        let (proxy, url) = match &locks {
+            Locks::Single(server) => {
+                let proxy = FaultProxy::start(server.port());
+                let url = proxy.url();
+                (Some(proxy), url)
+            }
+            Locks::Sentinel(deployment) => (None, deployment.url()),
+        };
         let history = dir.join(format!("worker-{w}.log"));
         let child = Command::new(&exe)
             .arg("--worker")
             .args(["--id", &w.to_string()])
-            .args(["--redis", &proxy.url()])
+            .args(["--redis", &url])
+            .args(["--min-replicas", &config.min_replicas.to_string()])
             .args(["--store", &store.url()])
             .args(["--history", &history.to_string_lossy()])
             .args(["--tasks", &config.tasks.to_string()])
@@ -273,7 +313,7 @@ fn orchestrate(config: Config) -> Result<(), String> {
         });
     }
     println!(
-        "soak: {} workers × {} tasks, ttl {:?}, {}, seed {}, {} persistence",
+        "soak: {} workers × {} tasks, ttl {:?}, {}, seed {}, {}",
         config.workers,
         config.tasks,
         config.ttl,
@@ -283,16 +323,23 @@ fn orchestrate(config: Config) -> Result<(), String> {
             format!("{:?}", config.duration)
         },
         config.seed,
-        if config.aof {
+        if config.sentinel {
+            "Sentinel"
+        } else if config.aof {
             "AOF (fsync always)"
         } else {
-            "no"
+            "no persistence"
         },
     );
 
     let mut nemesis = Nemesis {
         rng: fastrand::Rng::with_seed(config.seed),
         deck: Vec::new(),
+        faults: if config.sentinel {
+            &SENTINEL_FAULTS
+        } else {
+            &FAULTS
+        },
         injected: BTreeMap::new(),
         log: Vec::new(),
         ttl: config.ttl,
@@ -330,7 +377,7 @@ fn orchestrate(config: Config) -> Result<(), String> {
     // Leftovers: every lease, queue and mark must have expired once the workers are gone.
     std::thread::sleep(config.ttl.max(Duration::from_secs(2)) + Duration::from_secs(3));
     let orphans = runtime.block_on(async {
-        let mut raw = locks.raw_with_timeout(COMMAND_TIMEOUT).await;
+        let mut raw = locks.server().raw_with_timeout(COMMAND_TIMEOUT).await;
         let keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(&mut raw).await?;
         Ok::<_, redis::RedisError>(keys)
     });
@@ -362,7 +409,8 @@ fn orchestrate(config: Config) -> Result<(), String> {
     if history.panics > 0 {
         problems.push(format!("{} panics", history.panics));
     }
-    let missing: Vec<Fault> = FAULTS
+    let missing: Vec<Fault> = nemesis
+        .faults
         .iter()
         .filter(|f| !nemesis.injected.contains_key(f))
         .copied()
@@ -397,9 +445,27 @@ fn orchestrate(config: Config) -> Result<(), String> {
     }
 }
 
+/// Where the locks live: the server the nemesis attacks.
+enum Locks {
+    Single(RedisServer),
+    Sentinel(SentinelDeployment),
+}
+
+impl Locks {
+    /// The server holding the locks now (the master, on Sentinel).
+    fn server(&self) -> &RedisServer {
+        match self {
+            Locks::Single(server) => server,
+            Locks::Sentinel(d) => d.master().unwrap_or(&d.servers[0]),
+        }
+    }
+}
+
 struct Nemesis {
     rng: fastrand::Rng,
     deck: Vec<Fault>,
+    /// The kinds this deployment's deck holds.
+    faults: &'static [Fault],
     injected: BTreeMap<Fault, u64>,
     /// Every fault: its kind, when it began and when it was healed (µs since the epoch).
     log: Vec<(Fault, u64, u64)>,
@@ -412,15 +478,15 @@ impl Nemesis {
     }
 
     /// Injects the next fault of the deck, waits it out and heals it.
-    async fn strike(&mut self, locks: &RedisServer, workers: &mut [Worker]) -> Result<(), String> {
+    async fn strike(&mut self, deployment: &Locks, workers: &mut [Worker]) -> Result<(), String> {
+        let locks = deployment.server();
         if self.deck.is_empty() {
-            self.deck = FAULTS.to_vec();
+            self.deck = self.faults.to_vec();
             self.rng.shuffle(&mut self.deck);
         }
         let Some(fault) = self.deck.pop() else {
             return Ok(());
         };
-        *self.injected.entry(fault).or_default() += 1;
         let victim = self.rng.usize(..workers.len());
         let began = now_us();
         match fault {
@@ -460,7 +526,9 @@ impl Nemesis {
             }
             Fault::Delay | Fault::Batch => {
                 let span = self.ttl_times(1.0, 3.0);
-                let proxy = &workers[victim].proxy;
+                let Some(proxy) = &workers[victim].proxy else {
+                    return Ok(());
+                };
                 if fault == Fault::Delay {
                     proxy.set_delay(Duration::from_millis(self.rng.u64(5..=50)));
                 } else {
@@ -470,8 +538,30 @@ impl Nemesis {
                 proxy.set_delay(Duration::ZERO);
                 proxy.set_batching(None);
             }
-            Fault::Blackhole => workers[victim].proxy.blackhole_existing(),
-            Fault::Reset => workers[victim].proxy.reset_all(),
+            Fault::Blackhole => workers[victim]
+                .proxy
+                .iter()
+                .for_each(FaultProxy::blackhole_existing),
+            Fault::Reset => workers[victim].proxy.iter().for_each(FaultProxy::reset_all),
+            Fault::SwitchOver => {
+                let Locks::Sentinel(d) = deployment else {
+                    return Ok(());
+                };
+                // Refused while a failover (one a pause set off) is under way: not injected.
+                if d.try_switch_over().is_err() {
+                    return Ok(());
+                }
+            }
+            Fault::KillFailover => {
+                if let Locks::Sentinel(d) = deployment {
+                    let old = d.master().map(RedisServer::port);
+                    d.fail_over();
+                    // Back as a replica (Sentinel turns the old master into one).
+                    if let Some(old) = d.servers.iter().find(|s| Some(s.port()) == old) {
+                        old.restart();
+                    }
+                }
+            }
             Fault::PauseHolder => {
                 let pause = self.ttl_times(1.5, 3.0);
                 let worker = &mut workers[victim];
@@ -482,6 +572,7 @@ impl Nemesis {
                 }
             }
         }
+        *self.injected.entry(fault).or_default() += 1;
         self.log.push((fault, began, now_us()));
         Ok(())
     }
@@ -510,16 +601,21 @@ fn report(
     let _ = writeln!(
         o,
         "| run | |\n|---|---|\n| command | `soak {}` |\n| workers × tasks | {} × {} |\n\
-         | ttl | {} ms |\n| persistence | {} |\n| wall time | {:.0} s |\n\
+         | ttl | {} ms |\n| deployment | {} |\n| wall time | {:.0} s |\n\
          | acquisitions | {} ({:.0}/s) |",
         command_line(config),
         config.workers,
         config.tasks,
         config.ttl.as_millis(),
-        if config.aof {
-            "AOF, `appendfsync always`"
+        if config.sentinel {
+            format!(
+                "Sentinel (a master, two replicas), min_replicas {}",
+                config.min_replicas
+            )
+        } else if config.aof {
+            "one server, AOF with `appendfsync always`".to_owned()
         } else {
-            "none"
+            "one server, no persistence".to_owned()
         },
         elapsed.as_secs_f64(),
         verdict.sections,
@@ -582,6 +678,9 @@ fn command_line(config: &Config) -> String {
     if config.aof {
         line.push_str(" --aof");
     }
+    if config.sentinel {
+        let _ = write!(line, " --sentinel --min-replicas {}", config.min_replicas);
+    }
     let _ = write!(line, " --seed {}", config.seed);
     line
 }
@@ -601,6 +700,7 @@ mod worker {
         acquisitions: u64,
         until_us: u64,
         seed: u64,
+        min_replicas: u32,
     }
 
     pub(super) fn main(args: &[String]) -> Result<(), String> {
@@ -620,6 +720,7 @@ mod worker {
             acquisitions: number(&f, "acquisitions", 0)?,
             until_us: number(&f, "until-us", 0)?,
             seed: number(&f, "seed", 0)?,
+            min_replicas: u32::try_from(number(&f, "min-replicas", 0)?).unwrap_or(0),
         };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -741,6 +842,7 @@ mod worker {
                 .lock(key.as_str())
                 .ttl(args.ttl)
                 .wait(args.ttl * 2)
+                .min_replicas(args.min_replicas)
                 .fenced()
                 .acquire()
                 .await;
