@@ -14,7 +14,7 @@ use crate::lease::{Engine, Grant, Hold, LeasePlan, Outcome, Try};
 use crate::metrics::Count;
 use crate::options::{LockOptions, check_max_hold, check_ttl};
 use crate::tuning::{
-    HANDOFF_LEASE, WAIT_RETRY_MAX, WAIT_RETRY_MIN, WAITER_CHECK_INTERVAL, backoff,
+    HANDOFF_LEASE, WAIT_FOREVER, WAIT_RETRY_MAX, WAIT_RETRY_MIN, WAITER_CHECK_INTERVAL, backoff,
 };
 use crate::wait::Ticket;
 use crate::wait::timers::fallback_pause;
@@ -88,6 +88,8 @@ impl<'a> LockRequest<'a> {
     /// How long to wait while another owner holds the lock (default: the client's
     /// [`default_wait`](crate::LockClientBuilder::default_wait), zero — one attempt — unless
     /// configured). The budget is a deadline: `acquire` returns by it, whatever Redis does.
+    /// `Duration::MAX` waits until granted (any budget over thirty years counts as thirty
+    /// years).
     pub fn wait(mut self, wait: Duration) -> Self {
         self.options.wait = Some(wait);
         self
@@ -226,7 +228,11 @@ impl<'a> LockRequest<'a> {
                 redis_key: &redis_key,
                 plan,
                 started,
-                budget: options.wait.unwrap_or(client.shared().default_wait),
+                // A wait past any deadline a clock can hold means "until granted".
+                budget: options
+                    .wait
+                    .unwrap_or(client.shared().default_wait)
+                    .min(WAIT_FOREVER),
             }
             .acquire(),
         )

@@ -80,6 +80,10 @@ pub(crate) const WAIT_RETRY_MAX: Duration = Duration::from_millis(500);
 /// [`WAIT_UNKNOWN_LEASE_PAUSE`]), and renews the mark then, well inside this slack.
 pub(crate) const WAITERS_MARK_SLACK: Duration = Duration::from_secs(1);
 
+/// The longest wait budget counted: a longer one (`Duration::MAX` for "until granted")
+/// is this one, thirty years, which any `Instant` can still be moved by.
+pub(crate) const WAIT_FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
+
 /// A client's mark on a lock's queue in Redis, which keeps its waiters' entries there live,
 /// lasts this long unless refreshed; the waiters of a process that died stop being handed the
 /// lock within it.
