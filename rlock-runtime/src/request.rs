@@ -339,8 +339,6 @@ impl Waiting<'_> {
         // attempt's answer, as when this process was stopped, and tell of a handoff older
         // than that attempt, whose lease may have ended since.)
         let mut token_since: Option<(String, Instant)> = None;
-        // That moment, while the waiter stands in the queue.
-        let mut busy_since: Option<Instant>;
         let mut failures = 0;
         let mut last_error;
         loop {
@@ -374,8 +372,6 @@ impl Waiting<'_> {
                     }
                     ticket.answered(queue, sent_at, now_queued, lapsed);
                     queued = now_queued;
-                    busy_since = now_queued
-                        .then(|| token_since.as_ref().map_or(sent_at, |(_, since)| *since));
                     failures = 0;
                     last_error = None;
                     ticket.listen();
@@ -388,12 +384,13 @@ impl Waiting<'_> {
                     // background, and this waiter queues again under a new one.
                     ticket.change_token(engine.token());
                     queued = false;
-                    busy_since = None;
                 }
                 Err(e) => return Err(e),
             }
             loop {
-                if let (Some(handoff), Some(since)) = (ticket.handed(), busy_since) {
+                // Only a waiter standing in the queue can have been handed the lock.
+                let since = token_since.as_ref().filter(|_| queued).map(|(_, at)| *at);
+                if let (Some(handoff), Some(since)) = (ticket.handed(), since) {
                     let grant = Grant {
                         token: handoff.token,
                         fence: handoff.fence,
