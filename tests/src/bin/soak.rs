@@ -406,11 +406,10 @@ fn orchestrate(config: Config) -> Result<(), String> {
     // new one (two masters for a moment): the fence order then goes backwards, and the
     // fenced store refuses the late holder. A failover non-guarantee, counted and shown
     // (RELIABILITY.md); on one server a regression is a defect.
-    let slack_us = 3 * u64::try_from(config.ttl.as_micros()).unwrap_or(u64::MAX);
     let mut regressions_after: BTreeMap<Option<Fault>, u64> = BTreeMap::new();
     for (_, later) in &verdict.fence_regressions {
         *regressions_after
-            .entry(nemesis.cause(later.grant_us, slack_us))
+            .entry(nemesis.cause(later.grant_us))
             .or_default() += 1;
     }
     let violations = verdict.violations(&history);
@@ -435,24 +434,19 @@ fn orchestrate(config: Config) -> Result<(), String> {
         problems.push(format!("faults never injected: {missing:?}"));
     }
 
-    let report = report(&config, &history, &verdict, &nemesis, &orphans, elapsed);
-    let report = if regressions_after.is_empty() {
-        report
-    } else {
-        let mut report = report;
+    let mut report = report(&config, &history, &verdict, &nemesis, &orphans, elapsed);
+    if !regressions_after.is_empty() {
         let _ = writeln!(
             report,
             "\nFence regressions by the fault around the later grant: {regressions_after:?}"
         );
-        report
-    };
+    }
     println!("{report}");
     if let Some(path) = &config.report {
         std::fs::write(path, &report).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     for overlap in &verdict.silent_overlaps {
-        let slack_us = 3 * u64::try_from(config.ttl.as_micros()).unwrap_or(u64::MAX);
-        let cause = nemesis.cause(overlap.later.grant_us, slack_us);
+        let cause = nemesis.cause(overlap.later.grant_us);
         problems.push(format!(
             "(the silent overlap granted at {} followed {cause:?})",
             overlap.later.grant_us
@@ -604,13 +598,14 @@ impl Nemesis {
     }
 
     /// The fault most likely behind an event at `at_us`: the last one begun before it, if
-    /// it was healed less than `slack_us` before.
-    fn cause(&self, at_us: u64, slack_us: u64) -> Option<Fault> {
+    /// it was healed less than three leases before.
+    fn cause(&self, at_us: u64) -> Option<Fault> {
+        let slack_us = 3 * u64::try_from(self.ttl.as_micros()).unwrap_or(u64::MAX);
         self.log
             .iter()
             .rev()
             .find(|(_, began, _)| *began <= at_us)
-            .filter(|(_, _, healed)| at_us <= healed + slack_us)
+            .filter(|(_, _, healed)| at_us <= healed.saturating_add(slack_us))
             .map(|(fault, _, _)| *fault)
     }
 }
@@ -648,10 +643,9 @@ fn report(
         verdict.sections as f64 / elapsed.as_secs_f64().max(1e-9),
     );
     // Each signalled overlap, put down to the fault around its later grant.
-    let slack_us = 3 * u64::try_from(config.ttl.as_micros()).unwrap_or(u64::MAX);
     let mut overlaps_after: BTreeMap<Option<Fault>, u64> = BTreeMap::new();
     for overlap in &verdict.signalled_overlaps {
-        let cause = nemesis.cause(overlap.later.grant_us, slack_us);
+        let cause = nemesis.cause(overlap.later.grant_us);
         *overlaps_after.entry(cause).or_default() += 1;
     }
     let _ = writeln!(
