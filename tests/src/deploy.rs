@@ -457,6 +457,14 @@ impl ClusterDeployment {
     ///
     /// After 20 s.
     pub fn wait_healthy(&self, down: &[u16]) {
+        if let Err(view) = self.try_wait_healthy(down) {
+            panic!("{view}");
+        }
+    }
+
+    /// [`wait_healthy`](Self::wait_healthy) that gives up with each node's view instead of
+    /// panicking.
+    pub fn try_wait_healthy(&self, down: &[u16]) -> Result<(), String> {
         let deadline = Instant::now() + SETTLE;
         loop {
             let healthy = self
@@ -474,7 +482,7 @@ impl ClusterDeployment {
                     link.as_deref() == Some("up") || down_master(n, down)
                 });
             if healthy && synced && self.masters().len() == 3 {
-                return;
+                return Ok(());
             }
             if Instant::now() >= deadline {
                 let view = self
@@ -491,10 +499,10 @@ impl ClusterDeployment {
                         )
                     })
                     .collect::<Vec<_>>();
-                panic!(
+                return Err(format!(
                     "the cluster is not healthy after {SETTLE:?}:\n{}",
                     view.join("\n")
-                );
+                ));
             }
             thread::sleep(Duration::from_millis(100));
         }
@@ -505,6 +513,40 @@ impl ClusterDeployment {
         let port = master.port();
         master.kill();
         self.wait_healthy(&[port]);
+    }
+
+    /// Kills `master`, waits for its replica to take over, then restarts it (it rejoins as
+    /// the new master's replica, from its `nodes.conf`) and waits until it is in sync.
+    pub fn kill_and_rejoin(&self, master: &RedisServer) -> Result<(), String> {
+        let port = master.port();
+        master.kill();
+        self.try_wait_healthy(&[port])?;
+        master.restart();
+        self.try_wait_healthy(&[])
+    }
+
+    /// An operator's switch-over: `CLUSTER FAILOVER` on `master`'s replica, which waits for
+    /// the replica to catch up before it takes over; the old master becomes its replica.
+    pub fn switch_over(&self, master: &RedisServer) -> Result<(), String> {
+        let port = master.port().to_string();
+        let replica = self
+            .nodes
+            .iter()
+            .find(|n| info_field(n, "master_port").as_deref() == Some(port.as_str()))
+            .ok_or_else(|| format!("no replica of {port}"))?;
+        let mut conn = admin(replica).ok_or("the replica does not answer")?;
+        redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .query::<()>(&mut conn)
+            .map_err(|e| format!("CLUSTER FAILOVER: {e}"))?;
+        let deadline = Instant::now() + SETTLE;
+        while info_field(replica, "role").as_deref() != Some("master") {
+            if Instant::now() >= deadline {
+                return Err(format!("{} was not promoted", replica.port()));
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        self.try_wait_healthy(&[])
     }
 }
 
