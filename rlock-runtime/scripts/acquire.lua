@@ -1,22 +1,22 @@
 -- Acquire a lock, and issue its fencing token if asked, atomically; queue the caller if it
 -- will wait. (Prepended: queue.lua.)
 -- KEYS[1]: lock key   KEYS[2]: waiters' queue (Redlock: the awaited mark), in the lock's slot;
--- the fence key and the client's mark are derived from it (see queue.lua)
+-- the fence key is derived from it (see queue.lua)
 -- ARGV[1]: owner token   ARGV[2]: lease ms   ARGV[3]: '1' to issue a fence
 -- ARGV[4]: how the caller waits: '0' it will not; 'q' in the queue; 'm' Redlock: it marks the
 --          key awaited (ARGV[5] ms past the holder's lease) so that releases announce themselves
--- For 'q': ARGV[5]: the client's mark lease ms   ARGV[6]: handoff lease ms
+-- For 'q': ARGV[5]: the queue's lease ms   ARGV[6]: handoff lease ms
 --          ARGV[7]: release channel (for PUBLISH its prefix, the lock key follows)
 --          ARGV[8]: 'PUBLISH' or 'SPUBLISH'   ARGV[9]: most entries in the queue
 --          ARGV[10]: '1' fair (never taken past a live waiter queued earlier)
 --          ARGV[11]: '1' queued before (a release may have handed it the lock)
---          ARGV[12]: '1' refresh the client's mark (and the queue's expiry)
---          ARGV[13]: '1' make sure the caller's entry is still queued (its mark may have lapsed)
+--          ARGV[12]: '1' refresh the queue's expiry (the client does, once in a while)
+--          ARGV[13]: '1' make sure the caller's entry is still queued (a release may have
+--          skipped it while the client's subscription was not confirmed)
 -- Returns {1, fence or 0} acquired by this call; {2, fence or 0, pttl} handed to this waiter
 -- by a release (its announcement is on its way, or was lost); {0, pttl, lapsed} busy, queued
--- if asked (pttl -3: not read; lapsed 1: the client's mark had lapsed, so a release may have
--- dropped its other waiters' entries); {3, pttl, lapsed} busy and the queue is full: not
--- queued.
+-- if asked (pttl -3: not read; lapsed 1: a queued caller found the queue gone, so every
+-- entry in it was lost); {3, pttl, lapsed} busy and the queue is full: not queued.
 --
 -- The lock key holds the plain token with a PX expiry, the format redis-py's Lock and the
 -- SET NX PX + Lua release recipe use, so other clients locking the same key exclude us.
@@ -35,14 +35,21 @@ if mode ~= 'q' then
 end
 
 local entry = token .. ' ' .. ARGV[6] .. ' ' .. (fenced and '1' or '0')
-local mark_lease = ARGV[5]
-local fair, queued, mark, verify = ARGV[10] == '1', ARGV[11] == '1', ARGV[12] == '1', ARGV[13] == '1'
+local queue_lease = ARGV[5]
+local fair, queued = ARGV[10] == '1', ARGV[11] == '1'
+local refresh, verify = ARGV[12] == '1', ARGV[13] == '1'
 
 -- The holder, when read: a token, false for a free lock (pcall: a key of another type is
 -- someone else's). A newcomer that may barge does not read it: its SET NX tells.
 local holder = nil
 if queued or fair then
   holder = redis.pcall('GET', lock)
+end
+-- A fair caller takes a free lock only when no live waiter queued before it; if one did,
+-- the lock is free with nobody told (the announcement was lost, or its waiter left), so it
+-- is handed to that waiter now (which may be this caller).
+if holder == false and fair and hand_off(lock, queue, ARGV[7], ARGV[8]) then
+  holder = redis.call('GET', lock)
 end
 if holder == token then
   local fence = 0
@@ -51,60 +58,30 @@ if holder == token then
   end
   return {2, fence, redis.call('PTTL', lock)}
 end
-
-if not holder then
-  -- Free, or not read yet. A fair caller takes it only when no live waiter queued before
-  -- it; if one did, the lock is free with nobody told (the announcement was lost, or its
-  -- waiter left), so it is handed to that waiter now.
-  local ahead = false
-  if fair then
-    for _ = 1, 16 do
-      local head = redis.call('LINDEX', queue, 0)
-      if not head then
-        break
-      end
-      local head_token, _, _, live = entry_of(queue, head)
-      if head_token == token then
-        break
-      end
-      if live then
-        ahead = true
-        break
-      end
-      redis.call('LPOP', queue)
-    end
+if not holder and redis.call('SET', lock, token, 'NX', 'PX', lease) then
+  if queued then
+    redis.call('LREM', queue, 1, entry)
   end
-  if not ahead then
-    if redis.call('SET', lock, token, 'NX', 'PX', lease) then
-      if queued then
-        redis.call('LREM', queue, 1, entry)
-      end
-      return {1, fenced and issue_fence(queue, lease) or 0}
-    end
-  elseif holder == false then
-    hand_off(lock, queue, ARGV[7], ARGV[8])
-  end
+  return {1, fenced and issue_fence(queue, lease) or 0}
 end
 
--- Busy: the client's mark lives on (when due), and the caller stands in the queue (a queued
--- caller keeps its place; one whose entry was dropped comes back at the end).
+-- Busy: the caller stands in the queue (a queued caller keeps its place; one whose entry was
+-- dropped comes back at the end), and the queue lives on (when due).
 local lapsed = 0
-if mark then
-  local client_mark = queue .. ':' .. string.match(token, '^[^:]*')
-  if redis.call('PEXPIRE', client_mark, mark_lease) == 0 then
-    redis.call('SET', client_mark, '1', 'PX', mark_lease)
+if queued and refresh then
+  if redis.call('PEXPIRE', queue, queue_lease) == 0 then
     lapsed = 1
   end
+  refresh = false
 end
 local length = 0
 if not queued or verify or lapsed == 1 then
-  if not (queued and redis.call('LPOS', queue, entry)) then
+  if not (queued and lapsed == 0 and redis.call('LPOS', queue, entry)) then
     length = redis.call('RPUSH', queue, entry)
   end
 end
--- The queue expires unless its waiters' clients keep it, with their marks.
-if mark or length == 1 then
-  redis.call('PEXPIRE', queue, mark_lease)
+if refresh or length == 1 then
+  redis.call('PEXPIRE', queue, queue_lease)
 end
 if length > tonumber(ARGV[9]) then
   redis.call('RPOP', queue)

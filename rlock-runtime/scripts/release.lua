@@ -2,7 +2,7 @@
 -- (named in an announcement), if any; a waiter leaving the queue also gives up its entry.
 -- (Prepended: queue.lua.)
 -- KEYS[1]: lock key   KEYS[2]: waiters' queue (Redlock: the awaited mark), in the lock's slot;
--- the fence key and the client's mark are derived from it (see queue.lua)
+-- the fence key is derived from it (see queue.lua)
 -- ARGV[1]: owner token   ARGV[2]: release channel (for PUBLISH its prefix, the lock key
 -- follows)   ARGV[3]: 'PUBLISH' or 'SPUBLISH'
 -- ARGV[4]: 'q' waiters queue; 'm' Redlock: announce ("1") to every waiter while the mark lives

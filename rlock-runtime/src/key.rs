@@ -234,14 +234,6 @@ pub(crate) fn waiters_key(lock_key: &str) -> String {
     companion_key(lock_key, "waiters")
 }
 
-/// A client's mark on `queue_key`, which keeps its waiters' entries there live (it expires
-/// unless the client's waiters refresh it). Same slot as the queue. (Derived by the scripts,
-/// from a token's client part.)
-#[cfg(test)]
-pub(crate) fn client_mark_key(queue_key: &str, client: &str) -> String {
-    format!("{queue_key}:{client}")
-}
-
 /// Redlock: the mark of `lock_key` as awaited; a release announces itself to every waiter
 /// only while it lives. Same slot as the lock.
 pub(crate) fn awaited_key(lock_key: &str) -> String {
@@ -289,12 +281,7 @@ mod tests {
             "order:42", "{tag}:x", "a{b", "a{}b", "x}{y}", "}", "{", "{}", "a}b",
         ] {
             if !key.contains('}') || has_hash_tag(key) {
-                for companion in [
-                    fence_key(key),
-                    waiters_key(key),
-                    awaited_key(key),
-                    client_mark_key(&waiters_key(key), "c0ffee"),
-                ] {
+                for companion in [fence_key(key), waiters_key(key), awaited_key(key)] {
                     assert_eq!(
                         cluster_slot(&companion),
                         cluster_slot(key),

@@ -55,16 +55,17 @@
 //!   release deletes. A task spawned from the body does not inherit the hold; a nested lock
 //!   keeps the outer hold's ttl and renewal.
 //! - **Waiting** (`wait` > 0): a caller that finds the lock busy enters the key's queue in
-//!   Redis (`{key}:waiters`, in the lock's cluster slot; a client's entries lapse 2 s after
-//!   its mark on the queue was last refreshed, which its waiters do every 0.67 s). A release hands the lock to the first live waiter and
-//!   names it in its announcement (one pub/sub connection per client): only that waiter's
-//!   client acts, with no command, so a handoff costs the same for 2 or 200 waiting
-//!   instances. [`LockRequest::fair`] adds strict arrival order across instances. A timer set
-//!   to the holder's remaining lease (plus at most 5 ms) covers holders that die without
-//!   releasing and clients that are not rlock; a waiter that dies stops blocking the queue
-//!   within 5 s. While a key's announcements are not confirmed (its subscription is pending,
-//!   Redis refused it, or the feed's connection is down), its waiters check every 50 ms
-//!   instead. Failed attempts are retried with backoff, and the budget is a deadline:
+//!   Redis (`{key}:waiters`, in the lock's cluster slot). A release hands the lock to the
+//!   first live waiter and names it on that waiter's client's own channel (one pub/sub
+//!   connection per client): only that client acts, with no command, so a handoff costs the
+//!   same for 2 or 200 waiting instances. A waiter is live while its client listens: a
+//!   release skips one whose announcement nobody received (its process died).
+//!   [`LockRequest::fair`] adds strict arrival order across instances. A timer set to the
+//!   holder's remaining lease (plus at most 5 ms) covers holders that die without releasing
+//!   and clients that are not rlock; a waiter whose process hangs blocks the queue for at
+//!   most its 2 s handoff lease. While a key's announcements are not confirmed (its
+//!   subscription is pending, Redis refused it, or the feed's connection is down), its
+//!   waiters check every 50 ms instead. Failed attempts are retried with backoff, and the budget is a deadline:
 //!   `acquire` returns by it. Redlock keeps no common queue: a release wakes the first waiter
 //!   of each client.
 //! - **Renewal**: while a hold lives, one watchdog task per client renews every lease about

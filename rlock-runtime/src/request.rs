@@ -16,8 +16,8 @@ use crate::options::{LockOptions, check_max_hold, check_ttl};
 use crate::tuning::{
     HANDOFF_LEASE, WAIT_FOREVER, WAIT_RETRY_MAX, WAIT_RETRY_MIN, WAITER_CHECK_INTERVAL, backoff,
 };
-use crate::wait::Ticket;
 use crate::wait::timers::fallback_pause;
+use crate::wait::{Busy, Ticket};
 use crate::{scope, trace};
 
 impl LockClient {
@@ -145,11 +145,11 @@ impl<'a> LockRequest<'a> {
     /// `fair` it takes it (as Redisson's default lock and redis-py's `Lock` do), which is
     /// cheaper and only differs when a handoff failed (a waiter died) or was not announced.
     ///
-    /// A waiter that is cancelled, times out or whose process dies stops blocking the queue
-    /// within 5 s: its entry lapses 2 s after its client last refreshed its mark on the
-    /// queue (every 0.67 s while it has waiters), and a lock handed to it meanwhile ends
-    /// after the 2 s handoff lease, when the next waiter checks in. A cancelled or timed-out
-    /// waiter leaves at once.
+    /// A waiter that is cancelled or times out leaves the queue at once. One whose process
+    /// dies is skipped by the next release (Redis dropped its client's subscription with its
+    /// connection, and nobody receives the announcement naming it). One whose process hangs
+    /// while still connected is handed the lock, which ends with the 2 s handoff lease; the
+    /// next waiter takes it at its next check-in, within 3 s.
     ///
     /// Applies on one server, Sentinel and Cluster; on the in-process backend waiters are
     /// served in arrival order within the process; Redlock refuses it (its masters keep no
@@ -192,8 +192,8 @@ impl<'a> LockRequest<'a> {
     /// connection per client). Only that waiter's client acts on it, and it needs no
     /// further command: the lock is already its own. So a handoff costs the same whether 2
     /// or 200 instances wait. While it waits, a waiter checks in every 0.67 s (one script
-    /// call); one call per client in that time keeps all its waiters' entries alive (the
-    /// client's mark on the queue). The check also takes the lock if it finds it free
+    /// call); one call per client in that time keeps the queue from expiring. The check
+    /// also takes the lock if it finds it free
     /// with nobody told (a holder that crashed, an announcement that was lost). When the
     /// holder's lease is known to end sooner, the waiter tries at its end plus a few
     /// milliseconds. While a key's announcements are not confirmed (the subscription is
@@ -347,7 +347,9 @@ impl Waiting<'_> {
             if token_since.as_ref().is_none_or(|(t, _)| *t != token) {
                 token_since = Some((token.clone(), sent_at));
             }
-            let queue = ticket.queue_ask(self.plan.fair, queued, sent_at);
+            let mut queue = ticket.queue_ask(self.plan.fair, queued, sent_at);
+            // After a failure, the script (which also follows a slot on the move).
+            queue.append &= failures == 0;
             let attempt = Try {
                 waiting: true,
                 queue: Some((queue, &token)),
@@ -361,7 +363,12 @@ impl Waiting<'_> {
                 .attempt(self.key, self.redis_key, self.plan, attempt)
                 .await
             {
-                Ok(Outcome::Granted(hold)) => return Ok(self.waited(ticket, hold)),
+                Ok(Outcome::Granted(hold)) => {
+                    if !queued {
+                        ticket.granted_on_arrival();
+                    }
+                    return Ok(self.waited(ticket, hold));
+                }
                 Ok(Outcome::Busy {
                     remaining,
                     queued: now_queued,
@@ -370,7 +377,13 @@ impl Waiting<'_> {
                     if let Some(left) = remaining {
                         holder_until = Some(sent_at + left);
                     }
-                    ticket.answered(queue, sent_at, now_queued, lapsed);
+                    let busy = Busy {
+                        queued: now_queued,
+                        // The script reads the holder's lease only for the queue's first.
+                        first: remaining.is_some(),
+                        lapsed,
+                    };
+                    ticket.answered(queue, sent_at, busy);
                     queued = now_queued;
                     failures = 0;
                     last_error = None;

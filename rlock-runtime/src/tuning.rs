@@ -84,17 +84,17 @@ pub(crate) const WAITERS_MARK_SLACK: Duration = Duration::from_secs(1);
 /// is this one, thirty years, which any `Instant` can still be moved by.
 pub(crate) const WAIT_FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
 
-/// A client's mark on a lock's queue in Redis, which keeps its waiters' entries there live,
-/// lasts this long unless refreshed; the waiters of a process that died stop being handed the
-/// lock within it.
-pub(crate) const WAITER_ENTRY_LEASE: Duration = Duration::from_secs(2);
-/// A queued waiter checks in every third of the mark's lease, and one call of each client in
-/// that time refreshes its mark (which so lives through a missed check); a check also tries
+/// A lock's queue in Redis lasts this long unless its waiters' calls refresh it, so that the
+/// queue of waiters that all went away (and whose lock nobody released) does not stay behind.
+pub(crate) const WAITERS_QUEUE_LEASE: Duration = Duration::from_secs(2);
+/// A queued waiter checks in every third of the queue's lease, and one call of each client in
+/// that time refreshes the queue (which so lives through a missed check); a check also tries
 /// if the lock is free with nobody told.
 pub(crate) const WAITER_CHECK_INTERVAL: Duration = Duration::from_millis(666);
 /// The lease a release gives the waiter it hands the lock to (or the waiter's ttl, if
-/// shorter). Short, so that a waiter that died just before blocks the lock only briefly; the
-/// waiter counts it from its last check in, and renews it to its ttl soon after.
+/// shorter). Short, so that a waiter whose process hangs (still subscribed: a dead one is
+/// skipped) blocks the lock only briefly; the waiter counts it from its last check in, and
+/// renews it to its ttl soon after.
 pub(crate) const HANDOFF_LEASE: Duration = Duration::from_secs(2);
 /// Most entries in one lock's queue; a waiter beyond them waits unqueued, on timers.
 pub(crate) const WAITERS_QUEUE_MAX: u32 = 10_000;

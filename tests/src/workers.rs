@@ -92,6 +92,18 @@ impl Running {
         let _ = self.workers.0[i].wait();
     }
 
+    /// Sends worker `i` a signal by name (`STOP`, `CONT`), as `kill -<signal>` does.
+    ///
+    /// # Panics
+    ///
+    /// When there is no such worker.
+    pub fn signal(&self, i: usize, signal: &str) {
+        let _ = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.workers.0[i].id().to_string())
+            .status();
+    }
+
     /// Waits for every worker to exit (killing them all after `deadline`), asserts each
     /// succeeded and entered all its sections, and returns their parsed reports.
     ///

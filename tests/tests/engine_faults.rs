@@ -370,13 +370,14 @@ async fn a_silently_dead_release_feed_is_replaced() {
     let mut raw = server.raw().await;
     let mut subscribers = 0;
     for _ in 0..100 {
-        let numsub: (String, u64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg("rlock:released:feed:1")
+        // The client's own channel for the key (the key's, then `:` and the client).
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg("rlock:released:feed:1:*")
             .query_async(&mut raw)
             .await
             .unwrap();
-        subscribers = numsub.1;
+        subscribers = channels.len();
         if subscribers == 1 {
             break;
         }

@@ -352,13 +352,14 @@ async fn a_cancelled_waiter_leaves_no_subscription_behind() {
 
     let subscribers = || async {
         let mut raw = server.raw().await;
-        let numsub: (String, u64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg("rlock:released:busy:1")
+        // The client's own channel for the key (the key's, then `:` and the client).
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg("rlock:released:busy:1:*")
             .query_async(&mut raw)
             .await
             .unwrap();
-        numsub.1
+        channels.len()
     };
 
     // While it waits, its client is subscribed to the key's release channel.

@@ -39,7 +39,7 @@ pub(crate) enum Attempt {
     Handed { fence: Option<u64>, left: Duration },
     /// Another owner holds it; its lease has this much left, when the backend knows. The
     /// waiter is queued in Redis if it asked to be, unless the queue was full. `lapsed` when
-    /// the client's mark on the queue had lapsed (its other waiters' entries may be gone).
+    /// a queued waiter found the queue gone (its client's other waiters' entries with it).
     Busy {
         remaining: Option<Duration>,
         queued: bool,
@@ -69,10 +69,15 @@ pub(crate) struct QueueAsk {
     /// The request was queued before (a release may have handed it the lock already, and
     /// it keeps its place).
     pub(crate) queued: bool,
-    /// Refresh the client's mark on the queue, which keeps all its waiters' entries live.
-    pub(crate) mark: bool,
-    /// Make sure the queued request's entry is still there (the mark may have lapsed).
+    /// Refresh the queue's expiry (each client does, once in a while, while it waits).
+    pub(crate) refresh: bool,
+    /// Make sure the queued request's entry is still there (a release may have skipped it
+    /// while the client's subscription was not confirmed, or the queue expired).
     pub(crate) verify: bool,
+    /// Join the queue, if it exists, with one plain `RPUSHX` and without looking at the lock:
+    /// the client's waiters of the key are subscribed, and a queue means the lock is held or
+    /// being handed on. (Without a queue, the acquire script runs as usual.)
+    pub(crate) append: bool,
 }
 
 /// A waiter's entry in its lock's queue in Redis, as far as withdrawing it needs: the entry
@@ -201,11 +206,12 @@ impl Backend {
     /// is announced without subscribing (in process).
     pub(crate) fn release_feed(
         &self,
+        client: &str,
         listener: Weak<dyn ReleaseListener>,
     ) -> Option<Arc<dyn ReleaseFeed>> {
         match self {
-            Self::Redis(b) => Some(Arc::new(b.release_feed(listener))),
-            Self::Cluster(b) => Some(Arc::new(b.release_feed(listener))),
+            Self::Redis(b) => Some(Arc::new(b.release_feed(client, listener))),
+            Self::Cluster(b) => Some(Arc::new(b.release_feed(client, listener))),
             Self::Redlock(b) => Some(Arc::new(redlock::FanIn::new(b, &listener))),
             Self::Memory(b) => {
                 b.listen(listener);

@@ -114,6 +114,9 @@ pub(crate) trait Connector: Send + Sync + 'static {
 /// Sends subscription changes to the feed task, starting it on first use.
 pub(crate) struct Feed<C: Connector + Clone> {
     connector: C,
+    /// `:<client>` after each key's channel when releases name their waiter on its client's
+    /// own channel (waiters queued in Redis); `None` for channels every client shares.
+    suffix: Option<String>,
     timeout: Duration,
     listener: Weak<dyn ReleaseListener>,
     ops: Mutex<Option<mpsc::UnboundedSender<Op>>>,
@@ -126,13 +129,22 @@ impl<C: Connector + Clone> std::fmt::Debug for Feed<C> {
 }
 
 impl<C: Connector + Clone> Feed<C> {
+    /// A feed of `listener`. With `client`, it subscribes that client's own channel of each
+    /// key (the key's channel, `:` and the client): a release names the waiter it handed the
+    /// lock to there, and since only the waiter's client listens, `PUBLISH` answers 0 when
+    /// that client is gone and the release skips the waiter (see `scripts/queue.lua`). (On
+    /// Redis Cluster, a key whose channel cannot carry its hash tag, one with a `}` but no
+    /// tag, gets a client channel in another slot: the script's `SPUBLISH` is refused, the
+    /// waiter is handed the lock unannounced and finds it at its next check in.)
     pub(crate) fn new(
         connector: C,
+        client: Option<&str>,
         timeout: Duration,
         listener: Weak<dyn ReleaseListener>,
     ) -> Self {
         Self {
             connector,
+            suffix: client.map(|c| format!(":{c}")),
             timeout,
             listener,
             ops: Mutex::new(None),
@@ -154,6 +166,7 @@ impl<C: Connector + Clone> Feed<C> {
         let _ = tx.send(op);
         let task = FeedTask {
             connector: self.connector.clone(),
+            suffix: self.suffix.clone(),
             timeout: self.timeout,
             listener: self.listener.clone(),
             ops: rx,
@@ -178,6 +191,7 @@ impl<C: Connector + Clone> ReleaseFeed for Feed<C> {
 
 struct FeedTask<C: Connector> {
     connector: C,
+    suffix: Option<String>,
     timeout: Duration,
     listener: Weak<dyn ReleaseListener>,
     ops: mpsc::UnboundedReceiver<Op>,
@@ -196,6 +210,15 @@ enum Stop {
 }
 
 impl<C: Connector> FeedTask<C> {
+    /// The channel this client subscribes for `key`'s releases.
+    fn channel(&self, key: &str) -> String {
+        let mut channel = self.connector.channel(key);
+        if let Some(suffix) = &self.suffix {
+            channel.push_str(suffix);
+        }
+        channel
+    }
+
     /// Runs until the client is dropped, reconnecting after failures.
     async fn run(mut self) {
         let mut failures = 0;
@@ -233,12 +256,11 @@ impl<C: Connector> FeedTask<C> {
         match op {
             Op::Subscribe(key) => {
                 self.wanted.insert(key.clone());
-                self.keys_by_channel
-                    .insert(self.connector.channel(key), key.clone());
+                self.keys_by_channel.insert(self.channel(key), key.clone());
             }
             Op::Unsubscribe(key) => {
                 self.wanted.remove(key);
-                self.keys_by_channel.remove(&self.connector.channel(key));
+                self.keys_by_channel.remove(&self.channel(key));
             }
         }
     }
@@ -249,7 +271,7 @@ impl<C: Connector> FeedTask<C> {
         let Some(listener) = self.listener.upgrade() else {
             return true;
         };
-        let channel = self.connector.channel(key);
+        let channel = self.channel(key);
         match session.subscribe(&channel, self.timeout).await {
             Subscribed::Confirmed => {
                 listener.confirmed(key);
@@ -288,7 +310,7 @@ impl<C: Connector> FeedTask<C> {
                         // (Subscribing a key again is harmless: Redis confirms it again.)
                         Op::Subscribe(key) => self.subscribe(&mut session, &key).await,
                         Op::Unsubscribe(key) => {
-                            let channel = self.connector.channel(&key);
+                            let channel = self.channel(&key);
                             session.unsubscribe(&channel, self.timeout).await
                         }
                     };

@@ -20,12 +20,12 @@ use futures_util::future::join_all;
 use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
 use super::pubsub::{Connector, Feed, RELEASE_CHANNEL_PREFIX, shard_channel};
-use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, ReleaseListener, millis};
+use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, QueueAsk, ReleaseListener, millis};
 use crate::error::LockError;
 use crate::key::{awaited_key, waiters_key};
 use crate::slot::slot;
 use crate::tuning::{
-    HANDOFF_LEASE, REPLICA_WAIT_DIVISOR, WAITER_ENTRY_LEASE, WAITERS_MARK_SLACK, WAITERS_QUEUE_MAX,
+    HANDOFF_LEASE, REPLICA_WAIT_DIVISOR, WAITERS_MARK_SLACK, WAITERS_QUEUE_LEASE, WAITERS_QUEUE_MAX,
 };
 
 pub(crate) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
@@ -214,8 +214,7 @@ impl<O: Opener> Scripted<O> {
     }
 
     /// A call of the acquire or release script, with the keys both take: the lock and its
-    /// queue (the scripts derive the fence key and the client's mark from the queue's,
-    /// in the same slot).
+    /// queue (the scripts derive the fence key from the queue's, in the same slot).
     fn keyed(lua: &'static Lua, lease: Lease<'_>, queue: bool) -> ScriptCall {
         let queue_key = if queue {
             waiters_key(lease.key)
@@ -274,11 +273,13 @@ impl<O: Opener> Scripted<O> {
     }
 
     /// A release feed on its own subscribing connection.
-    pub(crate) fn release_feed(&self, listener: Weak<dyn ReleaseListener>) -> Feed<O>
+    pub(crate) fn release_feed(&self, client: &str, listener: Weak<dyn ReleaseListener>) -> Feed<O>
     where
         O: Connector + Clone,
     {
-        Feed::new(self.opener.clone(), self.conn.timeout(), listener)
+        // With a queue, releases name their waiter on its client's own channel.
+        let client = self.queue.then_some(client);
+        Feed::new(self.opener.clone(), client, self.conn.timeout(), listener)
     }
 
     /// Runs a script call within `limit`.
@@ -329,6 +330,11 @@ impl<O: Opener> Scripted<O> {
                 }
             });
         }
+        if let Some(queue) = queue.filter(|q| q.append && !q.queued)
+            && let Some(busy) = self.append(lease, queue, ask.fence, timeout).await?
+        {
+            return Ok(busy);
+        }
         let mut acquire = Self::keyed(&ACQUIRE, lease, self.queue);
         acquire
             .arg(lease.token)
@@ -338,14 +344,14 @@ impl<O: Opener> Scripted<O> {
             let (channel, publish) = Self::channel(lease.key);
             acquire
                 .arg("q")
-                .arg(millis(WAITER_ENTRY_LEASE))
+                .arg(millis(WAITERS_QUEUE_LEASE))
                 .arg(handoff_lease(lease))
                 .arg(channel)
                 .arg(publish)
                 .arg(WAITERS_QUEUE_MAX)
                 .arg(flag(queue.fair))
                 .arg(flag(queue.queued))
-                .arg(flag(queue.mark))
+                .arg(flag(queue.refresh))
                 .arg(flag(queue.verify));
         } else if ask.remaining && !self.queue {
             acquire.arg("m").arg(millis(WAITERS_MARK_SLACK));
@@ -368,6 +374,52 @@ impl<O: Opener> Scripted<O> {
                 lapsed: at(2) == 1,
             },
         })
+    }
+}
+
+impl<O: Opener> Scripted<O> {
+    /// Joins the lock's queue with a plain `RPUSHX` (and refreshes its expiry, when due, in
+    /// the same round trip): `None` when there is no queue, and the acquire script must look
+    /// at the lock. An entry past the queue's bound is taken back: the waiter waits on timers.
+    async fn append(
+        &self,
+        lease: Lease<'_>,
+        ask: QueueAsk,
+        fenced: bool,
+        timeout: Duration,
+    ) -> Result<Option<Attempt>, LockError> {
+        let queue = waiters_key(lease.key);
+        // As the acquire script writes it (see `scripts/queue.lua`).
+        let entry = format!("{} {} {}", lease.token, handoff_lease(lease), flag(fenced));
+        let (queue, entry) = (&queue, &entry);
+        let length: u64 = self
+            .conn
+            .call("acquire", timeout, |mut c| async move {
+                let mut pipe = redis::pipe();
+                pipe.cmd("RPUSHX").arg(queue).arg(entry);
+                if ask.refresh {
+                    pipe.cmd("PEXPIRE")
+                        .arg(queue)
+                        .arg(millis(WAITERS_QUEUE_LEASE))
+                        .ignore();
+                }
+                let (length,): (u64,) = pipe.query_async(&mut c).await?;
+                if length > u64::from(WAITERS_QUEUE_MAX) {
+                    redis::cmd("LREM")
+                        .arg(queue)
+                        .arg(-1)
+                        .arg(entry)
+                        .query_async::<()>(&mut c)
+                        .await?;
+                }
+                Ok(length)
+            })
+            .await?;
+        Ok((length > 0).then_some(Attempt::Busy {
+            remaining: None,
+            queued: length <= u64::from(WAITERS_QUEUE_MAX),
+            lapsed: false,
+        }))
     }
 }
 

@@ -291,7 +291,7 @@ impl FanIn {
             redlock
                 .nodes
                 .iter()
-                .map(|n| Arc::new(n.release_feed(listener.clone())) as Arc<dyn ReleaseFeed>)
+                .map(|n| Arc::new(n.release_feed("", listener.clone())) as Arc<dyn ReleaseFeed>)
                 .collect(),
         )
     }

@@ -53,8 +53,8 @@ pub(crate) struct Try<'a> {
 pub(crate) enum Outcome {
     Granted(Arc<Hold>),
     /// Another owner holds it, with this much lease left when known; `queued` when the
-    /// waiter now stands in the lock's queue in Redis; `lapsed` when the client's mark on
-    /// that queue had lapsed (see [`Attempt::Busy`]).
+    /// waiter now stands in the lock's queue in Redis; `lapsed` when the waiter found that
+    /// queue gone (see [`Attempt::Busy`]).
     Busy {
         remaining: Option<Duration>,
         queued: bool,
@@ -84,10 +84,11 @@ pub(crate) struct Engine {
 
 impl Engine {
     pub(crate) fn new(backend: Backend) -> Arc<Self> {
-        let queues = WaitQueues::new(&backend);
+        let tokens = TokenSource::new();
+        let queues = WaitQueues::new(&backend, &tokens.client_id().simple().to_string());
         Arc::new(Self {
             backend,
-            tokens: TokenSource::new(),
+            tokens,
             counters: Counters::default(),
             queues,
             watchdog: Watchdog::default(),

@@ -4,9 +4,11 @@
 //! and a release hands the lock to the first live waiter there and names it in its
 //! announcement: only that waiter's client acts on it, and it needs no command to take the
 //! lock. Here the announcement finds the waiter by its token ([`Ticket::handed`]). The
-//! entries of a client's waiters count while the client's mark on the queue lives; its
-//! waiters' calls refresh it, one in each [`WAITER_CHECK_INTERVAL`] (see
-//! [`Ticket::queue_ask`]).
+//! announcement goes to the client's own channel for the key, and a release skips the
+//! entries of a client that does not listen (its process died, or its subscription is not
+//! confirmed yet): a waiter makes sure its entry is still queued after each confirmation.
+//! The queue expires unless its waiters' calls refresh it, one of each client's in each
+//! [`WAITER_CHECK_INTERVAL`] (see [`Ticket::queue_ask`]).
 //!
 //! Without a queue in Redis (Redlock, in process), an announcement says only "released":
 //! within one client only the waiter at the head of a key's queue retries, and the others
@@ -53,13 +55,18 @@ struct KeyWaiters {
     announced: Announced,
     /// When the last waiter left (the subscription lingers a while).
     idle_since: Option<Instant>,
-    /// When the last call that refreshed this client's mark on the key's queue in Redis was
-    /// sent (the mark lives a [`WAITER_ENTRY_LEASE`](crate::tuning::WAITER_ENTRY_LEASE)
-    /// from then).
-    marked_at: Option<Instant>,
-    /// How many times a refresh found the mark lapsed: each time, a release may have dropped
-    /// the entries of this client's waiters, so each makes sure of its own on its next call.
+    /// When the last call of this client that refreshed the key's queue in Redis was sent
+    /// (it lives a [`WAITERS_QUEUE_LEASE`](crate::tuning::WAITERS_QUEUE_LEASE) from then).
+    refreshed_at: Option<Instant>,
+    /// How many times this client's waiters' entries may have been dropped: the key's
+    /// announcements were confirmed anew (a release before that found nobody listening and
+    /// skipped them), or a refresh found the queue gone. Each waiter makes sure of its own
+    /// entry on its next call.
     lapses: u64,
+    /// Whether this client's last arrival found others queued (its next one then joins
+    /// with a plain `RPUSHX`; after one that found the queue empty or the lock free, the
+    /// script, which takes a free lock in the same round trip).
+    crowded: bool,
 }
 
 impl KeyWaiters {
@@ -113,13 +120,15 @@ impl Waiter {
 
 impl WaitQueues {
     /// The queues of one client, listening to `backend`'s release announcements.
-    pub(crate) fn new(backend: &Backend) -> Arc<Self> {
+    /// `client` is the client's id, the start of its tokens: releases name its waiters on
+    /// its own channels.
+    pub(crate) fn new(backend: &Backend, client: &str) -> Arc<Self> {
         Arc::new_cyclic(|this: &Weak<Self>| {
             let listener: Weak<dyn ReleaseListener> = this.clone();
             Self {
                 keys: Mutex::default(),
                 released_here: Mutex::default(),
-                feed: backend.release_feed(listener),
+                feed: backend.release_feed(client, listener),
                 backend: backend.clone(),
                 sweeping: AtomicBool::new(false),
             }
@@ -153,8 +162,9 @@ impl WaitQueues {
                         Announced::Confirmed
                     },
                     idle_since: None,
-                    marked_at: None,
+                    refreshed_at: None,
                     lapses: 0,
+                    crowded: false,
                 });
             entry.idle_since = None;
             entry.waiters.push_back(waiter.clone());
@@ -167,6 +177,7 @@ impl WaitQueues {
             pass_turn: true,
             queued_in_redis: None,
             lapses_seen,
+            lapses_asked: lapses_seen,
         }
     }
 
@@ -194,6 +205,9 @@ impl WaitQueues {
 
     fn set_announced(&self, redis_key: &str, announced: Announced) {
         if let Some(key) = self.keys().get_mut(redis_key) {
+            if announced == Announced::Confirmed && key.announced != Announced::Confirmed {
+                key.lapses += 1;
+            }
             key.announced = announced;
             key.wake_all();
         }
@@ -274,6 +288,17 @@ impl ReleaseListener for WaitQueues {
     }
 }
 
+/// What a busy reply told a waiter of its place in the queue in Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Busy {
+    /// It stands in the queue now.
+    pub(crate) queued: bool,
+    /// It is the only one there (its arrival made the queue).
+    pub(crate) first: bool,
+    /// It found the queue gone (every entry in it was lost).
+    pub(crate) lapsed: bool,
+}
+
 /// A waiter's place in its key's queue.
 #[derive(Debug)]
 pub(crate) struct Ticket {
@@ -286,6 +311,8 @@ pub(crate) struct Ticket {
     queued_in_redis: Option<QueueEntry>,
     /// The key's [`KeyWaiters::lapses`] when its entry was last known to be queued.
     lapses_seen: u64,
+    /// The key's [`KeyWaiters::lapses`] when its last call was sent.
+    lapses_asked: u64,
 }
 
 impl Ticket {
@@ -308,40 +335,61 @@ impl Ticket {
     }
 
     /// What its next call asks of the queue in Redis: with `queued` when it stands there
-    /// already. The client's mark is refreshed when the last refresh was sent a check
-    /// interval ago or more (so it is never older than two intervals, well within its
-    /// lease, while any waiter of the client checks in on time); the waiter makes sure its
-    /// entry is still queued when the mark was found lapsed since it last knew.
-    pub(crate) fn queue_ask(&self, fair: bool, queued: bool, now: Instant) -> QueueAsk {
+    /// already. The queue's expiry is refreshed when this client's last refresh was sent a
+    /// check interval ago or more (so it is never older than two intervals, well within its
+    /// lease, while any waiter checks in on time); the waiter makes sure its entry is still
+    /// queued when its entry may have been dropped since it last knew. A waiter not queued
+    /// yet joins with one plain command while the key's announcements are confirmed and the
+    /// client's last arrival found others queued.
+    pub(crate) fn queue_ask(&mut self, fair: bool, queued: bool, now: Instant) -> QueueAsk {
         let keys = self.queues.keys();
         let key = keys.get(&self.redis_key);
+        self.lapses_asked = key.map_or(0, |k| k.lapses);
         QueueAsk {
             fair,
             queued,
-            mark: key
-                .and_then(|k| k.marked_at)
+            refresh: key
+                .and_then(|k| k.refreshed_at)
                 .is_none_or(|at| now.saturating_duration_since(at) >= WAITER_CHECK_INTERVAL),
             verify: key.is_some_and(|k| k.lapses != self.lapses_seen),
+            append: !queued
+                && key.is_some_and(|k| k.crowded && k.announced == Announced::Confirmed),
         }
     }
 
     /// A call that asked `ask`, sent at `sent_at`, found the lock busy; `lapsed` when it
-    /// found the client's mark lapsed. With `queued`, its entry stands in the queue now.
-    pub(crate) fn answered(&mut self, ask: QueueAsk, sent_at: Instant, queued: bool, lapsed: bool) {
+    /// found the queue gone. With `queued`, its entry stands in the queue now, and with
+    /// `first` it is the only one there.
+    pub(crate) fn answered(&mut self, ask: QueueAsk, sent_at: Instant, busy: Busy) {
+        let Busy {
+            queued,
+            first,
+            lapsed,
+        } = busy;
         let mut keys = self.queues.keys();
         let Some(key) = keys.get_mut(&self.redis_key) else {
             return;
         };
-        // A mark that lapsed before this client ever set one (its first waiter) dropped
-        // nobody's entry.
-        if lapsed && key.marked_at.is_some() {
+        if !ask.queued {
+            key.crowded = queued && !first;
+        }
+        if lapsed {
             key.lapses += 1;
         }
-        if ask.mark && key.marked_at.is_none_or(|at| at < sent_at) {
-            key.marked_at = Some(sent_at);
+        if ask.refresh && key.refreshed_at.is_none_or(|at| at < sent_at) {
+            key.refreshed_at = Some(sent_at);
         }
         if queued {
-            self.lapses_seen = key.lapses;
+            // Not the count now: an entry dropped while the call was on its way is not
+            // known to be back.
+            self.lapses_seen = self.lapses_asked;
+        }
+    }
+
+    /// Its arrival took the lock: the queue, if any, was empty.
+    pub(crate) fn granted_on_arrival(&self) {
+        if let Some(key) = self.queues.keys().get_mut(&self.redis_key) {
+            key.crowded = false;
         }
     }
 
@@ -425,9 +473,9 @@ impl Ticket {
                 token: &token,
                 ttl: entry.ttl,
             };
-            // Best effort: if it fails, the entry is dropped when a release finds it at the
-            // head (it is handed the lock, which ends with the handoff lease), or lapses with
-            // the client's mark.
+            // Best effort: if it fails, a release that finds the entry at the head hands it
+            // the lock, which ends with the handoff lease (or skips it, once this client no
+            // longer listens).
             let _ = backend.withdraw(lease, entry.fenced).await;
         });
     }
@@ -470,7 +518,7 @@ mod tests {
     use crate::backend::memory::MemoryBackend;
 
     fn in_process() -> Arc<WaitQueues> {
-        WaitQueues::new(&Backend::Memory(MemoryBackend::default()))
+        WaitQueues::new(&Backend::Memory(MemoryBackend::default()), "c")
     }
 
     #[tokio::test]
@@ -525,16 +573,76 @@ mod tests {
         }
     }
 
+    fn with_feed(feed: Arc<Recorder>) -> Arc<WaitQueues> {
+        Arc::new(WaitQueues {
+            keys: Mutex::default(),
+            released_here: Mutex::default(),
+            feed: Some(feed),
+            backend: Backend::Memory(MemoryBackend::default()),
+            sweeping: AtomicBool::new(false),
+        })
+    }
+
+    fn queued_first() -> Busy {
+        Busy {
+            queued: true,
+            first: true,
+            lapsed: false,
+        }
+    }
+
+    /// A release skips the entry of a waiter whose client was not subscribed yet: once the
+    /// key's announcements are confirmed, a waiter queued before makes sure of its entry.
+    /// A newcomer joins with a plain `RPUSHX` only while they are confirmed.
+    #[tokio::test]
+    async fn a_confirmation_makes_queued_waiters_check_their_entries() {
+        let queues = with_feed(Arc::new(Recorder::default()));
+        let now = Instant::now();
+        let mut first = queues.join("k", "c:1".into());
+        let ask = first.queue_ask(false, false, now);
+        assert!(!ask.append && !ask.verify && ask.refresh, "{ask:?}");
+        first.answered(ask, now, queued_first());
+        first.listen();
+        let ask = first.queue_ask(false, true, now);
+        assert!(!ask.verify && !ask.refresh, "{ask:?}");
+        queues.confirmed("k");
+        let ask = first.queue_ask(false, true, now);
+        assert!(ask.verify, "queued before the confirmation: {ask:?}");
+        first.answered(ask, now, queued_first());
+        assert!(!first.queue_ask(false, true, now).verify);
+        let mut second = queues.join("k", "c:2".into());
+        let ask = second.queue_ask(false, false, now);
+        assert!(
+            !ask.append,
+            "the last arrival made the queue: the script, {ask:?}"
+        );
+        let crowded = Busy {
+            first: false,
+            ..queued_first()
+        };
+        second.answered(ask, now, crowded);
+        let mut third = queues.join("k", "c:3".into());
+        assert!(third.queue_ask(false, false, now).append);
+        // A check in that found the queue gone: every waiter of the client looks again.
+        let ask = first.queue_ask(false, true, now);
+        first.answered(
+            ask,
+            now,
+            Busy {
+                lapsed: true,
+                ..queued_first()
+            },
+        );
+        assert!(second.queue_ask(false, true, now).verify);
+        queues.feed_lost();
+        assert!(!third.queue_ask(false, false, now).append);
+        drop((first, second, third));
+    }
+
     #[tokio::test]
     async fn announcements_count_only_once_confirmed_and_until_the_feed_is_lost() {
         let feed = Arc::new(Recorder::default());
-        let queues = Arc::new(WaitQueues {
-            keys: Mutex::default(),
-            released_here: Mutex::default(),
-            feed: Some(feed.clone()),
-            backend: Backend::Memory(MemoryBackend::default()),
-            sweeping: AtomicBool::new(false),
-        });
+        let queues = with_feed(feed.clone());
         let a = queues.join("k", String::new());
         let b = queues.join("k", String::new());
         assert!(
