@@ -281,37 +281,84 @@ impl SentinelDeployment {
         self.new_master_after(old.port())
     }
 
-    /// Like [`switch_over`](Self::switch_over), but a refusal (a failover already in
-    /// progress, no master known) is returned instead of a panic.
+    /// Like [`switch_over`](Self::switch_over), with every failure returned instead of a
+    /// panic.
     ///
     /// # Errors
     ///
-    /// The sentinel's refusal.
-    ///
-    /// # Panics
-    ///
-    /// When an accepted failover does not complete within 20 s.
+    /// The sentinel's refusal (a failover already in progress, no master known), or a
+    /// failover that did not complete within 20 s (no replica in sync to promote).
     pub fn try_switch_over(&self) -> Result<&RedisServer, String> {
         let old = self.master().ok_or("no master known")?;
         self.sentinels[0]
             .query(&["SENTINEL", "FAILOVER", SERVICE])
             .map_err(|e| format!("SENTINEL FAILOVER: {e:?}"))?;
-        Ok(self.new_master_after(old.port()))
+        self.try_new_master_after(old.port())
+    }
+
+    /// Like [`fail_over`](Self::fail_over), with every failure returned instead of a panic
+    /// (the old master stays killed).
+    ///
+    /// # Errors
+    ///
+    /// No master known, or no failover within 20 s.
+    pub fn try_fail_over(&self) -> Result<&RedisServer, String> {
+        let old = self.master().ok_or("no master known")?;
+        old.kill();
+        self.try_new_master_after(old.port())
+    }
+
+    /// Waits until every server but the master is its replica, in sync (so that a failover
+    /// has a replica to promote).
+    ///
+    /// # Errors
+    ///
+    /// When that takes over 20 s.
+    pub fn try_wait_synced(&self) -> Result<(), String> {
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            if let Some(master) = self.master() {
+                let port = master.port().to_string();
+                let synced = self
+                    .servers
+                    .iter()
+                    .filter(|s| s.port() != master.port())
+                    .all(|s| {
+                        info_field(s, "master_port").as_deref() == Some(port.as_str())
+                            && info_field(s, "master_link_status").as_deref() == Some("up")
+                    });
+                if synced {
+                    return Ok(());
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("the replicas are not in sync after {SETTLE:?}"));
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
     }
 
     fn new_master_after(&self, old_port: u16) -> &RedisServer {
+        match self.try_new_master_after(old_port) {
+            Ok(new) => new,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn try_new_master_after(&self, old_port: u16) -> Result<&RedisServer, String> {
         let deadline = Instant::now() + SETTLE;
         loop {
             if let Some(new) = self.master()
                 && new.port() != old_port
                 && info_field(new, "role").as_deref() == Some("master")
             {
-                return new;
+                return Ok(new);
             }
-            assert!(
-                Instant::now() < deadline,
-                "no failover within {SETTLE:?} after the master's port {old_port}"
-            );
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "no failover within {SETTLE:?} after the master's port {old_port}"
+                ));
+            }
             thread::sleep(Duration::from_millis(100));
         }
     }
@@ -520,9 +567,10 @@ impl ClusterDeployment {
     pub fn kill_and_rejoin(&self, master: &RedisServer) -> Result<(), String> {
         let port = master.port();
         master.kill();
-        self.try_wait_healthy(&[port])?;
+        let promoted = self.try_wait_healthy(&[port]);
+        // Back whatever happened: without a replica that took over, it is the master again.
         master.restart();
-        self.try_wait_healthy(&[])
+        promoted.and(self.try_wait_healthy(&[]))
     }
 
     /// An operator's switch-over: `CLUSTER FAILOVER` on `master`'s replica, which waits for

@@ -82,9 +82,12 @@ impl Kind {
             "ping",
             "auth",
         ];
+        // `rpushx`: a client already waiting for the key joins its queue with it (a
+        // `pexpire` may ride in the same round trip).
         const SCRIPTS_AND_FEED: &[&str] = &[
             "evalsha",
             "eval",
+            "rpushx",
             "script|load",
             "subscribe",
             "unsubscribe",

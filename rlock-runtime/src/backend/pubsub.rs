@@ -1,5 +1,6 @@
 //! The release feed of a client: one subscribing connection, shared by all its waiters,
-//! subscribed to the release channel of every key that has a waiter and to no other.
+//! subscribed to the release channel of every key that has a waiter and to no other (with a
+//! queue in Redis, the client's own channel of the key: see [`Feed::new`]).
 //!
 //! The feed runs on the driver (never on a caller's runtime) and tells its listener, per key,
 //! whether announcements are confirmed: a subscription Redis refused (an ACL user without

@@ -677,22 +677,29 @@ impl Nemesis {
                 .iter()
                 .for_each(FaultProxy::blackhole_existing),
             Fault::Reset => workers[victim].proxy.iter().for_each(FaultProxy::reset_all),
-            Fault::SentinelSwitchOver => {
+            Fault::SentinelSwitchOver | Fault::SentinelKill => {
                 let Some(d) = &locks.sentinel else {
                     return Ok(());
                 };
-                // Refused while a failover (one a pause set off) is under way: not injected.
-                if d.try_switch_over().is_err() {
+                // Only with a replica in sync to promote; and a switch-over the sentinels
+                // refuse or abort (one a pause set off is under way) is not injected.
+                if d.try_wait_synced().is_err() {
                     return Ok(());
                 }
-            }
-            Fault::SentinelKill => {
-                if let Some(d) = &locks.sentinel {
+                if fault == Fault::SentinelSwitchOver {
+                    if d.try_switch_over().is_err() {
+                        return Ok(());
+                    }
+                } else {
                     let old = d.master().map(RedisServer::port);
-                    d.fail_over();
-                    // Back as a replica (Sentinel turns the old master into one).
+                    let failed_over = d.try_fail_over();
+                    // Back as a replica (Sentinel turns the old master into one), or as the
+                    // master again if no replica could take over.
                     if let Some(old) = d.servers.iter().find(|s| Some(s.port()) == old) {
                         old.restart();
+                    }
+                    if let Err(e) = failed_over {
+                        eprintln!("soak: {fault:?}: {e}; the old master was restarted");
                     }
                 }
             }
@@ -700,6 +707,10 @@ impl Nemesis {
                 let Some(d) = &locks.cluster else {
                     return Ok(());
                 };
+                // Only on a settled cluster (every master with a replica in sync).
+                if d.try_wait_healthy(&[]).is_err() {
+                    return Ok(());
+                }
                 let masters = d.masters();
                 let Some(master) = masters.get(self.rng.usize(..masters.len().max(1))) else {
                     return Ok(());
@@ -709,7 +720,11 @@ impl Nemesis {
                 } else {
                     d.kill_and_rejoin(master)
                 };
-                done.map_err(|e| format!("{fault:?}: {e}"))?;
+                // The fault was dealt either way; a cluster that has not settled after it is
+                // the next fault's starting point (and the checker's business).
+                if let Err(e) = done {
+                    eprintln!("soak: {fault:?}: {e}");
+                }
             }
             Fault::PauseHolder => {
                 let pause = self.ttl_times(1.5, 3.0);
