@@ -120,6 +120,13 @@ pub struct History {
 }
 
 impl History {
+    /// The text of `record`'s key.
+    pub fn key(&self, record: &Record) -> &str {
+        self.keys
+            .get(record.key as usize)
+            .map_or("", String::as_str)
+    }
+
     /// Adds what one worker wrote: `S …` lines ([`Record::line`]), `E <variant> <count>`,
     /// `P <message>` and a final `DONE`.
     ///
@@ -238,13 +245,7 @@ pub struct Verdict {
 impl Verdict {
     /// The violations, one line each (empty when the run is correct).
     pub fn violations(&self, history: &History) -> Vec<String> {
-        let key = |r: &Record| {
-            history
-                .keys
-                .get(r.key as usize)
-                .cloned()
-                .unwrap_or_default()
-        };
+        let key = |r: &Record| history.key(r);
         let mut out = Vec::new();
         for o in &self.silent_overlaps {
             out.push(format!(
@@ -299,25 +300,33 @@ fn check_key(sections: &[Record], verdict: &mut Verdict) {
     for &next in sections {
         if let Some(held) = holder {
             if next.grant_us < held.effective_end() {
-                // Told late: by `lost()`, or by its release answering `Lost`.
-                let told_us = if held.lost_us > 0 {
-                    Some(held.lost_us)
+                // The holder to be told is the one granted first in Redis: the earlier one,
+                // unless the later-seen grant carries the lower fence. Then a master granted
+                // it before the other was granted, and lost it (a failover to a replica
+                // without it, a restart): its reply was simply the slower one to arrive.
+                let (first, second) = if next.fence > 0 && next.fence < held.fence {
+                    verdict.fence_regressions.push((held, next));
+                    (next, held)
                 } else {
-                    (held.release == Release::Lost).then_some(held.end_us)
+                    (held, next)
+                };
+                // Told late: by `lost()`, or by its release answering `Lost`.
+                let told_us = if first.lost_us > 0 {
+                    Some(first.lost_us)
+                } else {
+                    (first.release == Release::Lost).then_some(first.end_us)
+                };
+                let overlap = Overlap {
+                    earlier: first,
+                    later: second,
                 };
                 if let Some(told_us) = told_us {
-                    verdict.signalled_overlaps.push(Overlap {
-                        earlier: held,
-                        later: next,
-                    });
+                    verdict.signalled_overlaps.push(overlap);
                     verdict
                         .lost_windows_us
                         .push(told_us.saturating_sub(next.grant_us));
                 } else {
-                    verdict.silent_overlaps.push(Overlap {
-                        earlier: held,
-                        later: next,
-                    });
+                    verdict.silent_overlaps.push(overlap);
                 }
             } else if next.fence <= held.fence {
                 verdict.fence_regressions.push((held, next));
@@ -468,6 +477,28 @@ mod tests {
             rec(2, 10, 20, 0, (15, 16, Write::Accepted)),
         ]);
         assert!(check(&told).signalled_overlaps.is_empty());
+    }
+
+    /// Across a failover the later-seen grant can carry the lower fence: a master granted it
+    /// first and lost it. That holder must be told; the other one holds the lock rightly.
+    #[test]
+    fn a_late_reply_of_a_lost_grant_is_the_one_to_be_told() {
+        let mut stale = rec(1, 12, 30, 0, (14, 15, Write::Rejected));
+        stale.release = Release::Lost;
+        let rightful = rec(2, 10, 20, 0, (13, 14, Write::Accepted));
+        let h = history(&[rightful, stale]);
+        let v = check(&h);
+        assert!(v.silent_overlaps.is_empty(), "{v}");
+        assert_eq!(v.signalled_overlaps.len(), 1, "{v}");
+        assert_eq!(v.signalled_overlaps[0].earlier.fence, 1);
+        assert_eq!(
+            v.fence_regressions.len(),
+            1,
+            "counted, for the one server to fail on"
+        );
+        stale.release = Release::Ok;
+        let v = check(&history(&[rightful, stale]));
+        assert_eq!(v.silent_overlaps.len(), 1, "never told: {v}");
     }
 
     #[test]

@@ -232,6 +232,12 @@ impl Deployment {
         }
     }
 
+    /// The deployment a soak key (`soak:<name>:…`) lives on.
+    fn of_key(key: &str) -> Option<Deployment> {
+        let name = key.strip_prefix("soak:")?.split(':').next()?;
+        Deployment::ALL.into_iter().find(|d| d.name() == name)
+    }
+
     /// Whether it has replicas, which a failover can promote with older data.
     fn fails_over(self) -> bool {
         self != Deployment::Single
@@ -268,6 +274,25 @@ enum Fault {
     ClusterSwitchOver,
     /// Cluster: a master killed, its replica promoted, the old one restarted.
     ClusterKill,
+}
+
+impl Fault {
+    /// Whether this fault reaches the locks on `deployment`, when the server faults hit
+    /// `server_faults_on`.
+    fn hits(self, deployment: Deployment, server_faults_on: Deployment) -> bool {
+        match self {
+            Fault::PauseHolder => true,
+            Fault::PauseServer | Fault::ClientPause => deployment == server_faults_on,
+            Fault::KillRestart
+            | Fault::DebugSleep
+            | Fault::Delay
+            | Fault::Batch
+            | Fault::Blackhole
+            | Fault::Reset => deployment == Deployment::Single,
+            Fault::SentinelSwitchOver | Fault::SentinelKill => deployment == Deployment::Sentinel,
+            Fault::ClusterSwitchOver | Fault::ClusterKill => deployment == Deployment::Cluster,
+        }
+    }
 }
 
 /// Without the one server (no proxy, no debug command), the faults that still apply: they
@@ -406,6 +431,13 @@ fn orchestrate(config: Config) -> Result<(), String> {
         rng: fastrand::Rng::with_seed(config.seed),
         deck: Vec::new(),
         faults: locks.faults(&config.on),
+        server_faults_on: if locks.single.is_some() {
+            Deployment::Single
+        } else if locks.sentinel.is_some() {
+            Deployment::Sentinel
+        } else {
+            Deployment::Cluster
+        },
         injected: BTreeMap::new(),
         log: Vec::new(),
         ttl: config.ttl,
@@ -476,12 +508,8 @@ fn orchestrate(config: Config) -> Result<(), String> {
     // the new one (two masters for a moment): the fence order then goes backwards, and the
     // fenced store refuses the late holder. A failover non-guarantee, counted and shown
     // (RELIABILITY.md); on one server a regression is a defect.
-    let on_failover = |r: &Record| {
-        let key = history.keys.get(r.key as usize).map_or("", String::as_str);
-        Deployment::ALL
-            .iter()
-            .any(|d| d.fails_over() && key.starts_with(&format!("soak:{}:", d.name())))
-    };
+    let on_failover =
+        |r: &Record| Deployment::of_key(history.key(r)).is_some_and(Deployment::fails_over);
     let (excused, defects) = std::mem::take(&mut verdict.fence_regressions)
         .into_iter()
         .partition::<Vec<_>, _>(|(_, later)| on_failover(later));
@@ -489,7 +517,7 @@ fn orchestrate(config: Config) -> Result<(), String> {
     let mut regressions_after: BTreeMap<Option<Fault>, u64> = BTreeMap::new();
     for (_, later) in &excused {
         *regressions_after
-            .entry(nemesis.cause(later.grant_us))
+            .entry(nemesis.cause(later.grant_us, history.key(later)))
             .or_default() += 1;
     }
     problems.extend(verdict.violations(&history));
@@ -522,7 +550,7 @@ fn orchestrate(config: Config) -> Result<(), String> {
         std::fs::write(path, &report).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     for overlap in &verdict.silent_overlaps {
-        let cause = nemesis.cause(overlap.later.grant_us);
+        let cause = nemesis.cause(overlap.later.grant_us, history.key(&overlap.later));
         problems.push(format!(
             "(the silent overlap granted at {} followed {cause:?})",
             overlap.later.grant_us
@@ -598,6 +626,8 @@ struct Nemesis {
     deck: Vec<Fault>,
     /// The kinds the deck holds.
     faults: Vec<Fault>,
+    /// Where `PauseServer` and `ClientPause` strike (see [`Locks::server`]).
+    server_faults_on: Deployment,
     injected: BTreeMap<Fault, u64>,
     /// Every fault: its kind, when it began and when it was healed (µs since the epoch).
     log: Vec<(Fault, u64, u64)>,
@@ -621,8 +651,27 @@ impl Nemesis {
         let Some(fault) = self.deck.pop() else {
             return Ok(());
         };
-        let victim = self.rng.usize(..workers.len());
         let began = now_us();
+        if self.inject(fault, locks, server, workers).await? {
+            *self.injected.entry(fault).or_default() += 1;
+            self.log.push((fault, began, now_us()));
+        } else {
+            // Dealt again later, so that every kind still comes up as often.
+            self.deck.insert(0, fault);
+        }
+        Ok(())
+    }
+
+    /// Injects `fault`, waits it out and heals it; `false` when the deployment was not in a
+    /// state to take it (no replica in sync for a failover, one already under way).
+    async fn inject(
+        &mut self,
+        fault: Fault,
+        locks: &Locks,
+        server: &RedisServer,
+        workers: &mut [Worker],
+    ) -> Result<bool, String> {
+        let victim = self.rng.usize(..workers.len());
         match fault {
             Fault::KillRestart => {
                 server.kill();
@@ -661,7 +710,7 @@ impl Nemesis {
             Fault::Delay | Fault::Batch => {
                 let span = self.ttl_times(1.0, 3.0);
                 let Some(proxy) = &workers[victim].proxy else {
-                    return Ok(());
+                    return Ok(false);
                 };
                 if fault == Fault::Delay {
                     proxy.set_delay(Duration::from_millis(self.rng.u64(5..=50)));
@@ -679,16 +728,16 @@ impl Nemesis {
             Fault::Reset => workers[victim].proxy.iter().for_each(FaultProxy::reset_all),
             Fault::SentinelSwitchOver | Fault::SentinelKill => {
                 let Some(d) = &locks.sentinel else {
-                    return Ok(());
+                    return Ok(false);
                 };
                 // Only with a replica in sync to promote; and a switch-over the sentinels
                 // refuse or abort (one a pause set off is under way) is not injected.
                 if d.try_wait_synced().is_err() {
-                    return Ok(());
+                    return Ok(false);
                 }
                 if fault == Fault::SentinelSwitchOver {
                     if d.try_switch_over().is_err() {
-                        return Ok(());
+                        return Ok(false);
                     }
                 } else {
                     let old = d.master().map(RedisServer::port);
@@ -705,15 +754,15 @@ impl Nemesis {
             }
             Fault::ClusterSwitchOver | Fault::ClusterKill => {
                 let Some(d) = &locks.cluster else {
-                    return Ok(());
+                    return Ok(false);
                 };
                 // Only on a settled cluster (every master with a replica in sync).
                 if d.try_wait_healthy(&[]).is_err() {
-                    return Ok(());
+                    return Ok(false);
                 }
                 let masters = d.masters();
                 let Some(master) = masters.get(self.rng.usize(..masters.len().max(1))) else {
-                    return Ok(());
+                    return Ok(false);
                 };
                 let done = if fault == Fault::ClusterSwitchOver {
                     d.switch_over(master)
@@ -736,18 +785,18 @@ impl Nemesis {
                 }
             }
         }
-        *self.injected.entry(fault).or_default() += 1;
-        self.log.push((fault, began, now_us()));
-        Ok(())
+        Ok(true)
     }
 
-    /// The fault most likely behind an event at `at_us`: the last one begun before it, if
-    /// it was healed less than three leases before.
-    fn cause(&self, at_us: u64) -> Option<Fault> {
+    /// The fault most likely behind an event at `at_us` on `key`: the last one that reaches
+    /// the key's deployment begun before it, if it was healed less than three leases before.
+    fn cause(&self, at_us: u64, key: &str) -> Option<Fault> {
         let slack_us = 3 * u64::try_from(self.ttl.as_micros()).unwrap_or(u64::MAX);
+        let deployment = Deployment::of_key(key)?;
         self.log
             .iter()
             .rev()
+            .filter(|(fault, _, _)| fault.hits(deployment, self.server_faults_on))
             .find(|(_, began, _)| *began <= at_us)
             .filter(|(_, _, healed)| at_us <= healed.saturating_add(slack_us))
             .map(|(fault, _, _)| *fault)
@@ -780,7 +829,7 @@ fn report(
     // Each signalled overlap, put down to the fault around its later grant.
     let mut overlaps_after: BTreeMap<Option<Fault>, u64> = BTreeMap::new();
     for overlap in &verdict.signalled_overlaps {
-        let cause = nemesis.cause(overlap.later.grant_us);
+        let cause = nemesis.cause(overlap.later.grant_us, history.key(&overlap.later));
         *overlaps_after.entry(cause).or_default() += 1;
     }
     let _ = writeln!(
