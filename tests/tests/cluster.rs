@@ -260,3 +260,71 @@ async fn inspect_and_force_unlock_on_a_cluster() {
     let b = cluster_client(&cluster).await;
     rlock_tests::locking::inspect_and_force_unlock(&a, &b, "admin:cluster").await;
 }
+
+/// Clients listening for `shard:1`'s handoffs on `node` (each on its own channel).
+async fn listening(node: &RedisServer) -> usize {
+    let mut raw = node.raw().await;
+    let channels: Vec<String> = redis::cmd("PUBSUB")
+        .arg("SHARDCHANNELS")
+        .arg("rlock:released:{shard:1}:shard:1:*")
+        .query_async(&mut raw)
+        .await
+        .unwrap_or_default();
+    channels.len()
+}
+
+async fn listening_on_each(cluster: &ClusterDeployment, down: u16) -> Vec<(u16, usize)> {
+    let mut out = Vec::new();
+    for n in cluster.nodes.iter().filter(|n| n.port() != down) {
+        out.push((n.port(), listening(n).await));
+    }
+    out
+}
+
+/// A release skips a waiter whose client does not listen on the key's shard: after a master
+/// fails over, the waiting client's sharded subscription is on the promoted replica, so the
+/// release there still hands it the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_failover_a_waiter_still_listens_on_its_shard() {
+    let cluster = ClusterDeployment::start();
+    let holder = cluster_client(&cluster).await;
+    let waiter = cluster_client(&cluster).await;
+    let held = holder
+        .lock("shard:1")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move {
+            let guard = waiter
+                .lock("shard:1")
+                .wait(Duration::from_secs(40))
+                .acquire()
+                .await?;
+            guard.release().await
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let master = cluster.master_of_key("shard:1").unwrap();
+    while listening(master).await == 0 {
+        assert!(Instant::now() < deadline, "the waiter never subscribed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let old = master.port();
+    cluster.fail_over(master);
+    let promoted = cluster.master_of_key("shard:1").unwrap();
+    assert_ne!(promoted.port(), old);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while listening(promoted).await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the waiter's client does not listen on the promoted master: {:?}",
+            listening_on_each(&cluster, old).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    held.release().await.unwrap();
+    waiting.await.unwrap().unwrap();
+}

@@ -167,9 +167,27 @@ impl Session for ShardedSession {
         }
     }
 
-    async fn ping(&mut self, timeout: Duration) -> bool {
-        let ping = redis::cmd("PING");
-        let reply = tokio::time::timeout(timeout, ping.query_async::<redis::Value>(&mut self.conn));
-        matches!(reply.await, Ok(Ok(_)))
+    /// With a sample, `PUBSUB SHARDNUMSUB` on the master of its slot: the channel is this
+    /// client's own, so 0 means the subscription is gone (its node was killed and the
+    /// promoted replica never had it), and the feed subscribes everything again.
+    async fn ping(&mut self, sample: Option<&str>, timeout: Duration) -> bool {
+        let Some(channel) = sample else {
+            let ping = redis::cmd("PING");
+            let reply =
+                tokio::time::timeout(timeout, ping.query_async::<redis::Value>(&mut self.conn));
+            return matches!(reply.await, Ok(Ok(_)));
+        };
+        let mut numsub = redis::cmd("PUBSUB");
+        numsub.arg("SHARDNUMSUB").arg(channel);
+        let route = Route::new(slot(channel), SlotAddr::Master);
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+        let reply = tokio::time::timeout(timeout, self.conn.route_command(numsub, routing)).await;
+        // RESP3 answers a map (channel → count); RESP2 a flat array.
+        let count = match reply {
+            Ok(Ok(Value::Map(pairs))) => pairs.into_iter().next().map(|(_, n)| n),
+            Ok(Ok(Value::Array(mut pair))) if pair.len() == 2 => pair.pop(),
+            _ => None,
+        };
+        count.is_some_and(|n| redis::from_redis_value::<u64>(n).is_ok_and(|n| n > 0))
     }
 }

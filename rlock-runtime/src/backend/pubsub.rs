@@ -67,10 +67,21 @@ impl Subscribed {
     pub(crate) fn from_result(r: Option<RedisResult<()>>) -> Self {
         match r {
             Some(Ok(())) => Self::Confirmed,
-            Some(Err(e)) if !is_connection_failure(&e) => Self::Refused(e),
+            Some(Err(e)) if !is_connection_failure(&e) && !is_passing(&e) => Self::Refused(e),
             _ => Self::Failed,
         }
     }
+}
+
+/// An error that a new connection, a moment later, may not meet: the slot moved (a Cluster
+/// failover the connection's slot map has not caught up with), the cluster or the master is
+/// down for now, the server is loading or busy. Unlike a refusal (`NOPERM`), the feed
+/// reconnects and subscribes again.
+fn is_passing(e: &RedisError) -> bool {
+    matches!(
+        e.code(),
+        Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "LOADING" | "BUSY")
+    )
 }
 
 /// A message on a release channel.
@@ -96,8 +107,14 @@ pub(crate) trait Session: Send + Sized + 'static {
     ) -> impl Future<Output = bool> + Send;
     /// The next announcement; `None` when the connection ended.
     fn next_announcement(&mut self) -> impl Future<Output = Option<Announcement>> + Send;
-    /// Whether the connection still answers.
-    fn ping(&mut self, timeout: Duration) -> impl Future<Output = bool> + Send;
+    /// Whether the connection still answers, and still carries the subscription of
+    /// `sample`, one of its channels (checked where a node can lose it unseen: a Cluster
+    /// master killed and replaced).
+    fn ping(
+        &mut self,
+        sample: Option<&str>,
+        timeout: Duration,
+    ) -> impl Future<Output = bool> + Send;
 }
 
 /// Opens sessions, and names each key's channel.
@@ -268,7 +285,12 @@ impl<C: Connector> FeedTask<C> {
 
     /// Subscribes `key`, telling the listener the outcome. `false` when the connection failed
     /// (a refusal by Redis is not a failure).
-    async fn subscribe(&self, session: &mut C::Session, key: &str) -> bool {
+    async fn subscribe(
+        &self,
+        session: &mut C::Session,
+        key: &str,
+        confirmed: &mut Vec<String>,
+    ) -> bool {
         let Some(listener) = self.listener.upgrade() else {
             return true;
         };
@@ -276,6 +298,9 @@ impl<C: Connector> FeedTask<C> {
         match session.subscribe(&channel, self.timeout).await {
             Subscribed::Confirmed => {
                 listener.confirmed(key);
+                if !confirmed.contains(&channel) {
+                    confirmed.push(channel);
+                }
                 true
             }
             Subscribed::Refused(_e) => {
@@ -293,8 +318,11 @@ impl<C: Connector> FeedTask<C> {
         // Taken before subscribing: a master switch from here on moves the feed to the new one.
         let mut switches = self.connector.watch_switches();
         let keys: Vec<String> = self.wanted.iter().cloned().collect();
+        // The channels this connection confirmed, checked one per health tick in turn.
+        let mut confirmed = Vec::new();
+        let mut checks: usize = 0;
         for key in &keys {
-            if !self.subscribe(&mut session, key).await {
+            if !self.subscribe(&mut session, key, &mut confirmed).await {
                 return Stop::Failed;
             }
         }
@@ -309,9 +337,12 @@ impl<C: Connector> FeedTask<C> {
                     self.note(&op);
                     let ok = match op {
                         // (Subscribing a key again is harmless: Redis confirms it again.)
-                        Op::Subscribe(key) => self.subscribe(&mut session, &key).await,
+                        Op::Subscribe(key) => {
+                            self.subscribe(&mut session, &key, &mut confirmed).await
+                        }
                         Op::Unsubscribe(key) => {
                             let channel = self.channel(&key);
+                            confirmed.retain(|c| *c != channel);
                             session.unsubscribe(&channel, self.timeout).await
                         }
                     };
@@ -331,7 +362,10 @@ impl<C: Connector> FeedTask<C> {
                     return Stop::Failed;
                 }
                 _ = health.tick(), if !self.wanted.is_empty() => {
-                    if !session.ping(self.timeout).await {
+                    // One confirmed channel per check, in turn.
+                    checks = checks.wrapping_add(1);
+                    let sample = confirmed.get(checks % confirmed.len().max(1));
+                    if !session.ping(sample.map(String::as_str), self.timeout).await {
                         crate::trace::warn_event!("rlock: release feed stopped answering; reconnecting");
                         return Stop::Failed;
                     }
@@ -398,7 +432,8 @@ impl Session for PubSubSession {
         })
     }
 
-    async fn ping(&mut self, timeout: Duration) -> bool {
+    async fn ping(&mut self, _sample: Option<&str>, timeout: Duration) -> bool {
+        // A server that goes away takes this connection, and its subscriptions, with it.
         // Any reply will do: a subscribed RESP2 connection answers `["pong", ""]`, not `PONG`.
         matches!(
             tokio::time::timeout(timeout, self.sink.ping::<redis::Value>()).await,
