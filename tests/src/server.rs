@@ -324,6 +324,24 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("raw connection to {} failed: {e}", self.url()))
     }
 
+    /// The pub/sub channels matching `pattern` that some client listens on: `PUBSUB
+    /// CHANNELS`, or `PUBSUB SHARDCHANNELS` with `sharded` (Redis Cluster). An rlock client
+    /// waiting for `key` listens on `rlock:released:<key>:<client>` (on a cluster, with the
+    /// key's hash tag before it), so `rlock:released:<key>:*` counts the waiting clients.
+    ///
+    /// # Panics
+    ///
+    /// When the server does not answer.
+    pub async fn channels(&self, pattern: &str, sharded: bool) -> Vec<String> {
+        let mut raw = self.raw().await;
+        redis::cmd("PUBSUB")
+            .arg(if sharded { "SHARDCHANNELS" } else { "CHANNELS" })
+            .arg(pattern)
+            .query_async(&mut raw)
+            .await
+            .unwrap_or_else(|e| panic!("PUBSUB on {}: {e}", self.url()))
+    }
+
     /// A `redis::Client` for this server that sends no `CLIENT SETINFO` on connect.
     pub fn redis_client(&self) -> redis::Client {
         let info = self

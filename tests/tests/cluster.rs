@@ -263,14 +263,9 @@ async fn inspect_and_force_unlock_on_a_cluster() {
 
 /// Clients listening for `shard:1`'s handoffs on `node` (each on its own channel).
 async fn listening(node: &RedisServer) -> usize {
-    let mut raw = node.raw().await;
-    let channels: Vec<String> = redis::cmd("PUBSUB")
-        .arg("SHARDCHANNELS")
-        .arg("rlock:released:{shard:1}:shard:1:*")
-        .query_async(&mut raw)
+    node.channels("rlock:released:{shard:1}:shard:1:*", true)
         .await
-        .unwrap_or_default();
-    channels.len()
+        .len()
 }
 
 async fn listening_on_each(cluster: &ClusterDeployment, down: u16) -> Vec<(u16, usize)> {

@@ -367,17 +367,13 @@ async fn a_silently_dead_release_feed_is_replaced() {
         .unwrap();
 
     let waiting = spawn_timed_waiter(&waiter, "feed:1", Duration::from_secs(6));
-    let mut raw = server.raw().await;
     let mut subscribers = 0;
     for _ in 0..100 {
         // The client's own channel for the key (the key's, then `:` and the client).
-        let channels: Vec<String> = redis::cmd("PUBSUB")
-            .arg("CHANNELS")
-            .arg("rlock:released:feed:1:*")
-            .query_async(&mut raw)
+        subscribers = server
+            .channels("rlock:released:feed:1:*", false)
             .await
-            .unwrap();
-        subscribers = channels.len();
+            .len();
         if subscribers == 1 {
             break;
         }

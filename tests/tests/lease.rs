@@ -351,15 +351,11 @@ async fn a_cancelled_waiter_leaves_no_subscription_behind() {
     let _held = holder.lock("busy:1").acquire().await.unwrap();
 
     let subscribers = || async {
-        let mut raw = server.raw().await;
         // The client's own channel for the key (the key's, then `:` and the client).
-        let channels: Vec<String> = redis::cmd("PUBSUB")
-            .arg("CHANNELS")
-            .arg("rlock:released:busy:1:*")
-            .query_async(&mut raw)
+        server
+            .channels("rlock:released:busy:1:*", false)
             .await
-            .unwrap();
-        channels.len()
+            .len()
     };
 
     // While it waits, its client is subscribed to the key's release channel.

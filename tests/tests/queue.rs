@@ -54,15 +54,9 @@ async fn wait_queued(server: &RedisServer, key: &str, n: usize) {
 /// Waits until `n` clients listen for `key`'s handoffs (each on its own channel), so that a
 /// release finds them.
 async fn wait_listening(server: &RedisServer, key: &str, n: usize) {
-    let mut raw = server.raw().await;
+    let pattern = format!("rlock:released:{key}:*");
     for _ in 0..500 {
-        let channels: Vec<String> = redis::cmd("PUBSUB")
-            .arg("CHANNELS")
-            .arg(format!("rlock:released:{key}:*"))
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        if channels.len() == n {
+        if server.channels(&pattern, false).await.len() == n {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
