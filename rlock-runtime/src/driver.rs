@@ -1,5 +1,6 @@
 //! The background runtime on which rlock's own tasks run: the watchdog, renewals, background
-//! releases, the release feed, and the tasks that read the connections' replies.
+//! releases, the release feed, and the tasks that read the replies of the connections they
+//! use (and those of callers on a current-thread runtime).
 //!
 //! They must not live on a caller's runtime: a short-lived runtime (a `spawn_blocking` helper,
 //! a per-test runtime sharing an installed client) would take them down with it, and every
@@ -19,7 +20,7 @@ static DRIVER: OnceLock<Option<Handle>> = OnceLock::new();
 const DRIVER_THREADS: usize = 2;
 
 /// The driver's runtime, started on first use; `None` only if its thread could not start.
-fn handle() -> Option<&'static Handle> {
+pub(crate) fn handle() -> Option<&'static Handle> {
     DRIVER
         .get_or_init(|| {
             let runtime = Builder::new_multi_thread()
@@ -46,6 +47,14 @@ pub(crate) fn spawn(task: impl Future<Output = ()> + Send + 'static) -> bool {
         }
         None => false,
     }
+}
+
+/// Whether `runtime` is the driver.
+pub(crate) fn is(runtime: &Handle) -> bool {
+    DRIVER
+        .get()
+        .and_then(Option::as_ref)
+        .is_some_and(|driver| driver.id() == runtime.id())
 }
 
 #[cfg(test)]

@@ -299,6 +299,46 @@ async fn the_watchdog_outlives_the_runtime_that_started_it() {
     );
 }
 
+/// A multi-thread runtime's commands go over a connection opened on it, so that no reply
+/// hops to the driver's threads (a wake-up per command, a fifth of the client's CPU per lock);
+/// and that connection ends with its runtime, under nobody else. Runtimes come and go while
+/// the test's runtime, sharing the client, keeps locking without an error and the watchdog
+/// keeps renewing a lease of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_that_ends_takes_only_its_own_connection_with_it() {
+    let server = RedisServer::start();
+    let client = client_for(&server, SHORT).await;
+    let ttl = Duration::from_millis(600);
+    let held = client.lock("rt:held").ttl(ttl).acquire().await.unwrap();
+    for round in 0..3 {
+        let shared = client.clone();
+        let (before, after) = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            let before = runtime.metrics().num_alive_tasks();
+            runtime.block_on(lock_and_release(&shared, "rt:theirs", SHORT));
+            let after = runtime.metrics().num_alive_tasks();
+            drop(runtime);
+            (before, after)
+        })
+        .join()
+        .unwrap();
+        assert!(
+            after > before,
+            "round {round}: the runtime that locked runs no task of its connection \
+             ({before} tasks before, {after} after): its replies hop to the driver"
+        );
+        lock_and_release(&client, "rt:mine", SHORT).await;
+    }
+    tokio::time::sleep(ttl * 2).await;
+    assert!(!held.is_lost(), "the lease of `rt:held` was lost");
+    held.release().await.unwrap();
+    lock_and_release(&client, "rt:mine", SHORT).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 3. silently dead connections
 // ---------------------------------------------------------------------------------------------

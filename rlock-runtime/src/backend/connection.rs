@@ -6,15 +6,26 @@
 //! time out for as long as the kernel retransmits, a quarter of an hour. So here a command that
 //! times out, or fails with a connection-level error, condemns the connection it used, and the
 //! next command opens a fresh one: a silently dead flow costs about two command timeouts.
-//! Reconnection is single-flight: concurrent callers share one attempt. Connections are opened
-//! on the driver, so the task reading their replies never lives on a caller's runtime.
+//! Reconnection is single-flight: concurrent callers share one attempt.
+//!
+//! Where the task that reads a connection's replies lives matters twice over. It must not
+//! live on a runtime that can end under the connection's other users (a per-test runtime
+//! sharing an installed client): their commands would fail with it. And a hop between
+//! runtimes on every reply costs a thread wake-up, about a fifth of the client's CPU per
+//! lock. So each multi-thread runtime that calls gets a connection of its own, opened on
+//! it and used only by its tasks; its workers read the replies whatever its tasks do, and
+//! when it ends, so does every user of that connection. rlock's own tasks, and callers on a
+//! current-thread runtime (which runs its tasks only inside `block_on`), share one opened on
+//! the driver.
 
 use std::future::Future;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Cmd, RedisError, RedisResult, Value};
+use tokio::runtime::{Handle, RuntimeFlavor};
 
 use super::endpoint::{Endpoint, is_demoted};
 use crate::error::LockError;
@@ -100,10 +111,69 @@ struct Live<C> {
     conn: C,
 }
 
+/// The runtime a connection's replies are read on, and whose tasks use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Home {
+    /// The driver: rlock's own tasks, callers on a current-thread runtime, or outside one.
+    Driver,
+    /// A caller's multi-thread runtime.
+    Caller(tokio::runtime::Id),
+}
+
+impl Home {
+    /// Where the calling task's commands go.
+    fn current() -> Self {
+        match Handle::try_current() {
+            Ok(runtime)
+                if runtime.runtime_flavor() == RuntimeFlavor::MultiThread
+                    && !crate::driver::is(&runtime) =>
+            {
+                Home::Caller(runtime.id())
+            }
+            _ => Home::Driver,
+        }
+    }
+
+    /// The runtime to open this home's connection on.
+    fn runtime(self) -> Option<Handle> {
+        match self {
+            Home::Driver => crate::driver::handle().cloned(),
+            Home::Caller(_) => Handle::try_current().ok(),
+        }
+    }
+}
+
+/// One live connection and where it lives.
+struct Slot<C> {
+    home: Home,
+    live: Live<C>,
+    /// Set when the task that opened it was dropped: its runtime ended, and the task reading
+    /// the connection's replies with it.
+    ended: Arc<AtomicBool>,
+    /// Dropping it (with the slot) ends that task.
+    _keep: tokio::sync::oneshot::Sender<()>,
+}
+
+/// The connections, one per home.
+struct Slots<C> {
+    /// The last generation handed out.
+    generations: u64,
+    slots: Vec<Slot<C>>,
+}
+
+/// Sets its flag when dropped.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 pub(crate) struct Connection<O: Opener> {
     opener: O,
     timeout: Duration,
-    live: Mutex<(u64, Option<Live<O::Conn>>)>,
+    slots: Mutex<Slots<O::Conn>>,
     /// Held while a new connection is being opened.
     opening: tokio::sync::Mutex<()>,
 }
@@ -122,7 +192,10 @@ impl<O: Opener> Connection<O> {
         Self {
             opener,
             timeout,
-            live: Mutex::new((0, None)),
+            slots: Mutex::new(Slots {
+                generations: 0,
+                slots: Vec::new(),
+            }),
             opening: tokio::sync::Mutex::new(()),
         }
     }
@@ -131,14 +204,20 @@ impl<O: Opener> Connection<O> {
         self.timeout
     }
 
-    fn live(&self) -> MutexGuard<'_, (u64, Option<Live<O::Conn>>)> {
-        // Only whole values are stored: a poisoned slot is intact.
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    fn slots(&self) -> MutexGuard<'_, Slots<O::Conn>> {
+        // Only whole values are stored: a poisoned slot list is intact.
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The live connection, if it still goes to the current master.
-    fn usable(&self) -> Option<Live<O::Conn>> {
-        let live = self.live().1.clone()?;
+    /// `home`'s live connection, if it still goes to the current master. Connections of
+    /// runtimes that ended are forgotten on the way.
+    fn usable(&self, home: Home) -> Option<Live<O::Conn>> {
+        let mut slots = self.slots();
+        slots
+            .slots
+            .retain(|slot| !slot.ended.load(Ordering::Acquire));
+        let live = slots.slots.iter().find(|s| s.home == home)?.live.clone();
+        drop(slots);
         if live.switches == self.opener.master_switches() {
             return Some(live);
         }
@@ -146,51 +225,69 @@ impl<O: Opener> Connection<O> {
         None
     }
 
-    /// The live connection, opening one if there is none.
+    /// The calling task's live connection, opening one if there is none.
     async fn current(&self) -> Result<Live<O::Conn>, LockError> {
-        if let Some(live) = self.usable() {
+        let home = Home::current();
+        if let Some(live) = self.usable(home) {
             return Ok(live);
         }
         let _opening = self.opening.lock().await;
-        if let Some(live) = self.usable() {
+        if let Some(live) = self.usable(home) {
             return Ok(live);
         }
         // Read before opening: a switch heard meanwhile condemns the new connection too.
         let switches = self.opener.master_switches();
-        let conn = tokio::time::timeout(self.timeout, self.open_on_driver())
+        let (conn, ended, keep) = tokio::time::timeout(self.timeout, self.open(home))
             .await
             .map_err(|_| LockError::Timeout {
                 operation: "connect",
                 timeout: self.timeout,
             })??;
-        let mut live = self.live();
-        live.0 += 1;
-        let fresh = Live {
-            generation: live.0,
+        let mut slots = self.slots();
+        slots.generations += 1;
+        let live = Live {
+            generation: slots.generations,
             switches,
             conn,
         };
-        live.1 = Some(fresh.clone());
-        Ok(fresh)
+        slots.slots.push(Slot {
+            home,
+            live: live.clone(),
+            ended,
+            _keep: keep,
+        });
+        Ok(live)
     }
 
-    /// Opens a connection on the driver, so that the task reading its replies lives there, not
-    /// on the caller's runtime: a runtime that ends (a per-test runtime sharing an installed
-    /// client) then takes no connection with it.
-    async fn open_on_driver(&self) -> Result<O::Conn, LockError> {
-        let (opener, timeout) = (self.opener.clone(), self.timeout);
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let spawned = crate::driver::spawn(async move {
-            let _ = tx.send(opener.open(timeout).await);
-        });
-        if !spawned {
+    /// Opens a connection on `home`'s runtime, from a task spawned there, so that the task
+    /// reading its replies lives there too. That task then stays until the runtime ends
+    /// (which sets the flag returned) or the sender returned is dropped.
+    async fn open(
+        &self,
+        home: Home,
+    ) -> Result<(O::Conn, Arc<AtomicBool>, tokio::sync::oneshot::Sender<()>), LockError> {
+        let Some(runtime) = home.runtime() else {
             return Err(LockError::Unavailable {
                 operation: "connect",
                 source: "rlock's driver thread could not start".into(),
             });
-        }
+        };
+        let (opener, timeout) = (self.opener.clone(), self.timeout);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (keep, kept) = tokio::sync::oneshot::channel::<()>();
+        let ended = Arc::new(AtomicBool::new(false));
+        let on_end = SetOnDrop(ended.clone());
+        runtime.spawn(async move {
+            let _on_end = on_end;
+            let opened = opener.open(timeout).await;
+            let ok = opened.is_ok();
+            if tx.send(opened).is_ok() && ok {
+                let _ = kept.await;
+            }
+        });
         match rx.await {
-            Ok(opened) => opened.map_err(|e| failure("connect", timeout, e)),
+            Ok(Ok(conn)) => Ok((conn, ended, keep)),
+            Ok(Err(e)) => Err(failure("connect", timeout, e)),
             Err(_) => Err(LockError::Timeout {
                 operation: "connect",
                 timeout,
@@ -198,12 +295,15 @@ impl<O: Opener> Connection<O> {
         }
     }
 
-    /// Forgets connection `generation` (if it is still the live one): the next call opens a
-    /// new one.
+    /// Forgets connection `generation` (if it is still a live one): the next call from its
+    /// runtime opens a new one.
     fn condemn(&self, generation: u64) {
-        let mut live = self.live();
-        if live.1.as_ref().is_some_and(|l| l.generation == generation) {
-            live.1 = None;
+        let mut slots = self.slots();
+        let before = slots.slots.len();
+        slots
+            .slots
+            .retain(|slot| slot.live.generation != generation);
+        if slots.slots.len() < before {
             crate::trace::warn_event!("rlock: Redis connection stopped answering; replacing it");
         }
     }
