@@ -1,4 +1,5 @@
--- Shared by the acquire and release scripts (prepended to both): the waiters' queue of a lock.
+-- Shared by the acquire and release scripts (prepended to the one, in the middle of the
+-- other): the waiters' queue of a lock.
 --
 -- A lock's queue is a list `queue` in the lock's cluster slot, in arrival order. Each entry is
 -- "<owner token> <handoff lease ms> <1 if fenced, else 0>": whom to grant the lock, and how.

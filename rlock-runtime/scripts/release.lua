@@ -1,38 +1,44 @@
 -- Release a lock only if it is still ours, handing it to the first live waiter queued for it
 -- (named in an announcement), if any; a waiter leaving the queue also gives up its entry.
--- (Prepended: queue.lua.)
+-- (Followed by queue.lua, then release_queued.lua.)
 -- KEYS[1]: lock key   KEYS[2]: waiters' queue (Redlock: the awaited mark), in the lock's slot;
 -- the fence key is derived from it (see queue.lua)
--- ARGV[1]: owner token   ARGV[2]: release channel (for PUBLISH its prefix, the lock key
--- follows)   ARGV[3]: 'PUBLISH' or 'SPUBLISH'
--- ARGV[4]: 'q' waiters queue; 'm' Redlock: announce ("1") to every waiter while the mark lives
--- ARGV[5]: '1' when the caller leaves the queue (a waiter giving up); its entry's handoff
--- lease ms and fence flag are ARGV[6] and ARGV[7]
+-- ARGV[1]: owner token
+-- ARGV[2]: 'q' waiters queue (the default when absent); 'm' Redlock: announce ("1") to every
+--          waiter while the mark lives
+-- ARGV[3]: on Redis Cluster, the lock's sharded release channel (SPUBLISH); absent or empty
+--          on one server: PUBLISH on 'rlock:released:' followed by the lock key
+-- ARGV[4]: '1' when the caller leaves the queue (a waiter giving up); its entry's handoff
+--          lease ms and fence flag are ARGV[5] and ARGV[6]
 -- Returns 1 when the lock was ours (deleted or handed on), 0 when it had expired or belongs
 -- to another owner.
 -- pcall: a key of another type (WRONGTYPE) is not ours, and a refused PUBLISH (an ACL without
 -- channel rights) must not turn a done release into an error; scripts are not rolled back.
+--
+-- The common case comes first, before queue.lua's functions are defined (each definition
+-- costs every call that reaches it a closure): a holder releasing with nobody queued. With
+-- the arguments as few as they are, that is about a microsecond of Redis CPU less per lock.
 local lock, queue = KEYS[1], KEYS[2]
-local token, channel, publish = ARGV[1], ARGV[2], ARGV[3]
-if ARGV[5] == '1' then
-  redis.call('LREM', queue, 1, token .. ' ' .. ARGV[6] .. ' ' .. ARGV[7])
+local token, mode, leaving = ARGV[1], ARGV[2] or 'q', ARGV[4] == '1'
+local channel, publish = ARGV[3], 'SPUBLISH'
+if channel == nil or channel == '' then
+  channel, publish = 'rlock:released:', 'PUBLISH'
 end
-if redis.pcall('GET', lock) == token then
-  if ARGV[4] == 'q' then
-    if not hand_off(lock, queue, channel, publish) then
-      redis.call('DEL', lock)
-    end
-  else
+local ours = nil
+if not leaving then
+  ours = redis.pcall('GET', lock) == token
+  if not ours then
+    return 0
+  end
+  if mode ~= 'q' then
     redis.call('DEL', lock)
     if redis.call('EXISTS', queue) == 1 then
       redis.pcall(publish, publish == 'PUBLISH' and channel .. lock or channel, '1')
     end
+    return 1
   end
-  return 1
+  if redis.call('EXISTS', queue) == 0 then
+    redis.call('DEL', lock)
+    return 1
+  end
 end
-if ARGV[5] == '1' and ARGV[4] == 'q' and redis.call('EXISTS', lock) == 0 then
-  -- A waiter left while the lock was free and others queue: whoever was to be told of the
-  -- last release may have been this one; the next live waiter is handed the lock now.
-  hand_off(lock, queue, channel, publish)
-end
-return 0

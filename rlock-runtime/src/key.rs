@@ -231,21 +231,58 @@ pub(crate) fn fence_key(lock_key: &str) -> String {
 /// The queue of `lock_key`'s waiters (a list, in arrival order); a release hands the lock to
 /// its first live entry. Same slot as the lock, like [`fence_key`].
 pub(crate) fn waiters_key(lock_key: &str) -> String {
-    companion_key(lock_key, "waiters")
-}
-
-/// Redlock: the mark of `lock_key` as awaited; a release announces itself to every waiter
-/// only while it lives. Same slot as the lock.
-pub(crate) fn awaited_key(lock_key: &str) -> String {
-    companion_key(lock_key, "awaited")
+    Companion::waiters(lock_key).to_string()
 }
 
 /// `lock_key` with `:suffix`, hashed to the lock's cluster slot (see [`fence_key`]).
-fn companion_key(lock_key: &str, suffix: &str) -> String {
-    if has_hash_tag(lock_key) || lock_key.contains('}') {
-        format!("{lock_key}:{suffix}")
-    } else {
-        format!("{{{lock_key}}}:{suffix}")
+#[cfg(test)]
+fn companion_key(lock_key: &str, suffix: &'static str) -> String {
+    Companion { lock_key, suffix }.to_string()
+}
+
+/// A key kept beside a lock, in its cluster slot: `lock_key` with `:suffix`, wrapped as
+/// `{lock_key}:suffix` unless it has a hash tag (see [`fence_key`]). Its pieces can be
+/// written straight into a command, without a `String` of their own on every lock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Companion<'a> {
+    lock_key: &'a str,
+    suffix: &'static str,
+}
+
+impl<'a> Companion<'a> {
+    /// The queue of `lock_key`'s waiters ([`waiters_key`]).
+    pub(crate) fn waiters(lock_key: &'a str) -> Self {
+        Self {
+            lock_key,
+            suffix: "waiters",
+        }
+    }
+
+    /// Redlock: the mark of `lock_key` as awaited; a release announces itself to every
+    /// waiter only while it lives.
+    pub(crate) fn awaited(lock_key: &'a str) -> Self {
+        Self {
+            lock_key,
+            suffix: "awaited",
+        }
+    }
+
+    /// The key's bytes, piece by piece.
+    pub(crate) fn pieces(&self) -> [&'a str; 4] {
+        let key = self.lock_key;
+        if has_hash_tag(key) || key.contains('}') {
+            ["", key, ":", self.suffix]
+        } else {
+            ["{", key, "}:", self.suffix]
+        }
+    }
+}
+
+impl fmt::Display for Companion<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.pieces()
+            .iter()
+            .try_for_each(|piece| f.write_str(piece))
     }
 }
 
@@ -281,7 +318,11 @@ mod tests {
             "order:42", "{tag}:x", "a{b", "a{}b", "x}{y}", "}", "{", "{}", "a}b",
         ] {
             if !key.contains('}') || has_hash_tag(key) {
-                for companion in [fence_key(key), waiters_key(key), awaited_key(key)] {
+                for companion in [
+                    fence_key(key),
+                    waiters_key(key),
+                    Companion::awaited(key).to_string(),
+                ] {
                     assert_eq!(
                         cluster_slot(&companion),
                         cluster_slot(key),

@@ -24,8 +24,9 @@ const RLOCK_ACQUIRE: &str = concat!(
     include_str!("../../../rlock-runtime/scripts/acquire.lua")
 );
 const RLOCK_RELEASE: &str = concat!(
+    include_str!("../../../rlock-runtime/scripts/release.lua"),
     include_str!("../../../rlock-runtime/scripts/queue.lua"),
-    include_str!("../../../rlock-runtime/scripts/release.lua")
+    include_str!("../../../rlock-runtime/scripts/release_queued.lua")
 );
 
 /// The compare-and-delete release of the floor (the redis.io recipe, as rslock sends it).
@@ -203,10 +204,6 @@ impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
             .key(&key)
             .key(&waiters)
             .arg(&token)
-            .arg(format!("rlock:released:{key}"))
-            .arg("PUBLISH")
-            .arg("q")
-            .arg("0")
             .invoke_async(&mut conn)
             .await?;
         if deleted != 1 {

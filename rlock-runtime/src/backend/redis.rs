@@ -5,12 +5,14 @@
 //! releases announced on sharded channels.
 
 use std::borrow::Cow;
+use std::io::Write as _;
 use std::sync::LazyLock;
 use std::sync::Weak;
 use std::time::Duration;
 
 use redis::{
-    Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind, ToRedisArgs,
+    Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, RedisWrite, Script, ServerErrorKind,
+    ToRedisArgs,
 };
 
 use std::collections::BTreeMap;
@@ -22,7 +24,7 @@ use super::endpoint::Endpoint;
 use super::pubsub::{Connector, Feed, RELEASE_CHANNEL_PREFIX, shard_channel};
 use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, QueueAsk, ReleaseListener, millis};
 use crate::error::LockError;
-use crate::key::{awaited_key, waiters_key};
+use crate::key::{Companion, waiters_key};
 use crate::slot::slot;
 use crate::tuning::{
     HANDOFF_LEASE, REPLICA_WAIT_DIVISOR, WAITERS_MARK_SLACK, WAITERS_QUEUE_LEASE, WAITERS_QUEUE_MAX,
@@ -36,8 +38,9 @@ pub(crate) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
 });
 pub(crate) static RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../scripts/release.lua"),
         include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/release.lua")
+        include_str!("../../scripts/release_queued.lua")
     ))
 });
 pub(crate) static EXTEND: LazyLock<Lua> =
@@ -64,16 +67,31 @@ impl Lua {
 
     /// A call with `keys`; its arguments follow.
     fn call(&'static self, keys: &[&str]) -> ScriptCall {
+        let mut call = self.start(keys.len(), keys.iter().map(|k| k.len()).sum());
+        for key in keys {
+            call.arg(*key);
+        }
+        call
+    }
+
+    /// A call of `keys` keys (of `key_bytes` in all), which follow, then its arguments.
+    fn start(&'static self, keys: usize, key_bytes: usize) -> ScriptCall {
         // Room for the longest call (the acquire script's 13 arguments) up front: growing
         // the buffers argument by argument costs reallocations on every lock.
-        let bytes = 128 + keys.iter().map(|k| k.len()).sum::<usize>() * 2;
-        let mut cmd = Cmd::with_capacity(20, bytes);
+        let mut cmd = Cmd::with_capacity(20, 128 + key_bytes * 2);
         cmd.arg("EVALSHA");
-        cmd.arg(self.script.get_hash()).arg(keys.len());
-        for key in keys {
-            cmd.arg(*key);
-        }
+        cmd.arg(self.script.get_hash()).arg(keys);
         ScriptCall { lua: self, cmd }
+    }
+}
+
+impl ToRedisArgs for Companion<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        let mut arg = out.writer_for_next_arg();
+        for piece in self.pieces() {
+            // Into the command's own buffer: writing there cannot fail.
+            let _ = arg.write_all(piece.as_bytes());
+        }
     }
 }
 
@@ -216,12 +234,14 @@ impl<O: Opener> Scripted<O> {
     /// A call of the acquire or release script, with the keys both take: the lock and its
     /// queue (the scripts derive the fence key from the queue's, in the same slot).
     fn keyed(lua: &'static Lua, lease: Lease<'_>, queue: bool) -> ScriptCall {
-        let queue_key = if queue {
-            waiters_key(lease.key)
+        let companion = if queue {
+            Companion::waiters(lease.key)
         } else {
-            awaited_key(lease.key)
+            Companion::awaited(lease.key)
         };
-        lua.call(&[lease.key, &queue_key])
+        let mut call = lua.start(2, lease.key.len() * 2 + 10);
+        call.arg(lease.key).arg(companion);
+        call
     }
 
     /// Runs the release script; `leaving` (with the entry's fence flag) when a waiter gives
@@ -231,17 +251,21 @@ impl<O: Opener> Scripted<O> {
         lease: Lease<'_>,
         leaving: Option<bool>,
     ) -> Result<bool, LockError> {
-        let (channel, publish) = Self::channel(lease.key);
         let mut release = Self::keyed(&RELEASE, lease, self.queue);
-        release
-            .arg(lease.token)
-            .arg(channel)
-            .arg(publish)
-            .arg(if self.queue { "q" } else { "m" });
-        match leaving {
-            Some(fenced) => release.arg("1").arg(handoff_lease(lease)).arg(flag(fenced)),
-            None => release.arg("0"),
-        };
+        release.arg(lease.token);
+        // The common release (one server, a queue, not leaving) takes the token alone: each
+        // argument costs Redis a string to parse and one to build for Lua.
+        if O::CLUSTER || !self.queue || leaving.is_some() {
+            release.arg(if self.queue { "q" } else { "m" });
+            if O::CLUSTER {
+                release.arg(shard_channel(lease.key));
+            } else {
+                release.arg("");
+            }
+        }
+        if let Some(fenced) = leaving {
+            release.arg("1").arg(handoff_lease(lease)).arg(flag(fenced));
+        }
         let operation = if leaving.is_some() {
             "withdraw"
         } else {
@@ -569,4 +593,20 @@ fn config_error(url: &str, e: &RedisError) -> LockError {
         "; expected redis://[user:password@]host[:port][/db] or rediss://…"
     };
     LockError::InvalidConfig(format!("unusable Redis URL: {e}{hint}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_release_script_announces_on_the_channels_waiters_listen_on() {
+        // On one server the script names the channel's prefix itself (one argument less on
+        // every release); it must be the one the release feed subscribes under.
+        assert!(
+            RELEASE
+                .source
+                .contains(&format!("'{RELEASE_CHANNEL_PREFIX}'"))
+        );
+    }
 }
