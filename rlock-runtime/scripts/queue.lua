@@ -47,13 +47,14 @@ end
 -- itself (sharded) for `SPUBLISH`, then ':' and the client. Only that client hears it, and it
 -- needs no command to take the lock: it has it. The lease is the waiter's handoff lease (its
 -- ttl, at most a few seconds, so that a waiter whose process hangs blocks the lock only
--- briefly; a live one renews it at once). Returns whether handed.
-local function hand_off(lock, queue, channel, publish)
+-- briefly; a live one renews it at once). `head`, when given, is the queue's first entry,
+-- already popped by the caller. Returns whether handed.
+local function hand_off(lock, queue, channel, publish, head)
   if publish == 'PUBLISH' then
     channel = channel .. lock
   end
   for _ = 1, 16 do
-    local head = redis.call('LPOP', queue)
+    head = head or redis.call('LPOP', queue)
     if not head then
       return false
     end
@@ -72,6 +73,7 @@ local function hand_off(lock, queue, channel, publish)
         return true
       end
     end
+    head = nil
   end
   return false
 end

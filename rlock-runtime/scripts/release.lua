@@ -18,13 +18,14 @@
 -- The common case comes first, before queue.lua's functions are defined (each definition
 -- costs every call that reaches it a closure): a holder releasing with nobody queued. With
 -- the arguments as few as they are, that is about a microsecond of Redis CPU less per lock.
+-- A queue's first entry, popped here, goes on to the hand-off.
 local lock, queue = KEYS[1], KEYS[2]
 local token, mode, leaving = ARGV[1], ARGV[2] or 'q', ARGV[4] == '1'
 local channel, publish = ARGV[3], 'SPUBLISH'
 if channel == nil or channel == '' then
   channel, publish = 'rlock:released:', 'PUBLISH'
 end
-local ours = nil
+local ours, head = nil, nil
 if not leaving then
   ours = redis.pcall('GET', lock) == token
   if not ours then
@@ -37,7 +38,8 @@ if not leaving then
     end
     return 1
   end
-  if redis.call('EXISTS', queue) == 0 then
+  head = redis.call('LPOP', queue)
+  if not head then
     redis.call('DEL', lock)
     return 1
   end

@@ -6,7 +6,7 @@ if leaving then
 end
 if ours then
   if mode == 'q' then
-    if not hand_off(lock, queue, channel, publish) then
+    if not hand_off(lock, queue, channel, publish, head) then
       redis.call('DEL', lock)
     end
   else
