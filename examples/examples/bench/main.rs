@@ -75,7 +75,7 @@ impl Config {
             seq_redlock: 300,
             distinct_rounds: 6,
             distinct_tasks: 64,
-            distinct_per_task: 150,
+            distinct_per_task: 600,
             distinct_redlock: 15,
             tasks: 16,
             clients: 4,
