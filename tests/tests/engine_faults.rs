@@ -300,19 +300,21 @@ async fn the_watchdog_outlives_the_runtime_that_started_it() {
 }
 
 /// A multi-thread runtime's commands go over a connection opened on it, so that no reply
-/// hops to the driver's threads (a wake-up per command, a fifth of the client's CPU per lock);
-/// and that connection ends with its runtime, under nobody else. Runtimes come and go while
-/// the test's runtime, sharing the client, keeps locking without an error and the watchdog
-/// keeps renewing a lease of it.
+/// hops to the driver's threads (a thread wake-up per command); and that connection ends
+/// with its runtime, under nobody else. Runtimes come and go while the test's runtime,
+/// sharing the client, keeps locking without an error, and the watchdog keeps renewing the
+/// leases of both: those the test's runtime holds, and those each ended runtime took.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtime_that_ends_takes_only_its_own_connection_with_it() {
     let server = RedisServer::start();
     let client = client_for(&server, SHORT).await;
     let ttl = Duration::from_millis(600);
+    let contender = client_for(&server, SHORT).await;
     let held = client.lock("rt:held").ttl(ttl).acquire().await.unwrap();
+    let mut kept = Vec::new();
     for round in 0..3 {
         let shared = client.clone();
-        let (before, after) = std::thread::spawn(move || {
+        let (before, after, guard) = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
@@ -321,11 +323,15 @@ async fn a_runtime_that_ends_takes_only_its_own_connection_with_it() {
             let before = runtime.metrics().num_alive_tasks();
             runtime.block_on(lock_and_release(&shared, "rt:theirs", SHORT));
             let after = runtime.metrics().num_alive_tasks();
+            // A hold taken on this runtime outlives it.
+            let key = format!("rt:kept:{round}");
+            let guard = runtime.block_on(shared.lock(key).ttl(ttl).acquire());
             drop(runtime);
-            (before, after)
+            (before, after, guard.unwrap())
         })
         .join()
         .unwrap();
+        kept.push(guard);
         assert!(
             after > before,
             "round {round}: the runtime that locked runs no task of its connection \
@@ -336,6 +342,18 @@ async fn a_runtime_that_ends_takes_only_its_own_connection_with_it() {
     tokio::time::sleep(ttl * 2).await;
     assert!(!held.is_lost(), "the lease of `rt:held` was lost");
     held.release().await.unwrap();
+    for (round, guard) in kept.into_iter().enumerate() {
+        let key = format!("rt:kept:{round}");
+        assert!(
+            !guard.is_lost(),
+            "`{key}` was lost with the runtime that took it"
+        );
+        assert!(
+            contender.lock(key.as_str()).acquire().await.is_err(),
+            "`{key}` was free while its guard was not lost"
+        );
+        guard.release().await.unwrap();
+    }
     lock_and_release(&client, "rt:mine", SHORT).await;
 }
 
