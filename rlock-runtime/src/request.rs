@@ -16,8 +16,8 @@ use crate::options::{LockOptions, check_max_hold, check_ttl};
 use crate::tuning::{
     HANDOFF_LEASE, WAIT_FOREVER, WAIT_RETRY_MAX, WAIT_RETRY_MIN, WAITER_CHECK_INTERVAL, backoff,
 };
+use crate::wait::Ticket;
 use crate::wait::timers::fallback_pause;
-use crate::wait::{Busy, Ticket};
 use crate::{scope, trace};
 
 impl LockClient {
@@ -369,22 +369,12 @@ impl Waiting<'_> {
                     }
                     return Ok(self.waited(ticket, hold));
                 }
-                Ok(Outcome::Busy {
-                    remaining,
-                    queued: now_queued,
-                    lapsed,
-                }) => {
+                Ok(Outcome::Busy { remaining, place }) => {
                     if let Some(left) = remaining {
                         holder_until = Some(sent_at + left);
                     }
-                    let busy = Busy {
-                        queued: now_queued,
-                        // The script reads the holder's lease only for the queue's first.
-                        first: remaining.is_some(),
-                        lapsed,
-                    };
-                    ticket.answered(queue, sent_at, busy);
-                    queued = now_queued;
+                    ticket.answered(queue, sent_at, place);
+                    queued = place.queued;
                     failures = 0;
                     last_error = None;
                     ticket.listen();

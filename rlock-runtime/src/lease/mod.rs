@@ -17,7 +17,7 @@ use crate::key::LockKey;
 use crate::metrics::{Count, Counters};
 use crate::token::TokenSource;
 use crate::tuning::{ORPHAN_ATTEMPTS, ORPHAN_RETRY_MIN, backoff};
-use crate::wait::WaitQueues;
+use crate::wait::{Busy, WaitQueues};
 
 pub(crate) use hold::Hold;
 use watchdog::Watchdog;
@@ -52,13 +52,11 @@ pub(crate) struct Try<'a> {
 #[derive(Debug)]
 pub(crate) enum Outcome {
     Granted(Arc<Hold>),
-    /// Another owner holds it, with this much lease left when known; `queued` when the
-    /// waiter now stands in the lock's queue in Redis; `lapsed` when the waiter found that
-    /// queue gone (see [`Attempt::Busy`]).
+    /// Another owner holds it, with this much lease left when known; `place` tells the
+    /// waiter where it stands in the lock's queue in Redis (see [`Attempt::Busy`]).
     Busy {
         remaining: Option<Duration>,
-        queued: bool,
-        lapsed: bool,
+        place: Busy,
     },
 }
 
@@ -146,8 +144,11 @@ impl Engine {
         let Some(outcome) = outcome else {
             return Ok(Outcome::Busy {
                 remaining: None,
-                queued: false,
-                lapsed: false,
+                place: Busy {
+                    queued: false,
+                    first: false,
+                    lapsed: false,
+                },
             });
         };
         let (fence, granted) = match outcome {
@@ -162,8 +163,12 @@ impl Engine {
                 orphan.armed = false;
                 return Ok(Outcome::Busy {
                     remaining,
-                    queued,
-                    lapsed,
+                    place: Busy {
+                        queued,
+                        // The script reads the holder's lease only for the queue's first.
+                        first: remaining.is_some(),
+                        lapsed,
+                    },
                 });
             }
             Ok(Attempt::NoQuorum { granted, needed }) => {
