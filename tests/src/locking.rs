@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use rlock_runtime::{LockClient, LockGuard};
+use rlock_runtime::{LockClient, LockError, LockGuard};
 
 use crate::RedisServer;
 
@@ -79,6 +79,19 @@ pub fn spawn_contender(
             .acquire()
             .await?;
         tokio::time::sleep(hold).await;
+        guard.release().await
+    })
+}
+
+/// A task that waits up to `budget` for `key` with `client`, then releases it.
+pub fn wait_then_release(
+    client: &LockClient,
+    key: &'static str,
+    budget: Duration,
+) -> tokio::task::JoinHandle<Result<(), LockError>> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        let guard = client.lock(key).wait(budget).acquire().await?;
         guard.release().await
     })
 }

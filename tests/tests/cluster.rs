@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use rlock_runtime::{LockClient, LockGuard, LockOptions};
 use rlock_tests::RedisServer;
 use rlock_tests::deploy::ClusterDeployment;
-use rlock_tests::locking::{client_at, handoff, hold_all, kept_or_lost, serving_again, stored};
+use rlock_tests::locking::{
+    client_at, handoff, hold_all, kept_or_lost, serving_again, stored, wait_then_release,
+};
 
 const TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -290,17 +292,7 @@ async fn after_a_failover_a_waiter_still_listens_on_its_shard() {
         .acquire()
         .await
         .unwrap();
-    let waiting = {
-        let waiter = waiter.clone();
-        tokio::spawn(async move {
-            let guard = waiter
-                .lock("shard:1")
-                .wait(Duration::from_secs(40))
-                .acquire()
-                .await?;
-            guard.release().await
-        })
-    };
+    let waiting = wait_then_release(&waiter, "shard:1", Duration::from_secs(40));
     let deadline = Instant::now() + Duration::from_secs(20);
     let master = cluster.master_of_key("shard:1").unwrap();
     while listening(master).await == 0 {

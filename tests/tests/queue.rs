@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::history::Section;
+use rlock_tests::locking::wait_then_release;
 use rlock_tests::workers::Running;
 use rlock_tests::{Counts, RedisServer};
 
@@ -62,19 +63,6 @@ async fn wait_listening(server: &RedisServer, key: &str, n: usize) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("`{key}` never had {n} clients listening");
-}
-
-/// A task that waits up to `budget` for `key` with `client`, then releases it.
-fn wait_then_release(
-    client: &LockClient,
-    key: &'static str,
-    budget: Duration,
-) -> tokio::task::JoinHandle<Result<(), LockError>> {
-    let client = client.clone();
-    tokio::spawn(async move {
-        let guard = client.lock(key).wait(budget).acquire().await?;
-        guard.release().await
-    })
 }
 
 /// Arguments of a worker that takes `key` once, waiting for it up to a minute.
