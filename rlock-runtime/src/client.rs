@@ -60,8 +60,11 @@ pub(crate) struct ClientShared {
 
 impl LockClient {
     /// Connects to one Redis server: `redis://[user:password@]host[:port][/db]`, or
-    /// `rediss://…` with the `tls` feature. The connection is multiplexed, shared by every
-    /// clone of the client, and re-established on its own after a failure.
+    /// `rediss://…` with the `tls` feature. Commands go over multiplexed connections shared
+    /// by every clone of the client: one for rlock's own tasks (renewals, background
+    /// releases) and callers on current-thread runtimes, and one per multi-thread runtime
+    /// that sends commands, opened on it so that its replies need no thread hop. Each is
+    /// re-established on its own after a failure; the release feed has one more.
     ///
     /// Fails with [`LockError::InvalidConfig`] for a bad URL and with a backend error when
     /// the server cannot be reached within the command timeout.

@@ -267,9 +267,13 @@ impl<O: Opener> Connection<O> {
         home: Home,
     ) -> Result<(O::Conn, Arc<AtomicBool>, tokio::sync::oneshot::Sender<()>), LockError> {
         let Some(runtime) = home.runtime() else {
+            let source = match home {
+                Home::Driver => "rlock's driver thread could not start",
+                Home::Caller(_) => "the calling task is no longer on a Tokio runtime",
+            };
             return Err(LockError::Unavailable {
                 operation: "connect",
-                source: "rlock's driver thread could not start".into(),
+                source: source.into(),
             });
         };
         let (opener, timeout) = (self.opener.clone(), self.timeout);
