@@ -16,7 +16,10 @@
 //! it and used only by its tasks; its workers read the replies whatever its tasks do, and
 //! when it ends, so does every user of that connection. rlock's own tasks, and callers on a
 //! current-thread runtime (which runs its tasks only inside `block_on`), share one opened on
-//! the driver.
+//! the driver. The price: a runtime whose workers are all stalled past the command timeout
+//! (blocking calls in async code) finds its commands timed out and its connection replaced,
+//! where replies read on the driver would have been waiting for it; its own tasks stall
+//! all the same, and a grant that comes back too late is never handed out.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
