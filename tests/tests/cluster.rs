@@ -309,13 +309,14 @@ async fn after_a_failover_a_waiter_still_listens_on_its_shard() {
     let deadline = Instant::now() + Duration::from_secs(20);
     while listening(promoted).await == 0 {
         if Instant::now() >= deadline {
-            let ended = waiting
-                .is_finished()
-                .then(|| "the waiter's acquisition ended");
+            let waiter = if waiting.is_finished() {
+                "the waiter's acquisition ended"
+            } else {
+                "the waiter still waits"
+            };
             panic!(
-                "the waiter's client does not listen on the promoted master: {:?} ({})",
+                "the waiter's client does not listen on the promoted master: {:?} ({waiter})",
                 listening_on_each(&cluster, old).await,
-                ended.unwrap_or("the waiter still waits")
             );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
