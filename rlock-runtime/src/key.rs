@@ -225,24 +225,24 @@ impl fmt::Write for Escaper<'_> {
 /// `queue.lua` shows; this is the name they arrive at.)
 #[cfg(test)]
 pub(crate) fn fence_key(lock_key: &str) -> String {
-    companion_key(lock_key, "fence")
+    Companion {
+        lock_key,
+        suffix: "fence",
+    }
+    .to_string()
 }
 
-/// The queue of `lock_key`'s waiters (a list, in arrival order); a release hands the lock to
-/// its first live entry. Same slot as the lock, like [`fence_key`].
+/// The queue of `lock_key`'s waiters (a list, in arrival order) as a `String`; commands take
+/// [`Companion::waiters`] itself.
+#[cfg(test)]
 pub(crate) fn waiters_key(lock_key: &str) -> String {
     Companion::waiters(lock_key).to_string()
 }
 
-/// `lock_key` with `:suffix`, hashed to the lock's cluster slot (see [`fence_key`]).
-#[cfg(test)]
-fn companion_key(lock_key: &str, suffix: &'static str) -> String {
-    Companion { lock_key, suffix }.to_string()
-}
-
 /// A key kept beside a lock, in its cluster slot: `lock_key` with `:suffix`, wrapped as
-/// `{lock_key}:suffix` unless it has a hash tag (see [`fence_key`]). Its pieces can be
-/// written straight into a command, without a `String` of their own on every lock.
+/// `{lock_key}:suffix` unless it has a hash tag (the rule `fence_key`'s docs give). Its
+/// pieces are written straight into a command, without a `String` of their own on every
+/// lock.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Companion<'a> {
     lock_key: &'a str,
@@ -250,7 +250,8 @@ pub(crate) struct Companion<'a> {
 }
 
 impl<'a> Companion<'a> {
-    /// The queue of `lock_key`'s waiters ([`waiters_key`]).
+    /// The queue of `lock_key`'s waiters (a list, in arrival order); a release hands the lock
+    /// to its first live entry.
     pub(crate) fn waiters(lock_key: &'a str) -> Self {
         Self {
             lock_key,

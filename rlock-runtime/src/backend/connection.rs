@@ -212,14 +212,16 @@ impl<O: Opener> Connection<O> {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// `home`'s live connection, if it still goes to the current master. Connections of
-    /// runtimes that ended are forgotten on the way.
+    /// `home`'s live connection, if its runtime still runs and it still goes to the current
+    /// master.
     fn usable(&self, home: Home) -> Option<Live<O::Conn>> {
-        let mut slots = self.slots();
-        slots
+        let slots = self.slots();
+        let live = slots
             .slots
-            .retain(|slot| !slot.ended.load(Ordering::Acquire));
-        let live = slots.slots.iter().find(|s| s.home == home)?.live.clone();
+            .iter()
+            .find(|s| s.home == home && !s.ended.load(Ordering::Acquire))?
+            .live
+            .clone();
         drop(slots);
         if live.switches == self.opener.master_switches() {
             return Some(live);
@@ -247,6 +249,10 @@ impl<O: Opener> Connection<O> {
                 timeout: self.timeout,
             })??;
         let mut slots = self.slots();
+        // Connections of runtimes that ended are forgotten here, off the commands' path.
+        slots
+            .slots
+            .retain(|slot| !slot.ended.load(Ordering::Acquire));
         slots.generations += 1;
         let live = Live {
             generation: slots.generations,

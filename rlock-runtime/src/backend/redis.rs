@@ -24,7 +24,7 @@ use super::endpoint::Endpoint;
 use super::pubsub::{Connector, Feed, RELEASE_CHANNEL_PREFIX, shard_channel};
 use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, QueueAsk, ReleaseListener, millis};
 use crate::error::LockError;
-use crate::key::{Companion, waiters_key};
+use crate::key::Companion;
 use crate::slot::slot;
 use crate::tuning::{
     HANDOFF_LEASE, REPLICA_WAIT_DIVISOR, WAITERS_MARK_SLACK, WAITERS_QUEUE_LEASE, WAITERS_QUEUE_MAX,
@@ -412,10 +412,10 @@ impl<O: Opener> Scripted<O> {
         fenced: bool,
         timeout: Duration,
     ) -> Result<Option<Attempt>, LockError> {
-        let queue = waiters_key(lease.key);
+        let queue = Companion::waiters(lease.key);
         // As the acquire script writes it (see `scripts/queue.lua`).
         let entry = format!("{} {} {}", lease.token, handoff_lease(lease), flag(fenced));
-        let (queue, entry) = (&queue, &entry);
+        let entry = &entry;
         let length: u64 = self
             .conn
             .call("acquire", timeout, |mut c| async move {
