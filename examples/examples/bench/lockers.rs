@@ -69,6 +69,25 @@ impl Kind {
         }
     }
 
+    /// The short name of ratio lines and of `--kinds`.
+    pub fn short(self) -> &'static str {
+        match self {
+            Kind::Floor => "floor",
+            Kind::Scripts => "scripts by hand",
+            Kind::Manual => "manual",
+            Kind::Macro => "macro",
+            Kind::Rslock => "rslock",
+            Kind::Redlock => "redlock",
+        }
+    }
+
+    /// The implementation whose short name (spaces written as `-`) is `name`.
+    pub fn named(name: &str) -> Option<Kind> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.short().replace(' ', "-") == name)
+    }
+
     /// The commands this implementation sends itself (not from inside Lua): each is one
     /// round trip. Connection set-up commands are listed for all.
     pub fn top_level(self) -> &'static [&'static str] {

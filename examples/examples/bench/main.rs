@@ -142,14 +142,51 @@ struct Args {
     quick: bool,
     /// Workloads to run, among [`PHASES`] (all by default).
     only: String,
+    /// The implementations that (a) and (b) run (all by default).
+    kinds: Vec<Kind>,
+    /// Rounds of (a) and (b), instead of the mode's.
+    rounds: Option<usize>,
     redis: Option<String>,
     out: Option<PathBuf>,
+}
+
+impl Args {
+    /// The arguments as given, the URL left out (it may carry a password).
+    fn as_given(&self) -> Vec<String> {
+        let mut given = Vec::new();
+        if self.quick {
+            given.push("--quick".to_owned());
+        }
+        if self.only != PHASES {
+            given.push(format!("--only {}", self.only));
+        }
+        if self.kinds != Kind::ALL {
+            let names: Vec<String> = self
+                .kinds
+                .iter()
+                .map(|k| k.short().replace(' ', "-"))
+                .collect();
+            given.push(format!("--kinds {}", names.join(",")));
+        }
+        if let Some(rounds) = self.rounds {
+            given.push(format!("--rounds {rounds}"));
+        }
+        if self.redis.is_some() {
+            given.push("--redis URL".to_owned());
+        }
+        if let Some(path) = &self.out {
+            given.push(format!("--out {}", path.display()));
+        }
+        given
+    }
 }
 
 fn parse_args() -> Result<Args, BenchError> {
     let mut args = Args {
         quick: false,
         only: PHASES.to_owned(),
+        kinds: Kind::ALL.to_vec(),
+        rounds: None,
         redis: None,
         out: None,
     };
@@ -165,11 +202,40 @@ fn parse_args() -> Result<Args, BenchError> {
                     return Err(format!("--only takes letters among `{PHASES}`").into());
                 }
             }
+            "--rounds" => {
+                let n = it.next().ok_or("--rounds needs a number")?;
+                args.rounds = Some(
+                    n.parse()
+                        .map_err(|_| format!("--rounds: `{n}` is not a number"))?,
+                );
+            }
+            "--kinds" => {
+                let names = it
+                    .next()
+                    .ok_or("--kinds needs a list such as floor,manual")?;
+                args.kinds = names
+                    .split(',')
+                    .map(|name| {
+                        Kind::named(name).ok_or_else(|| {
+                            let known: Vec<String> = Kind::ALL
+                                .iter()
+                                .map(|k| k.short().replace(' ', "-"))
+                                .collect();
+                            format!(
+                                "--kinds: unknown `{name}`; expected some of {}",
+                                known.join(",")
+                            )
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
             "-h" | "--help" => {
                 println!(
-                    "usage: bench [--quick] [--only abcde] [--redis redis://127.0.0.1:6379/] [--out FILE]\n\
+                    "usage: bench [--quick] [--only abcde] [--kinds floor,manual,...] [--rounds N] [--redis redis://127.0.0.1:6379/] [--out FILE]\n\
                      Full mode writes BENCHMARKS.md at the repository root unless --out is given;\n\
-                     --quick and --only write a report only with --out."
+                     --quick, --only, --kinds and --rounds write a report only with --out. --kinds limits\n\
+                     (a) and (b) to some of floor,scripts-by-hand,manual,macro,rslock,redlock;\n\
+                     --rounds sets how many rounds they run."
                 );
                 std::process::exit(0);
             }
@@ -252,11 +318,15 @@ async fn beyond_one_redis(config: &Config, results: &mut Results) -> Result<(), 
 #[tokio::main]
 async fn main() -> Result<(), BenchError> {
     let args = parse_args()?;
-    let config = if args.quick {
+    let mut config = if args.quick {
         Config::quick()
     } else {
         Config::full()
     };
+    if let Some(rounds) = args.rounds {
+        config.seq_rounds = rounds;
+        config.distinct_rounds = rounds;
+    }
     if args.only.contains('e') {
         // Before the other workloads, so that a missing tool does not waste their run.
         workloads::require("redis-server", "redis-server")?;
@@ -296,14 +366,16 @@ async fn main() -> Result<(), BenchError> {
     for kind in async_kinds {
         workloads::sequential(&lockers, kind, 100).await?;
     }
-    workloads::sequential(&lockers, Kind::Redlock, 10).await?;
+    if args.kinds.contains(&Kind::Redlock) {
+        workloads::sequential(&lockers, Kind::Redlock, 10).await?;
+    }
 
     let run = |phase: char| args.only.contains(phase);
 
     // (a) Rounds alternate between implementations, so that drift hits all alike.
     eprintln!("bench: (a) uncontended");
     for round in 0..config.seq_rounds * usize::from(run('a')) {
-        for kind in rotated(&Kind::ALL, round) {
+        for kind in rotated(&args.kinds, round) {
             let n = if kind == Kind::Redlock {
                 config.seq_redlock
             } else {
@@ -325,7 +397,7 @@ async fn main() -> Result<(), BenchError> {
         config.distinct_tasks
     );
     for round in 0..config.distinct_rounds * usize::from(run('b')) {
-        for kind in rotated(&Kind::ALL, round) {
+        for kind in rotated(&args.kinds, round) {
             let per_task = if kind == Kind::Redlock {
                 config.distinct_redlock
             } else {
@@ -416,7 +488,7 @@ async fn main() -> Result<(), BenchError> {
         load_before,
         load_after: report::loadavg(),
         duration: started.elapsed(),
-        command: report::command_line(args.quick, args.redis.is_some(), &args.out),
+        command: report::command_line(&args.as_given()),
     };
     let summary = report::summary(&results);
     let markdown = report::markdown(&config, &machine, &results, &summary);
@@ -424,7 +496,9 @@ async fn main() -> Result<(), BenchError> {
 
     let out = match (&args.out, config.quick) {
         (Some(path), _) => Some(path.clone()),
-        (None, false) if args.only == PHASES => {
+        (None, false)
+            if args.only == PHASES && args.kinds == Kind::ALL && args.rounds.is_none() =>
+        {
             Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../BENCHMARKS.md"))
         }
         (None, _) => None,

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use crate::lockers::Kind;
@@ -52,21 +52,11 @@ fn today() -> String {
         .unwrap_or_else(|| "unknown date".to_owned())
 }
 
-pub fn command_line(quick: bool, redis: bool, out: &Option<PathBuf>) -> String {
+pub fn command_line(args: &[String]) -> String {
     let mut c = "cargo run --release -p rlock-examples --example bench".to_owned();
-    let mut extra = Vec::new();
-    if quick {
-        extra.push("--quick".to_owned());
-    }
-    if redis {
-        extra.push("--redis URL".to_owned());
-    }
-    if let Some(p) = out {
-        extra.push(format!("--out {}", p.display()));
-    }
-    if !extra.is_empty() {
+    if !args.is_empty() {
         c.push_str(" -- ");
-        c.push_str(&extra.join(" "));
+        c.push_str(&args.join(" "));
     }
     c
 }
@@ -289,16 +279,12 @@ pub fn problems(results: &Results) -> Vec<String> {
 
 /// One line of paired per-round ratios: median (min–max).
 fn round_ratios(batches: &HashMap<&'static str, Vec<Batch>>, pairs: &[(Kind, Kind)]) -> String {
-    let short = |k: Kind| match k {
-        Kind::Floor => "floor",
-        Kind::Scripts => "scripts by hand",
-        Kind::Manual => "manual",
-        Kind::Macro => "macro",
-        Kind::Rslock => "rslock",
-        Kind::Redlock => "redlock",
-    };
+    let short = Kind::short;
+    // A pair that did not run (`--kinds`) is left out.
+    let ran = |k: Kind| batches.contains_key(k.label());
     let parts: Vec<String> = pairs
         .iter()
+        .filter(|&&(a, b)| ran(a) && ran(b))
         .map(|&(a, b)| {
             let (med, min, max) = paired(batches, a, b);
             format!("{} ÷ {} {med:.2} ({min:.2}–{max:.2})", short(a), short(b))
@@ -381,7 +367,10 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
         o,
         "| implementation | ops/s | p50 µs | p99 µs | ÷ floor | ÷ rslock | client CPU µs/op | Redis CPU µs/op |\n|---|---:|---:|---:|---:|---:|---:|---:|"
     );
-    for kind in Kind::ALL {
+    for kind in Kind::ALL
+        .into_iter()
+        .filter(|k| results.sequential.contains_key(k.label()))
+    {
         let lat = latencies(results.sequential.get(kind.label()).into_iter().flatten());
         let r = seq(kind);
         let _ = writeln!(
@@ -426,7 +415,10 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
         o,
         "| implementation | ops/s | ÷ floor | ÷ rslock | client CPU µs/op | Redis CPU µs/op |\n|---|---:|---:|---:|---:|---:|"
     );
-    for kind in Kind::ALL {
+    for kind in Kind::ALL
+        .into_iter()
+        .filter(|k| results.distinct.contains_key(k.label()))
+    {
         let r = dis(kind);
         let _ = writeln!(
             o,
