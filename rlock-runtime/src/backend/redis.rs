@@ -136,7 +136,9 @@ impl ScriptCall {
 async fn query<O: Opener, T: FromRedisValue>(mut conn: O::Conn, cmd: &Cmd) -> RedisResult<T> {
     match cmd.query_async(&mut conn).await {
         Err(e) if O::CLUSTER && e.kind() == ErrorKind::Server(ServerErrorKind::Ask) => {
-            let reply = O::asked(conn, cmd, &e).await?;
+            // Boxed: a redirect is rare, and its future (a cluster pipeline) would otherwise
+            // make every command's future, and every lock's, kilobytes larger.
+            let reply = Box::pin(O::asked(conn, cmd, &e)).await?;
             Ok(T::from_redis_value(reply.extract_error()?)?)
         }
         other => other,

@@ -136,10 +136,13 @@ impl Engine {
             fenced: plan.fenced,
         };
         let mut orphan = Resend::orphan(self, redis_key, &token, ask.queue.map(|_| entry));
-        let call = self.backend.acquire(lease, asks);
+        // The call is built in each arm: built before, it would take room in this future
+        // beside the timeout that wraps it.
         let outcome = match ask.deadline {
-            Some(deadline) => tokio::time::timeout_at(deadline, call).await.ok(),
-            None => Some(call.await),
+            Some(deadline) => tokio::time::timeout_at(deadline, self.backend.acquire(lease, asks))
+                .await
+                .ok(),
+            None => Some(self.backend.acquire(lease, asks).await),
         };
         let Some(outcome) = outcome else {
             return Ok(Outcome::Busy {
@@ -180,9 +183,8 @@ impl Engine {
             }
         };
         if plan.min_replicas > 0
-            && let Err((e, taken_back)) = self
-                .confirm_or_take_back(key, redis_key, lease, plan.min_replicas)
-                .await
+            && let Err((e, taken_back)) =
+                Box::pin(self.confirm_or_take_back(key, redis_key, lease, plan.min_replicas)).await
         {
             // The still-armed guard takes it back in the background if that failed, or if
             // this future is dropped meanwhile.
@@ -239,9 +241,9 @@ impl Engine {
             }
             // A grant not taken back is left to the waiter's ticket, which withdraws it.
             if plan.min_replicas > 0
-                && let Err((e, _)) = self
-                    .confirm_or_take_back(key, redis_key, lease, plan.min_replicas)
-                    .await
+                && let Err((e, _)) =
+                    Box::pin(self.confirm_or_take_back(key, redis_key, lease, plan.min_replicas))
+                        .await
             {
                 return Err(e);
             }
@@ -277,7 +279,8 @@ impl Engine {
 
     /// Waits until `replicas` replicas confirm the grant of `lease`; when they do not, the
     /// grant does not count and is taken back at once. The error comes with whether the
-    /// take-back reached Redis.
+    /// take-back reached Redis. (Callers box it: it is a rare path, and two commands' state
+    /// inline would double the size of every attempt's future.)
     async fn confirm_or_take_back(
         &self,
         key: &LockKey,
