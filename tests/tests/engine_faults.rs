@@ -406,6 +406,95 @@ async fn a_silently_dead_command_connection_is_replaced() {
     );
 }
 
+/// A connection keeps its calls' deadlines itself (one watch per connection, no timer per
+/// command). Many calls are in flight on one connection when its flow goes silent: every
+/// one ends by itself with a timeout, none waits for the kernel, and the next call goes out
+/// on a new connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_in_flight_on_a_silenced_connection_times_out() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let client = client_at(&proxy.url(), SHORT).await;
+    lock_and_release(&client, "silenced:warm", Duration::ZERO).await;
+    let opened = proxy.connections();
+
+    proxy.blackhole_existing();
+    let calls: Vec<_> = (0..32)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move { client.lock(format!("silenced:{i}")).acquire().await })
+        })
+        .collect();
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut ended = Vec::new();
+        for call in calls {
+            ended.push(call.await.unwrap());
+        }
+        ended
+    })
+    .await
+    .expect("calls on a silent connection must end by themselves");
+    for outcome in ended {
+        assert!(
+            matches!(
+                outcome,
+                Err(LockError::Timeout {
+                    operation: "acquire",
+                    ..
+                })
+            ),
+            "{outcome:?}"
+        );
+    }
+    lock_and_release(&client, "silenced:after", Duration::ZERO).await;
+    assert!(
+        proxy.connections() > opened,
+        "the silent connection was not replaced"
+    );
+}
+
+/// The other side of the same watch: calls slower than usual but well inside the command
+/// timeout are never cut. Every reply comes 300 ms late (150 ms each way) with a 1 s
+/// timeout, under 16 tasks locking at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_network_inside_the_timeout_cuts_no_call() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let client = client_at(&proxy.url(), Duration::from_secs(1)).await;
+    lock_and_release(&client, "slow:warm", Duration::ZERO).await;
+
+    proxy.set_delay(Duration::from_millis(150));
+    let workers: Vec<_> = (0..16)
+        .map(|worker| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut errors = Vec::new();
+                for round in 0..8 {
+                    let outcome = async {
+                        let guard = client
+                            .lock(format!("slow:{worker}:{round}"))
+                            .acquire()
+                            .await?;
+                        guard.release().await
+                    };
+                    if let Err(e) = outcome.await {
+                        errors.push(e.to_string());
+                    }
+                }
+                errors
+            })
+        })
+        .collect();
+    let mut errors = Vec::new();
+    for worker in workers {
+        errors.extend(worker.await.unwrap());
+    }
+    assert!(
+        errors.is_empty(),
+        "calls inside the timeout failed: {errors:?}"
+    );
+}
+
 /// Defect 3 (release feed): the pub/sub connection of a silently dead flow is never
 /// replaced. A waiter (through the proxy) is subscribed to a key held by a direct client
 /// with a 20 s lease; the flow goes silent; the holder then releases. The feed must notice

@@ -23,7 +23,7 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, Value};
 use tokio::sync::mpsc;
 
-use super::connection::Opener;
+use super::connection::{Opened, Opener};
 use super::pubsub::{Announcement, Connector, Session, Subscribed, shard_channel};
 use super::redis::Scripted;
 use crate::error::LockError;
@@ -67,8 +67,10 @@ impl Opener for ClusterOpener {
     type Conn = ClusterConnection;
     const CLUSTER: bool = true;
 
-    async fn open(&self, _timeout: Duration) -> RedisResult<ClusterConnection> {
-        self.commands.get_async_connection().await
+    async fn open(&self, _timeout: Duration) -> RedisResult<Opened<ClusterConnection>> {
+        // The cluster client reads each node's replies in tasks of its own.
+        let conn = self.commands.get_async_connection().await?;
+        Ok(Opened { conn, reader: None })
     }
 
     /// Routed to the master of `key`'s slot: the node, and connection, that wrote it.

@@ -6,7 +6,10 @@
 //! time out for as long as the kernel retransmits, a quarter of an hour. So here a command that
 //! times out, or fails with a connection-level error, condemns the connection it used, and the
 //! next command opens a fresh one: a silently dead flow costs about two command timeouts.
-//! Reconnection is single-flight: concurrent callers share one attempt.
+//! Reconnection is single-flight: concurrent callers share one attempt. On a plain TCP or
+//! Unix socket, which rlock opens itself, the bound is kept by one [`Watch`] per connection
+//! rather than a timer per command; TLS and cluster connections, whose sockets the driver
+//! opens, keep a timer per command.
 //!
 //! Where the task that reads a connection's replies lives matters twice over. It must not
 //! live on a runtime that can end under the connection's other users (a per-test runtime
@@ -22,16 +25,30 @@
 //! all the same, and a grant that comes back too late is never handed out.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::{AsyncConnectionConfig, Cmd, RedisError, RedisResult, Value};
+use redis::{AsyncConnectionConfig, Cmd, ConnectionAddr, RedisError, RedisResult, Value};
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 use super::endpoint::{Endpoint, is_demoted};
+use super::watch::{Ended, Watch};
 use crate::error::LockError;
+
+/// A connection's reply reader, when rlock runs it.
+pub(crate) type Reader = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A connection just opened.
+pub(crate) struct Opened<C> {
+    pub(crate) conn: C,
+    /// Its reply reader, when the opener hands it over (a socket rlock opened itself): the
+    /// connection is then [watched](Watch), and its calls need no timer of their own.
+    /// `None` when the driver runs the reader in a task of its own (TLS, a cluster).
+    pub(crate) reader: Option<Reader>,
+}
 
 /// How a connection is opened.
 pub(crate) trait Opener: Clone + Send + Sync + 'static {
@@ -41,7 +58,10 @@ pub(crate) trait Opener: Clone + Send + Sync + 'static {
     const CLUSTER: bool;
 
     /// Opens a new connection; `timeout` bounds connecting and every reply on it.
-    fn open(&self, timeout: Duration) -> impl Future<Output = RedisResult<Self::Conn>> + Send;
+    fn open(
+        &self,
+        timeout: Duration,
+    ) -> impl Future<Output = RedisResult<Opened<Self::Conn>>> + Send;
 
     /// `WAIT replicas wait_ms` on the server that holds `key`, over the connection that wrote
     /// it: how many replicas have every write of that connection so far.
@@ -78,17 +98,46 @@ impl Opener for Endpoint {
         Endpoint::master_switches(self)
     }
 
-    async fn open(&self, timeout: Duration) -> RedisResult<MultiplexedConnection> {
-        // No response timeout of the driver's own: every command is already bounded by
-        // [`Connection::call`], which also condemns a connection that stopped answering; a
-        // second timer per command only costs CPU.
+    async fn open(&self, timeout: Duration) -> RedisResult<Opened<MultiplexedConnection>> {
+        // No response timeout of the driver's own: every command is already bounded, by the
+        // connection's watch or by [`Connection::call`]'s timer, either of which also
+        // condemns a connection that stopped answering; a second timer per command only
+        // costs CPU.
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(None);
-        self.client()
-            .await?
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
+        let client = self.client().await?;
+        let info = client.get_connection_info();
+        // A plain socket is opened here, so that its reply reader is ours to run and to stop
+        // (see `watch.rs`); TLS is left to the driver's own connector, reader and all.
+        let (conn, reader): (_, Reader) = match info.addr() {
+            ConnectionAddr::Tcp(host, port) => {
+                let socket = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+                socket.set_nodelay(info.tcp_settings().nodelay())?;
+                let (conn, reader) =
+                    MultiplexedConnection::new_with_config(info.redis_settings(), socket, config)
+                        .await?;
+                (conn, Box::pin(reader))
+            }
+            #[cfg(unix)]
+            ConnectionAddr::Unix(path) => {
+                let socket = tokio::net::UnixStream::connect(path).await?;
+                let (conn, reader) =
+                    MultiplexedConnection::new_with_config(info.redis_settings(), socket, config)
+                        .await?;
+                (conn, Box::pin(reader))
+            }
+            _ => {
+                let conn = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?;
+                return Ok(Opened { conn, reader: None });
+            }
+        };
+        Ok(Opened {
+            conn,
+            reader: Some(reader),
+        })
     }
 
     async fn wait_replicas(
@@ -112,6 +161,8 @@ struct Live<C> {
     /// The opener's master switches when it was opened.
     switches: u64,
     conn: C,
+    /// Its deadline keeper, when it is watched.
+    watch: Option<Arc<Watch>>,
 }
 
 /// The runtime a connection's replies are read on, and whose tasks use it.
@@ -162,6 +213,15 @@ struct Slots<C> {
     /// The last generation handed out.
     generations: u64,
     slots: Vec<Slot<C>>,
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Sets its flag when dropped.
@@ -230,19 +290,24 @@ impl<O: Opener> Connection<O> {
         None
     }
 
-    /// The calling task's live connection, opening one if there is none.
-    async fn current(&self) -> Result<Live<O::Conn>, LockError> {
-        let home = Home::current();
+    /// `home`'s live connection, opening one if there is none.
+    async fn current(&self, home: Home) -> Result<Live<O::Conn>, LockError> {
         if let Some(live) = self.usable(home) {
             return Ok(live);
         }
+        // Boxed: opening is rare, and its state would otherwise ride in every call's future.
+        Box::pin(self.reopen(home)).await
+    }
+
+    /// Opens `home`'s connection, unless a concurrent caller just did.
+    async fn reopen(&self, home: Home) -> Result<Live<O::Conn>, LockError> {
         let _opening = self.opening.lock().await;
         if let Some(live) = self.usable(home) {
             return Ok(live);
         }
         // Read before opening: a switch heard meanwhile condemns the new connection too.
         let switches = self.opener.master_switches();
-        let (conn, ended, keep) = tokio::time::timeout(self.timeout, self.open(home))
+        let (conn, watch, ended, keep) = tokio::time::timeout(self.timeout, self.open(home))
             .await
             .map_err(|_| LockError::Timeout {
                 operation: "connect",
@@ -258,6 +323,7 @@ impl<O: Opener> Connection<O> {
             generation: slots.generations,
             switches,
             conn,
+            watch,
         };
         slots.slots.push(Slot {
             home,
@@ -269,12 +335,12 @@ impl<O: Opener> Connection<O> {
     }
 
     /// Opens a connection on `home`'s runtime, from a task spawned there, so that the task
-    /// reading its replies lives there too. That task then stays until the runtime ends
-    /// (which sets the flag returned) or the sender returned is dropped.
-    async fn open(
-        &self,
-        home: Home,
-    ) -> Result<(O::Conn, Arc<AtomicBool>, tokio::sync::oneshot::Sender<()>), LockError> {
+    /// reading its replies lives there too: the driver's own task, or, for a connection the
+    /// opener hands the reader of, this task, which then also keeps its calls' deadlines
+    /// ([`Watch`]). The task stays until the runtime ends (which sets the flag returned),
+    /// or the sender returned is dropped and (when it reads the replies) the connection's
+    /// last call has ended, or its watch cuts it.
+    async fn open(&self, home: Home) -> Result<Opening<O::Conn>, LockError> {
         let Some(runtime) = home.runtime() else {
             let source = match home {
                 Home::Driver => "rlock's driver thread could not start",
@@ -292,14 +358,37 @@ impl<O: Opener> Connection<O> {
         let on_end = SetOnDrop(ended.clone());
         runtime.spawn(async move {
             let _on_end = on_end;
-            let opened = opener.open(timeout).await;
-            let ok = opened.is_ok();
-            if tx.send(opened).is_ok() && ok {
+            let Opened { conn, reader } = match opener.open(timeout).await {
+                Ok(opened) => opened,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            let watched = reader.map(|reader| (reader, Arc::new(Watch::new(timeout))));
+            let watch = watched.as_ref().map(|(_, watch)| watch.clone());
+            if tx.send(Ok((conn, watch))).is_err() {
+                return;
+            }
+            let retire = async {
                 let _ = kept.await;
+            };
+            match watched {
+                Some((reader, watch)) => {
+                    // The reader in a task of its own, as the driver would run it: polled
+                    // alone on every reply, not beside the watch's timer. Stopped with this
+                    // task, and with it every call still waiting for a reply.
+                    let mut reader = AbortOnDrop(tokio::spawn(reader));
+                    let read = async {
+                        let _ = (&mut reader.0).await;
+                    };
+                    let _: Ended = watch.run(read, retire).await;
+                }
+                None => retire.await,
             }
         });
         match rx.await {
-            Ok(Ok(conn)) => Ok((conn, ended, keep)),
+            Ok(Ok((conn, watch))) => Ok((conn, watch, ended, keep)),
             Ok(Err(e)) => Err(failure("connect", timeout, e)),
             Err(_) => Err(LockError::Timeout {
                 operation: "connect",
@@ -323,6 +412,10 @@ impl<O: Opener> Connection<O> {
 
     /// Runs `command` on the live connection within `limit` (at most the command timeout).
     /// A timeout or a connection-level failure condemns the connection it ran on.
+    ///
+    /// A call on a watched connection for the whole command timeout (nearly every call) is
+    /// bounded by the connection's [`Watch`] and needs no timer; any other call (a shorter
+    /// limit, a connection to open first, one the driver reads) runs under a timer of its own.
     pub(crate) async fn call<T, F, Fut>(
         &self,
         operation: &'static str,
@@ -334,17 +427,37 @@ impl<O: Opener> Connection<O> {
         Fut: Future<Output = Result<T, RedisError>>,
     {
         let limit = limit.min(self.timeout);
+        let home = Home::current();
+        let ready = if limit == self.timeout {
+            self.usable(home)
+        } else {
+            None
+        };
+        if let Some(Live {
+            generation,
+            conn,
+            watch: Some(watch),
+            ..
+        }) = ready
+        {
+            let pending = watch.start();
+            let outcome = command(conn).await;
+            drop(pending);
+            return outcome.map_err(|e| self.failed(operation, limit, generation, Some(&watch), e));
+        }
         let mut used = None;
         let outcome = tokio::time::timeout(limit, async {
-            // A reconnection that fails is reported as the caller's operation failing.
-            let live = self.current().await.map_err(|e| during(operation, e))?;
+            let live = match ready {
+                Some(live) => live,
+                // A reconnection that fails is reported as the caller's operation failing.
+                None => self.current(home).await.map_err(|e| during(operation, e))?,
+            };
             used = Some(live.generation);
-            command(live.conn).await.map_err(|e| {
-                if is_connection_failure(&e) || is_demoted(&e) {
-                    self.condemn(live.generation);
-                }
-                failure(operation, limit, e)
-            })
+            let watch = live.watch.as_deref();
+            let _pending = watch.map(Watch::start);
+            command(live.conn)
+                .await
+                .map_err(|e| self.failed(operation, limit, live.generation, watch, e))
         })
         .await;
         match outcome {
@@ -360,7 +473,39 @@ impl<O: Opener> Connection<O> {
             }
         }
     }
+
+    /// The error of a command that failed on connection `generation` (watched by `watch`),
+    /// which is condemned when the failure is the connection's.
+    fn failed(
+        &self,
+        operation: &'static str,
+        limit: Duration,
+        generation: u64,
+        watch: Option<&Watch>,
+        e: RedisError,
+    ) -> LockError {
+        if watch.is_some_and(Watch::was_cut) {
+            self.condemn(generation);
+            return LockError::Timeout {
+                operation,
+                timeout: self.timeout,
+            };
+        }
+        if is_connection_failure(&e) || is_demoted(&e) {
+            self.condemn(generation);
+        }
+        failure(operation, limit, e)
+    }
 }
+
+/// A connection opened by [`Connection::open`]: the connection, its watch, the flag set when
+/// its task ends, and the sender whose drop retires it.
+type Opening<C> = (
+    C,
+    Option<Arc<Watch>>,
+    Arc<AtomicBool>,
+    tokio::sync::oneshot::Sender<()>,
+);
 
 /// `e`, reported as a failure of `operation`.
 fn during(operation: &'static str, e: LockError) -> LockError {

@@ -14,6 +14,7 @@ pub(crate) mod pubsub;
 pub(crate) mod redis;
 pub(crate) mod redlock;
 pub(crate) mod sentinel;
+pub(crate) mod watch;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;

@@ -1,0 +1,273 @@
+//! One deadline keeper per connection, instead of a timer per command.
+//!
+//! A connection whose reply reader rlock runs itself (a plain TCP or Unix socket) is
+//! *watched*: each call counts itself, while it is outstanding, in the slice of time it
+//! started in; the connection's task steps through the slices and, when a slice a command
+//! timeout old still has calls outstanding, cuts the connection. Its reply reader stops, and
+//! every call waiting on it fails at once. So each call is bounded by the command timeout
+//! (cut between 15/16 and all of it after it started, or later by as much as the task's own
+//! wake-up is late), and pays a clock read and two uncontended atomic additions where a timer
+//! cost a lock of the runtime's timer wheel on insertion and again on removal.
+//!
+//! Replies come in order on a connection, so a call that waits past the timeout means
+//! that the flow went silent, the server stalled, or the calls queued ahead of it did not get
+//! through in time: in each case the connection is no use to the calls behind it either, and
+//! cutting them all at once is what the per-call timers would have done one by one.
+//!
+//! The counts are kept in shards, one cache line pair per shard, and each thread counts in
+//! its own (threads are given shards in turn), so that a runtime's workers do not fight over
+//! one cache line on every command.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::{Instant, MissedTickBehavior};
+
+/// How many slices a command timeout is cut into: a call is cut at most one slice early.
+const SLICES: u64 = 16;
+/// Counters per shard: two timeouts' worth, so that the task, even a whole timeout late,
+/// never judges a counter that newer calls have already reused.
+const SLOTS: usize = 2 * SLICES as usize;
+/// Shards of counters; threads beyond this many share them.
+const SHARDS: usize = 4;
+
+#[repr(align(64))]
+struct Shard([AtomicU32; SLOTS]);
+
+/// The deadline keeper of one connection; see the module's docs.
+pub(crate) struct Watch {
+    /// The clock's origin for slices.
+    origin: Instant,
+    slice: Duration,
+    shards: [Shard; SHARDS],
+    /// Set when the task cut the connection for an overdue call.
+    cut: AtomicBool,
+    /// The task sleeps while no call is outstanding; the first call after that wakes it.
+    idle: AtomicBool,
+    wake: Notify,
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch")
+            .field("slice", &self.slice)
+            .field("cut", &self.was_cut())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A call outstanding on a watched connection; counted until dropped.
+#[must_use = "a call is counted only while its `Pending` lives"]
+pub(crate) struct Pending<'a> {
+    counter: &'a AtomicU32,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Why a watched connection's task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// The reply reader ended: the server closed the connection, or it failed.
+    Closed,
+    /// A call was overdue: the connection was cut.
+    Cut,
+    /// The connection was given up and its last call has ended.
+    Retired,
+}
+
+thread_local! {
+    /// This thread's shard, given on first use.
+    static SHARD: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The next thread's shard.
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+fn this_threads_shard() -> usize {
+    SHARD.with(|shard| match shard.get() {
+        Some(index) => index,
+        None => {
+            let index = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS;
+            shard.set(Some(index));
+            index
+        }
+    })
+}
+
+impl Watch {
+    /// A keeper for calls bounded by `timeout`.
+    pub(crate) fn new(timeout: Duration) -> Self {
+        Self {
+            origin: Instant::now(),
+            // At least a millisecond: a slice of zero would make every call overdue.
+            slice: (timeout / SLICES as u32).max(Duration::from_millis(1)),
+            shards: std::array::from_fn(|_| Shard(std::array::from_fn(|_| AtomicU32::new(0)))),
+            cut: AtomicBool::new(false),
+            idle: AtomicBool::new(false),
+            wake: Notify::new(),
+        }
+    }
+
+    /// The slice `at` falls in.
+    fn slice_of(&self, at: Instant) -> u64 {
+        let elapsed = at.saturating_duration_since(self.origin);
+        u64::try_from(elapsed.as_micros() / self.slice.as_micros().max(1)).unwrap_or(u64::MAX)
+    }
+
+    fn slot(slice: u64) -> usize {
+        // Lossless: the remainder is below SLOTS.
+        (slice % SLOTS as u64) as usize
+    }
+
+    /// Counts a call from now until the returned guard is dropped.
+    pub(crate) fn start(&self) -> Pending<'_> {
+        let slot = Self::slot(self.slice_of(Instant::now()));
+        let counter = &self.shards[this_threads_shard()].0[slot];
+        // SeqCst with the task's store of `idle` and its recount: either this call sees the
+        // task idle and wakes it, or the task's recount sees this call.
+        counter.fetch_add(1, Ordering::SeqCst);
+        if self.idle.load(Ordering::SeqCst) && self.idle.swap(false, Ordering::SeqCst) {
+            self.wake.notify_one();
+        }
+        Pending { counter }
+    }
+
+    /// Whether the task cut the connection for an overdue call.
+    pub(crate) fn was_cut(&self) -> bool {
+        self.cut.load(Ordering::Acquire)
+    }
+
+    /// Calls started in `slot`'s slice, outstanding.
+    fn outstanding_in(&self, slot: usize) -> u32 {
+        self.shards
+            .iter()
+            .map(|shard| shard.0[slot].load(Ordering::SeqCst))
+            .sum()
+    }
+
+    fn outstanding(&self) -> bool {
+        (0..SLOTS).any(|slot| self.outstanding_in(slot) > 0)
+    }
+
+    /// Runs the connection's reply reader (`reader`) and keeps its calls' deadlines, until
+    /// the reader ends, a call is overdue (the reader is then dropped, which fails every
+    /// call waiting on it), or `retire` has resolved and no call is outstanding.
+    pub(crate) async fn run(
+        &self,
+        reader: impl Future<Output = ()>,
+        retire: impl Future<Output = ()>,
+    ) -> Ended {
+        let mut tick = tokio::time::interval(self.slice);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        tokio::pin!(reader, retire);
+        let mut retiring = false;
+        let mut idle = false;
+        // The first slice not judged yet.
+        let mut unjudged = 0;
+        loop {
+            tokio::select! {
+                () = &mut reader => return Ended::Closed,
+                () = &mut retire, if !retiring => retiring = true,
+                () = self.wake.notified(), if idle => {
+                    idle = false;
+                    tick.reset();
+                }
+                _ = tick.tick(), if !idle => {
+                    let now = self.slice_of(Instant::now());
+                    // Calls of slice `s` have run at least `SLICES - 1` slices once `now`
+                    // reaches `s + SLICES`. A counter older than `SLOTS` slices holds newer
+                    // calls by now: those slices are not judged (only a task a whole timeout
+                    // late skips any, and while idle there are none to judge).
+                    if let Some(newest) = now.checked_sub(SLICES) {
+                        let oldest = unjudged.max(now.saturating_sub(SLOTS as u64 - 1));
+                        if (oldest..=newest).any(|slice| self.outstanding_in(Self::slot(slice)) > 0) {
+                            self.cut.store(true, Ordering::Release);
+                            return Ended::Cut;
+                        }
+                        unjudged = unjudged.max(newest + 1);
+                    }
+                    if !self.outstanding() {
+                        if retiring {
+                            return Ended::Retired;
+                        }
+                        self.idle.store(true, Ordering::SeqCst);
+                        // A call that started before the store above is seen here.
+                        if self.outstanding() {
+                            self.idle.store(false, Ordering::SeqCst);
+                        } else {
+                            idle = true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_call_outstanding_past_the_timeout_cuts_the_connection() {
+        let watch = Watch::new(Duration::from_millis(160));
+        let pending = watch.start();
+        let never = std::future::pending::<()>();
+        let ended = watch.run(never, std::future::pending()).await;
+        assert_eq!(ended, Ended::Cut);
+        assert!(watch.was_cut());
+        drop(pending);
+    }
+
+    #[tokio::test]
+    async fn calls_that_end_in_time_keep_it_and_a_retired_one_ends_once_idle() {
+        let watch = Watch::new(Duration::from_millis(160));
+        let (retire_tx, retire_rx) = tokio::sync::oneshot::channel::<()>();
+        let calls = async {
+            for _ in 0..30 {
+                let _pending = watch.start();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let _ = retire_tx.send(());
+        };
+        let retire = async {
+            let _ = retire_rx.await;
+        };
+        let run = watch.run(std::future::pending(), retire);
+        let (ended, ()) = tokio::join!(run, calls);
+        assert_eq!(ended, Ended::Retired);
+        assert!(!watch.was_cut());
+    }
+
+    #[tokio::test]
+    async fn an_idle_watch_wakes_for_the_next_call() {
+        let watch = Watch::new(Duration::from_millis(160));
+        let late = async {
+            // Long enough for the task to go idle, then a call that never ends.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert!(watch.idle.load(Ordering::SeqCst));
+            let pending = watch.start();
+            std::future::pending::<()>().await;
+            drop(pending);
+        };
+        let ended = tokio::select! {
+            ended = watch.run(std::future::pending(), std::future::pending()) => ended,
+            () = late => unreachable!(),
+        };
+        assert_eq!(ended, Ended::Cut);
+    }
+
+    #[tokio::test]
+    async fn the_reader_ending_ends_the_task() {
+        let watch = Watch::new(Duration::from_secs(2));
+        let ended = watch.run(async {}, std::future::pending()).await;
+        assert_eq!(ended, Ended::Closed);
+    }
+}
