@@ -290,17 +290,12 @@ impl<O: Opener> Connection<O> {
         None
     }
 
-    /// `home`'s live connection, opening one if there is none.
+    /// `home`'s live connection, opening one if there is none (unless a concurrent caller
+    /// just did).
     async fn current(&self, home: Home) -> Result<Live<O::Conn>, LockError> {
         if let Some(live) = self.usable(home) {
             return Ok(live);
         }
-        // Boxed: opening is rare, and its state would otherwise ride in every call's future.
-        Box::pin(self.reopen(home)).await
-    }
-
-    /// Opens `home`'s connection, unless a concurrent caller just did.
-    async fn reopen(&self, home: Home) -> Result<Live<O::Conn>, LockError> {
         let _opening = self.opening.lock().await;
         if let Some(live) = self.usable(home) {
             return Ok(live);
@@ -445,6 +440,25 @@ impl<O: Opener> Connection<O> {
             drop(pending);
             return outcome.map_err(|e| self.failed(operation, limit, generation, Some(&watch), e));
         }
+        // Boxed: this path is rare on a plain socket, and its timer and reconnection would
+        // otherwise make every call's future (and every lock's) several hundred bytes larger.
+        Box::pin(self.timed(operation, limit, home, ready, command)).await
+    }
+
+    /// [`call`](Self::call) under a timer of its own: `ready` when the connection to use is
+    /// known already, else `home`'s is found or opened first, within the same `limit`.
+    async fn timed<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        limit: Duration,
+        home: Home,
+        ready: Option<Live<O::Conn>>,
+        command: F,
+    ) -> Result<T, LockError>
+    where
+        F: FnOnce(O::Conn) -> Fut,
+        Fut: Future<Output = Result<T, RedisError>>,
+    {
         let mut used = None;
         let outcome = tokio::time::timeout(limit, async {
             let live = match ready {

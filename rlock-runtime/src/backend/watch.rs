@@ -117,8 +117,11 @@ impl Watch {
 
     /// The slice `at` falls in.
     fn slice_of(&self, at: Instant) -> u64 {
-        let elapsed = at.saturating_duration_since(self.origin);
-        u64::try_from(elapsed.as_micros() / self.slice.as_micros().max(1)).unwrap_or(u64::MAX)
+        // In u64 nanoseconds (a 128-bit division costs a call on every command): they last
+        // 584 years from the watch's start.
+        let nanos =
+            |d: Duration| d.as_secs().saturating_mul(1_000_000_000) + u64::from(d.subsec_nanos());
+        nanos(at.saturating_duration_since(self.origin)) / nanos(self.slice).max(1)
     }
 
     fn slot(slice: u64) -> usize {

@@ -11,6 +11,7 @@
 //! reported lost at once.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ pub(crate) struct Watchdog {
 
 #[derive(Debug, Default)]
 struct State {
-    holds: HashMap<u64, Weak<Hold>>,
+    holds: HashMap<u64, Weak<Hold>, BuildHasherDefault<IdHasher>>,
     /// Whether the task is alive.
     running: bool,
     /// When the task plans to look next; it is woken early only for a hold due before.
@@ -46,10 +47,13 @@ impl Watchdog {
 
     /// Starts watching `hold`, starting the task if it is not running.
     pub(crate) fn watch(&self, engine: &Arc<Engine>, hold: &Arc<Hold>) {
-        let start = {
+        let next = hold.next_event();
+        // One lock for the registration and the plan (every acquisition comes here).
+        let (start, wake) = {
             let mut state = self.state();
             state.holds.insert(hold.id(), Arc::downgrade(hold));
-            !std::mem::replace(&mut state.running, true)
+            let start = !std::mem::replace(&mut state.running, true);
+            (start, !start && state.plan(next))
         };
         if start {
             let task = run(engine.clone());
@@ -57,9 +61,9 @@ impl Watchdog {
                 self.state().running = false;
                 hold.lose();
             }
-            return;
+        } else if wake {
+            self.changed.notify_one();
         }
-        self.due_at(hold.next_event());
     }
 
     /// The live holds of `redis_key` (at most one per client, unless a lease was lost and
@@ -80,18 +84,46 @@ impl Watchdog {
 
     /// A hold's next event is now `at`: the task looks again if that is before its plan.
     pub(crate) fn due_at(&self, at: Option<Instant>) {
-        let Some(at) = at else { return };
-        let wake = {
-            let mut state = self.state();
-            let earlier = state.next_pass.is_none_or(|planned| at < planned);
-            if earlier {
-                state.next_pass = Some(at);
-            }
-            earlier
-        };
-        if wake {
+        if at.is_some() && self.state().plan(at) {
             self.changed.notify_one();
         }
+    }
+}
+
+impl State {
+    /// Moves the task's next pass to `at` if that is earlier; whether it did (the task must
+    /// then be woken).
+    fn plan(&mut self, at: Option<Instant>) -> bool {
+        let Some(at) = at else { return false };
+        let earlier = self.next_pass.is_none_or(|planned| at < planned);
+        if earlier {
+            self.next_pass = Some(at);
+        }
+        earlier
+    }
+}
+
+/// Hashes a hold's id, a counter, with one multiplication: ids are not chosen by anyone who
+/// could aim them at one bucket, and SipHash cost every acquisition and release a few
+/// hundred instructions.
+#[derive(Debug, Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used (the key is a `u64`); any other input still hashes.
+        for &b in bytes {
+            self.write_u64(self.0 ^ u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        // Fibonacci hashing: the high bits, which hashbrown uses, mix every bit of the id.
+        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 

@@ -183,6 +183,11 @@ impl WaitQueues {
 
     /// This client released `redis_key`: if it has waiters for it, the next one defers.
     pub(crate) fn released_here(&self, redis_key: &str) {
+        // With a queue in Redis, the release hands the lock to the queue's head itself, and
+        // nobody races for it: no mark (and no lock taken on every release).
+        if self.backend.queues_in_redis() {
+            return;
+        }
         // Under the keys' lock, so the last waiter's departure cannot slip in between and
         // leave the mark behind.
         let keys = self.keys();
