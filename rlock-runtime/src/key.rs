@@ -268,13 +268,24 @@ impl<'a> Companion<'a> {
         }
     }
 
+    /// Whether the key is the lock's key wrapped as a hash tag, `{lock_key}:suffix` (else
+    /// `lock_key:suffix`, whose own tag, or a `}` in it, keeps it in the lock's slot). The
+    /// release script derives a wrapped queue key itself (see `scripts/release.lua`).
+    pub(crate) fn is_wrapped(&self) -> bool {
+        let key = self.lock_key;
+        // A key without braces (nearly all) is found so in one scan; one with a `}` is
+        // never wrapped, whatever its tag.
+        let braced = key.bytes().any(|b| b == b'{' || b == b'}');
+        !(braced && (has_hash_tag(key) || key.contains('}')))
+    }
+
     /// The key's bytes, piece by piece.
     pub(crate) fn pieces(&self) -> [&'a str; 4] {
         let key = self.lock_key;
-        if has_hash_tag(key) || key.contains('}') {
-            ["", key, ":", self.suffix]
-        } else {
+        if self.is_wrapped() {
             ["{", key, "}:", self.suffix]
+        } else {
+            ["", key, ":", self.suffix]
         }
     }
 }

@@ -272,6 +272,52 @@ async fn a_cancelled_waiter_leaves_the_queue_at_once() {
     second.await.unwrap().unwrap();
 }
 
+/// A key with a hash tag keeps its queue beside it (`shop:{7}:waiters`, not wrapped again):
+/// the release, which names the queue of a plain key itself, must be given this one. Right
+/// after the release the lock is the waiter's, handed on in the same step, and the queue is
+/// empty (a release that looked in the wrong queue would have deleted the lock instead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_with_a_hash_tag_is_handed_on_like_any_other() {
+    let server = RedisServer::start();
+    let holder = LockClient::connect(&server.url()).await.unwrap();
+    let waiting = LockClient::connect(&server.url()).await.unwrap();
+    let (key, queue) = ("shop:{7}", "shop:{7}:waiters");
+    let guard = holder.lock(key).acquire().await.unwrap();
+    let (done, release) = tokio::sync::oneshot::channel::<()>();
+    let waiter = tokio::spawn(async move {
+        let guard = waiting
+            .lock(key)
+            .wait(Duration::from_secs(30))
+            .acquire()
+            .await?;
+        let _ = release.await;
+        guard.release().await
+    });
+    let mut raw = server.raw().await;
+    for _ in 0..500 {
+        if raw.llen::<_, usize>(queue).await.unwrap() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        raw.llen::<_, usize>(queue).await.unwrap(),
+        1,
+        "never queued"
+    );
+    // A waiter whose client is not heard yet is skipped by a release (see queue.lua).
+    wait_listening(&server, key, 1).await;
+    guard.release().await.unwrap();
+    let owner: Option<String> = raw.get(key).await.unwrap();
+    assert!(
+        owner.is_some(),
+        "the release deleted the lock instead of handing it on"
+    );
+    assert_eq!(raw.llen::<_, usize>(queue).await.unwrap(), 0);
+    let _ = done.send(());
+    waiter.await.unwrap().unwrap();
+}
+
 /// The release feed's connection is killed before every release, and an ACL user without
 /// channel rights cannot hear announcements at all: every waiter still gets the lock, from
 /// its own checks in (a handed lock is found there), within its budget.

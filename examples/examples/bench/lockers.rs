@@ -218,10 +218,10 @@ impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
         if acquired != 1 {
             return Err(format!("scripts: {key} was taken").into());
         }
+        // On one server rlock passes the lock's key alone; the script names its queue.
         let deleted: i64 = self
             .rlock_release
             .key(&key)
-            .key(&waiters)
             .arg(&token)
             .invoke_async(&mut conn)
             .await?;

@@ -123,7 +123,9 @@ impl ScriptCall {
     async fn run<O: Opener, T: FromRedisValue>(&self, conn: O::Conn) -> RedisResult<T> {
         match query::<O, T>(conn.clone(), &self.cmd).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                query::<O, T>(conn, &self.eval()).await
+                // Boxed: a server without the script is rare (a restart, a failover), and a
+                // second command's state inline would ride in every call's future.
+                Box::pin(query::<O, T>(conn, &self.eval())).await
             }
             other => other,
         }
@@ -253,11 +255,17 @@ impl<O: Opener> Scripted<O> {
         lease: Lease<'_>,
         leaving: Option<bool>,
     ) -> Result<bool, LockError> {
-        let mut release = Self::keyed(&RELEASE, lease, self.queue);
+        // The common release (one server, a queue, not leaving) takes the token alone, and,
+        // when the script can name the queue itself, the lock's key alone: each key and
+        // argument costs Redis strings to parse and to build for Lua, a key most of all.
+        let common = !O::CLUSTER && self.queue && leaving.is_none();
+        let mut release = if common && Companion::waiters(lease.key).is_wrapped() {
+            RELEASE.call(&[lease.key])
+        } else {
+            Self::keyed(&RELEASE, lease, self.queue)
+        };
         release.arg(lease.token);
-        // The common release (one server, a queue, not leaving) takes the token alone: each
-        // argument costs Redis a string to parse and one to build for Lua.
-        if O::CLUSTER || !self.queue || leaving.is_some() {
+        if !common {
             release.arg(if self.queue { "q" } else { "m" });
             if O::CLUSTER {
                 release.arg(shard_channel(lease.key));
@@ -600,6 +608,22 @@ fn config_error(url: &str, e: &RedisError) -> LockError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_release_script_names_a_wrapped_queue_as_companion_keys_do() {
+        // A release on one server may pass the lock's key alone; the script then names the
+        // queue itself, and it must be the key waiters queue under.
+        assert!(
+            RELEASE
+                .source
+                .contains("KEYS[2] or '{' .. lock .. '}:waiters'")
+        );
+        let companion = Companion::waiters("order:42");
+        assert!(companion.is_wrapped());
+        assert_eq!(companion.to_string(), "{order:42}:waiters");
+        assert!(!Companion::waiters("order:{42}").is_wrapped());
+        assert!(!Companion::waiters("odd}key").is_wrapped());
+    }
 
     #[test]
     fn the_release_script_announces_on_the_channels_waiters_listen_on() {
