@@ -18,24 +18,120 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 /// The label of locks that were given none.
 pub(crate) const UNLABELLED: &str = "manual";
 
 #[cfg(feature = "metrics")]
 mod emit {
+    use std::cell::RefCell;
     use std::time::Duration;
 
-    pub(super) fn count(name: &'static str, lock: &'static str) {
-        metrics::counter!(name, "lock" => lock).increment(1);
+    use metrics::{Key, Label, Level, Metadata};
+
+    /// Where the series come from, as the `metrics` macros would say it.
+    static METADATA: Metadata<'static> =
+        Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
+    /// The keys of one lock label's series. Built once per thread and label: building a key
+    /// (its labels allocated, its hash computed) cost more than the rest of recording it.
+    /// The recorder is still asked for every value, so one installed later, or a local one,
+    /// records as with the macros.
+    struct Series {
+        lock: &'static str,
+        acquired: Key,
+        busy: Key,
+        lost: Key,
+        waited_acquired: Key,
+        waited_busy: Key,
+        held: Key,
     }
 
-    pub(super) fn wait(lock: &'static str, outcome: &'static str, waited: Duration) {
-        metrics::histogram!("rlock_wait_seconds", "lock" => lock, "outcome" => outcome)
-            .record(waited.as_secs_f64());
+    impl Series {
+        fn new(lock: &'static str) -> Self {
+            let labelled =
+                |name: &'static str| Key::from_parts(name, vec![Label::new("lock", lock)]);
+            let waited = |outcome: &'static str| {
+                let labels = vec![Label::new("lock", lock), Label::new("outcome", outcome)];
+                Key::from_parts("rlock_wait_seconds", labels)
+            };
+            Self {
+                lock,
+                acquired: labelled("rlock_acquired_total"),
+                busy: labelled("rlock_busy_total"),
+                lost: labelled("rlock_lost_total"),
+                waited_acquired: waited("acquired"),
+                waited_busy: waited("busy"),
+                held: labelled("rlock_hold_seconds"),
+            }
+        }
     }
 
-    pub(super) fn held(lock: &'static str, held: Duration) {
-        metrics::histogram!("rlock_hold_seconds", "lock" => lock).record(held.as_secs_f64());
+    /// Labels whose keys a thread keeps (they are key templates: few); the oldest goes first.
+    const KEPT: usize = 32;
+
+    thread_local! {
+        static SERIES: RefCell<Vec<Series>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Runs `record` with `lock`'s keys: this thread's, or built for this use when they
+    /// cannot be had (a recorder that locks from inside its own recording; a thread's end).
+    fn with_series(lock: &'static str, record: impl FnOnce(&Series)) {
+        let mut record = Some(record);
+        let _ = SERIES.try_with(|kept| {
+            let Ok(mut kept) = kept.try_borrow_mut() else {
+                return;
+            };
+            let index = match kept.iter().position(|s| s.lock == lock) {
+                Some(index) => index,
+                None => {
+                    if kept.len() == KEPT {
+                        kept.remove(0);
+                    }
+                    kept.push(Series::new(lock));
+                    kept.len() - 1
+                }
+            };
+            if let Some(record) = record.take() {
+                record(&kept[index]);
+            }
+        });
+        if let Some(record) = record {
+            record(&Series::new(lock));
+        }
+    }
+
+    pub(super) fn acquired(lock: &'static str, waited: Duration) {
+        with_series(lock, |series| {
+            metrics::with_recorder(|r| {
+                r.register_counter(&series.acquired, &METADATA).increment(1);
+                r.register_histogram(&series.waited_acquired, &METADATA)
+                    .record(waited.as_secs_f64());
+            });
+        });
+    }
+
+    pub(super) fn busy(lock: &'static str, waited: Duration) {
+        with_series(lock, |series| {
+            metrics::with_recorder(|r| {
+                r.register_counter(&series.busy, &METADATA).increment(1);
+                r.register_histogram(&series.waited_busy, &METADATA)
+                    .record(waited.as_secs_f64());
+            });
+        });
+    }
+
+    pub(super) fn ended(lock: &'static str, held: Duration, lost: bool) {
+        with_series(lock, |series| {
+            metrics::with_recorder(|r| {
+                if lost {
+                    r.register_counter(&series.lost, &METADATA).increment(1);
+                }
+                r.register_histogram(&series.held, &METADATA)
+                    .record(held.as_secs_f64());
+            });
+        });
     }
 
     pub(super) fn renew_failed() {
@@ -43,43 +139,126 @@ mod emit {
     }
 }
 
-/// A lock was granted after waiting `waited` (zero for a free lock).
-pub(crate) fn acquired(lock: &'static str, waited: Duration) {
+/// A lock was granted to a request made at `started` (now, for a free lock).
+pub(crate) fn acquired(lock: &'static str, started: Instant) {
     #[cfg(feature = "metrics")]
-    {
-        emit::count("rlock_acquired_total", lock);
-        emit::wait(lock, "acquired", waited);
-    }
+    emit::acquired(lock, started.elapsed());
     #[cfg(not(feature = "metrics"))]
-    let _ = (lock, waited);
+    let _ = (lock, started);
 }
 
 /// An acquisition gave up busy after waiting `waited`.
 pub(crate) fn busy(lock: &'static str, waited: Duration) {
     #[cfg(feature = "metrics")]
-    {
-        emit::count("rlock_busy_total", lock);
-        emit::wait(lock, "busy", waited);
-    }
+    emit::busy(lock, waited);
     #[cfg(not(feature = "metrics"))]
     let _ = (lock, waited);
 }
 
-/// A hold ended: released, or `lost`, after `held`.
-pub(crate) fn ended(lock: &'static str, held: Duration, lost: bool) {
+/// A hold granted at `granted_at` ended: released, or `lost`.
+pub(crate) fn ended(lock: &'static str, granted_at: Instant, lost: bool) {
     #[cfg(feature = "metrics")]
-    {
-        if lost {
-            emit::count("rlock_lost_total", lock);
-        }
-        emit::held(lock, held);
-    }
+    emit::ended(lock, granted_at.elapsed(), lost);
     #[cfg(not(feature = "metrics"))]
-    let _ = (lock, held, lost);
+    let _ = (lock, granted_at, lost);
 }
 
 /// A watchdog renewal call failed.
 pub(crate) fn renew_failed() {
     #[cfg(feature = "metrics")]
     emit::renew_failed();
+}
+
+#[cfg(all(test, feature = "metrics"))]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use metrics::{
+        Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString,
+        Unit,
+    };
+
+    use super::*;
+
+    /// Counts what it is given, per series name and label values.
+    #[derive(Default)]
+    struct Tally(Mutex<Vec<(String, Arc<AtomicU64>)>>);
+
+    impl Tally {
+        fn series(&self, key: &Key) -> Arc<AtomicU64> {
+            let labels: Vec<&str> = key.labels().map(|l| l.value()).collect();
+            let name = format!("{}{labels:?}", key.name());
+            let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, n)) = all.iter().find(|(s, _)| *s == name) {
+                return n.clone();
+            }
+            let n = Arc::new(AtomicU64::new(0));
+            all.push((name, n.clone()));
+            n
+        }
+
+        fn get(&self, name: &str) -> u64 {
+            let all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            all.iter()
+                .find(|(s, _)| s == name)
+                .map_or(0, |(_, n)| n.load(Ordering::Relaxed))
+        }
+    }
+
+    struct Bump(Arc<AtomicU64>);
+
+    impl CounterFn for Bump {
+        fn increment(&self, value: u64) {
+            self.0.fetch_add(value, Ordering::Relaxed);
+        }
+        fn absolute(&self, _: u64) {}
+    }
+
+    impl metrics::HistogramFn for Bump {
+        fn record(&self, _: f64) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    impl Recorder for Tally {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::from_arc(Arc::new(Bump(self.series(key))))
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::from_arc(Arc::new(Bump(self.series(key))))
+        }
+    }
+
+    #[test]
+    fn kept_keys_record_into_whichever_recorder_is_current() {
+        let now = Instant::now();
+        // Nobody records yet; the keys are kept all the same.
+        acquired("job:<id>", now);
+        let (first, second) = (Tally::default(), Tally::default());
+        metrics::with_local_recorder(&first, || {
+            acquired("job:<id>", now);
+            ended("job:<id>", now, true);
+        });
+        metrics::with_local_recorder(&second, || {
+            acquired("job:<id>", now);
+            busy("other", Duration::ZERO);
+        });
+        assert_eq!(first.get(r#"rlock_acquired_total["job:<id>"]"#), 1);
+        assert_eq!(
+            first.get(r#"rlock_wait_seconds["job:<id>", "acquired"]"#),
+            1
+        );
+        assert_eq!(first.get(r#"rlock_lost_total["job:<id>"]"#), 1);
+        assert_eq!(first.get(r#"rlock_hold_seconds["job:<id>"]"#), 1);
+        assert_eq!(second.get(r#"rlock_acquired_total["job:<id>"]"#), 1);
+        assert_eq!(second.get(r#"rlock_busy_total["other"]"#), 1);
+        assert_eq!(second.get(r#"rlock_wait_seconds["other", "busy"]"#), 1);
+    }
 }

@@ -237,7 +237,7 @@ impl<'a> LockRequest<'a> {
             .acquire(),
         )
         .await?;
-        crate::facade::acquired(plan.label, started.elapsed());
+        crate::facade::acquired(plan.label, started);
         Ok(LockGuard::new(hold, false))
     }
 }

@@ -313,7 +313,7 @@ impl Hold {
         if first {
             // Counted before the waiters of `lost()` are woken.
             self.engine.counters.add(Count::Lost, 1);
-            crate::facade::ended(self.label, self.granted_at.elapsed(), true);
+            crate::facade::ended(self.label, self.granted_at, true);
             self.lost.notify_waiters();
             crate::trace::warn_event!(
                 key = self.key.as_str(),
@@ -534,7 +534,7 @@ impl Hold {
     /// Counts a release that deleted our lock, in the counters and the exported metrics.
     fn count_release(&self) {
         self.engine.released(&self.redis_key, Count::Released);
-        crate::facade::ended(self.label, self.granted_at.elapsed(), false);
+        crate::facade::ended(self.label, self.granted_at, false);
     }
 
     /// A hold not yet finished is released now. One already lost stays lost: `lost()` has
