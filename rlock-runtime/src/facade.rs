@@ -175,8 +175,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use metrics::{
-        Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString,
-        Unit,
+        Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
     };
 
     use super::*;

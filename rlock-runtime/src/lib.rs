@@ -191,6 +191,7 @@ mod options;
 mod request;
 mod run;
 mod scope;
+mod shard;
 mod slot;
 mod token;
 mod trace;

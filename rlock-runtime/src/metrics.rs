@@ -3,6 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::shard::{self, Padded, SHARDS};
+
 /// What one client has done since it was built; read with [`LockClient::metrics`].
 ///
 /// [`LockClient::metrics`]: crate::LockClient::metrics
@@ -46,8 +48,12 @@ pub struct LockMetrics {
     pub master_switches: u64,
 }
 
+/// The client's counters, one set per thread shard ([`crate::shard`]): every lock bumps two.
 #[derive(Debug, Default)]
-pub(crate) struct Counters {
+pub(crate) struct Counters([Padded<Set>; SHARDS]);
+
+#[derive(Debug, Default)]
+struct Set {
     acquired: AtomicU64,
     busy: AtomicU64,
     lost: AtomicU64,
@@ -73,37 +79,48 @@ pub(crate) enum Count {
 }
 
 impl Counters {
+    /// This thread's set.
+    fn here(&self) -> &Set {
+        &self.0[shard::this_thread()].0
+    }
+
     pub(crate) fn add(&self, count: Count, n: u64) {
+        let set = self.here();
         let counter = match count {
-            Count::Acquired => &self.acquired,
-            Count::Busy => &self.busy,
-            Count::Lost => &self.lost,
-            Count::Released => &self.released,
-            Count::OrphanReleased => &self.orphans_released,
-            Count::Renewed => &self.renewed,
-            Count::RenewFailure => &self.renew_failures,
-            Count::ForcedUnlock => &self.forced_unlocks,
+            Count::Acquired => &set.acquired,
+            Count::Busy => &set.busy,
+            Count::Lost => &set.lost,
+            Count::Released => &set.released,
+            Count::OrphanReleased => &set.orphans_released,
+            Count::Renewed => &set.renewed,
+            Count::RenewFailure => &set.renew_failures,
+            Count::ForcedUnlock => &set.forced_unlocks,
         };
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
     pub(crate) fn waited(&self, waited: Duration) {
         let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
-        self.wait_micros.fetch_add(micros, Ordering::Relaxed);
+        self.here().wait_micros.fetch_add(micros, Ordering::Relaxed);
     }
 
     pub(crate) fn snapshot(&self) -> LockMetrics {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let sum = |counter: fn(&Set) -> &AtomicU64| -> u64 {
+            self.0
+                .iter()
+                .map(|set| counter(&set.0).load(Ordering::Relaxed))
+                .fold(0, u64::saturating_add)
+        };
         LockMetrics {
-            acquired: get(&self.acquired),
-            busy: get(&self.busy),
-            lost: get(&self.lost),
-            released: get(&self.released),
-            orphans_released: get(&self.orphans_released),
-            renewed: get(&self.renewed),
-            renew_failures: get(&self.renew_failures),
-            forced_unlocks: get(&self.forced_unlocks),
-            total_wait: Duration::from_micros(get(&self.wait_micros)),
+            acquired: sum(|s| &s.acquired),
+            busy: sum(|s| &s.busy),
+            lost: sum(|s| &s.lost),
+            released: sum(|s| &s.released),
+            orphans_released: sum(|s| &s.orphans_released),
+            renewed: sum(|s| &s.renewed),
+            renew_failures: sum(|s| &s.renew_failures),
+            forced_unlocks: sum(|s| &s.forced_unlocks),
+            total_wait: Duration::from_micros(sum(|s| &s.wait_micros)),
             master_switches: 0,
         }
     }

@@ -1,8 +1,8 @@
 //! Owner tokens: the value stored under a lock key that says who holds it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use uuid::Uuid;
+
+use crate::shard::Numbers;
 
 /// Issues tokens `<client uuid>:<n>`: unguessable (122 random bits per client) and unique per
 /// acquisition attempt, so a stale release can never match a newer hold.
@@ -11,7 +11,8 @@ pub(crate) struct TokenSource {
     client: Uuid,
     /// `<client uuid>:`, formatted once.
     prefix: String,
-    next: AtomicU64,
+    /// Drawn per thread: every acquisition takes one.
+    numbers: Numbers,
 }
 
 impl TokenSource {
@@ -20,7 +21,7 @@ impl TokenSource {
         Self {
             client,
             prefix: format!("{}:", client.simple()),
-            next: AtomicU64::new(1),
+            numbers: Numbers::new(),
         }
     }
 
@@ -31,7 +32,7 @@ impl TokenSource {
 
     pub(crate) fn next(&self) -> String {
         use std::fmt::Write as _;
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let n = self.numbers.next();
         // One allocation, sized for any counter: a token is made for every acquisition.
         let mut token = String::with_capacity(self.prefix.len() + 20);
         token.push_str(&self.prefix);
@@ -45,10 +46,15 @@ mod tests {
     use super::TokenSource;
 
     #[test]
-    fn tokens_are_the_client_and_a_counter() {
+    fn tokens_are_the_client_and_a_number_never_given_before() {
         let tokens = TokenSource::new();
         let client = tokens.client_id().simple().to_string();
-        assert_eq!(tokens.next(), format!("{client}:1"));
-        assert_eq!(tokens.next(), format!("{client}:2"));
+        let (a, b) = (tokens.next(), tokens.next());
+        assert_ne!(a, b);
+        for token in [a, b] {
+            let (owner, n) = token.split_once(':').unwrap();
+            assert_eq!(owner, client);
+            assert!(n.parse::<u64>().unwrap() >= 1);
+        }
     }
 }

@@ -14,25 +14,23 @@
 //! through in time: in each case the connection is no use to the calls behind it either, and
 //! cutting them all at once is what the per-call timers would have done one by one.
 //!
-//! The counts are kept in shards, one cache line pair per shard, and each thread counts in
-//! its own (threads are given shards in turn), so that a runtime's workers do not fight over
-//! one cache line on every command.
+//! The counts are kept in per-thread shards ([`crate::shard`]), so that a runtime's workers
+//! do not fight over one cache line on every command.
 
-use std::cell::Cell;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::shard::{self, SHARDS};
 
 /// How many slices a command timeout is cut into: a call is cut at most one slice early.
 const SLICES: u64 = 16;
 /// Counters per shard: two timeouts' worth, so that the task, even a whole timeout late,
 /// never judges a counter that newer calls have already reused.
 const SLOTS: usize = 2 * SLICES as usize;
-/// Shards of counters; threads beyond this many share them.
-const SHARDS: usize = 4;
 
 #[repr(align(64))]
 struct Shard([AtomicU32; SLOTS]);
@@ -82,25 +80,6 @@ pub(crate) enum Ended {
     Retired,
 }
 
-thread_local! {
-    /// This thread's shard, given on first use.
-    static SHARD: Cell<Option<usize>> = const { Cell::new(None) };
-}
-
-/// The next thread's shard.
-static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
-
-fn this_threads_shard() -> usize {
-    SHARD.with(|shard| match shard.get() {
-        Some(index) => index,
-        None => {
-            let index = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS;
-            shard.set(Some(index));
-            index
-        }
-    })
-}
-
 impl Watch {
     /// A keeper for calls bounded by `timeout`.
     pub(crate) fn new(timeout: Duration) -> Self {
@@ -132,7 +111,7 @@ impl Watch {
     /// Counts a call from now until the returned guard is dropped.
     pub(crate) fn start(&self) -> Pending<'_> {
         let slot = Self::slot(self.slice_of(Instant::now()));
-        let counter = &self.shards[this_threads_shard()].0[slot];
+        let counter = &self.shards[shard::this_thread()].0[slot];
         // SeqCst with the task's store of `idle` and its recount: either this call sees the
         // task idle and wakes it, or the task's recount sees this call.
         counter.fetch_add(1, Ordering::SeqCst);

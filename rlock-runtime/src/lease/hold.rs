@@ -21,7 +21,7 @@
 //!
 //! The watchdog, the guard and `with_lock` call these methods; nobody else touches the state.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -35,9 +35,11 @@ use crate::error::LockError;
 use crate::fence::Fence;
 use crate::key::LockKey;
 use crate::metrics::Count;
+use crate::shard::Numbers;
 use crate::tuning::{lease_margin, renew_after, renew_retry, renew_window};
 
-static NEXT_HOLD_ID: AtomicU64 = AtomicU64::new(1);
+/// Hold ids, drawn per thread (every acquisition takes one).
+static HOLD_IDS: Numbers = Numbers::new();
 
 /// Where a hold is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,7 +192,7 @@ impl Hold {
         };
         state.expires = state.counted_until(sent_at, lease);
         Arc::new(Self {
-            id: NEXT_HOLD_ID.fetch_add(1, Ordering::Relaxed),
+            id: HOLD_IDS.next(),
             engine,
             key,
             redis_key,
