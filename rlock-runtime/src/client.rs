@@ -261,6 +261,11 @@ impl LockClientBuilder {
     }
 
     /// How long any one Redis command may take (default 2 s); connecting is bounded by it too.
+    /// A connection with a command unanswered that long is replaced, and every command still
+    /// waiting on it fails with [`LockError::Timeout`]: replies come in order, so the ones
+    /// behind it would not come in time either. (On a plain TCP or Unix socket the
+    /// connection keeps this deadline for all its commands at once, and may cut a command
+    /// up to a sixteenth of the timeout early; TLS and cluster commands each have a timer.)
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout;
         self
