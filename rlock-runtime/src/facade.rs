@@ -102,24 +102,23 @@ mod emit {
         }
     }
 
+    /// One more in `counter`, and `waited` in `waits`.
+    fn count_wait(counter: &Key, waits: &Key, waited: Duration) {
+        metrics::with_recorder(|r| {
+            r.register_counter(counter, &METADATA).increment(1);
+            r.register_histogram(waits, &METADATA)
+                .record(waited.as_secs_f64());
+        });
+    }
+
     pub(super) fn acquired(lock: &'static str, waited: Duration) {
-        with_series(lock, |series| {
-            metrics::with_recorder(|r| {
-                r.register_counter(&series.acquired, &METADATA).increment(1);
-                r.register_histogram(&series.waited_acquired, &METADATA)
-                    .record(waited.as_secs_f64());
-            });
+        with_series(lock, |s| {
+            count_wait(&s.acquired, &s.waited_acquired, waited)
         });
     }
 
     pub(super) fn busy(lock: &'static str, waited: Duration) {
-        with_series(lock, |series| {
-            metrics::with_recorder(|r| {
-                r.register_counter(&series.busy, &METADATA).increment(1);
-                r.register_histogram(&series.waited_busy, &METADATA)
-                    .record(waited.as_secs_f64());
-            });
-        });
+        with_series(lock, |s| count_wait(&s.busy, &s.waited_busy, waited));
     }
 
     pub(super) fn ended(lock: &'static str, held: Duration, lost: bool) {
