@@ -453,6 +453,39 @@ async fn every_call_in_flight_on_a_silenced_connection_times_out() {
     );
 }
 
+/// A client dropped after its last lock closes its connections, idle ones too: rlock runs
+/// their reply readers and deadline watches itself now, and none of them may outlive it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_client_closes_its_idle_connections() {
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    async fn connected(raw: &mut redis::aio::MultiplexedConnection) -> usize {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(raw)
+            .await
+            .unwrap();
+        list.lines().count()
+    }
+    let before = connected(&mut raw).await;
+    let client = client_for(&server, Duration::from_secs(1)).await;
+    lock_and_release(&client, "bye:1", Duration::ZERO).await;
+    assert!(connected(&mut raw).await > before);
+    // Past a slice of the timeout without a call: the connection's watch is idle.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(client);
+    for _ in 0..100 {
+        if connected(&mut raw).await == before {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "the dropped client's connections stayed open: {} clients, {before} before it",
+        connected(&mut raw).await
+    );
+}
+
 /// The other side of the same watch: calls slower than usual but well inside the command
 /// timeout are never cut. Every reply comes 300 ms late (150 ms each way) with a 1 s
 /// timeout, under 16 tasks locking at once.

@@ -302,7 +302,12 @@ impl<O: Opener> Connection<O> {
         }
         // Read before opening: a switch heard meanwhile condemns the new connection too.
         let switches = self.opener.master_switches();
-        let (conn, watch, ended, keep) = tokio::time::timeout(self.timeout, self.open(home))
+        let Opening {
+            conn,
+            watch,
+            ended,
+            keep,
+        } = tokio::time::timeout(self.timeout, self.open(home))
             .await
             .map_err(|_| LockError::Timeout {
                 operation: "connect",
@@ -330,11 +335,11 @@ impl<O: Opener> Connection<O> {
     }
 
     /// Opens a connection on `home`'s runtime, from a task spawned there, so that the task
-    /// reading its replies lives there too: the driver's own task, or, for a connection the
-    /// opener hands the reader of, this task, which then also keeps its calls' deadlines
+    /// reading its replies lives there too: the driver's own, or, when the opener hands the
+    /// reader over, one this task spawns, while it keeps the calls' deadlines itself
     /// ([`Watch`]). The task stays until the runtime ends (which sets the flag returned),
-    /// or the sender returned is dropped and (when it reads the replies) the connection's
-    /// last call has ended, or its watch cuts it.
+    /// or the connection is given up (the sender returned dropped) and its last call has
+    /// ended, or its watch cuts it; a reader it spawned stops with it.
     async fn open(&self, home: Home) -> Result<Opening<O::Conn>, LockError> {
         let Some(runtime) = home.runtime() else {
             let source = match home {
@@ -383,7 +388,12 @@ impl<O: Opener> Connection<O> {
             }
         });
         match rx.await {
-            Ok(Ok((conn, watch))) => Ok((conn, watch, ended, keep)),
+            Ok(Ok((conn, watch))) => Ok(Opening {
+                conn,
+                watch,
+                ended,
+                keep,
+            }),
             Ok(Err(e)) => Err(failure("connect", timeout, e)),
             Err(_) => Err(LockError::Timeout {
                 operation: "connect",
@@ -512,14 +522,15 @@ impl<O: Opener> Connection<O> {
     }
 }
 
-/// A connection opened by [`Connection::open`]: the connection, its watch, the flag set when
-/// its task ends, and the sender whose drop retires it.
-type Opening<C> = (
-    C,
-    Option<Arc<Watch>>,
-    Arc<AtomicBool>,
-    tokio::sync::oneshot::Sender<()>,
-);
+/// A connection opened by [`Connection::open`].
+struct Opening<C> {
+    conn: C,
+    watch: Option<Arc<Watch>>,
+    /// Set when its task ends.
+    ended: Arc<AtomicBool>,
+    /// Dropping it gives the connection up.
+    keep: tokio::sync::oneshot::Sender<()>,
+}
 
 /// `e`, reported as a failure of `operation`.
 fn during(operation: &'static str, e: LockError) -> LockError {

@@ -156,7 +156,15 @@ impl Watch {
         loop {
             tokio::select! {
                 () = &mut reader => return Ended::Closed,
-                () = &mut retire, if !retiring => retiring = true,
+                () = &mut retire, if !retiring => {
+                    // Ends at the next tick without calls outstanding, an idle one too (a
+                    // call that took the connection just before it was given up still gets
+                    // to count itself).
+                    retiring = true;
+                    idle = false;
+                    self.idle.store(false, Ordering::SeqCst);
+                    tick.reset();
+                }
                 () = self.wake.notified(), if idle => {
                     idle = false;
                     tick.reset();
@@ -244,6 +252,22 @@ mod tests {
             () = late => unreachable!(),
         };
         assert_eq!(ended, Ended::Cut);
+    }
+
+    #[tokio::test]
+    async fn an_idle_watch_given_up_ends() {
+        let watch = Watch::new(Duration::from_millis(160));
+        let retire = async {
+            // Long enough for the task to go idle first.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert!(watch.idle.load(Ordering::SeqCst));
+        };
+        let ended = tokio::time::timeout(
+            Duration::from_secs(5),
+            watch.run(std::future::pending(), retire),
+        )
+        .await;
+        assert_eq!(ended, Ok(Ended::Retired));
     }
 
     #[tokio::test]
