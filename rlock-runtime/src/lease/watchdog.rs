@@ -122,8 +122,11 @@ impl Hasher for IdHasher {
     }
 
     fn write_u64(&mut self, id: u64) {
-        // Fibonacci hashing: the high bits, which hashbrown uses, mix every bit of the id.
-        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // Fibonacci hashing mixes every bit of the id into the high bits; folding them down
+        // mixes the low bits too (hashbrown picks buckets by the low ones, and ids drawn by
+        // one thread all share their lowest bits: see `shard::Numbers`).
+        let mixed = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = mixed ^ (mixed >> 32);
     }
 }
 
