@@ -39,12 +39,16 @@ const PHASES: &str = "abcde";
 #[derive(Debug, Clone)]
 pub struct Config {
     pub quick: bool,
-    /// (a): rounds, cycles per round per implementation (redlock: `seq_redlock`).
+    /// (a): rounds, bursts per round (the implementations take turns), cycles per round per
+    /// implementation (redlock: `seq_redlock`).
     pub seq_rounds: usize,
+    pub seq_bursts: usize,
     pub seq_n: u64,
     pub seq_redlock: u64,
-    /// (b): rounds, tasks, cycles per task (redlock: `distinct_redlock`).
+    /// (b): rounds, bursts per round (the implementations take turns), tasks, cycles per
+    /// task per round (redlock: `distinct_redlock`).
     pub distinct_rounds: usize,
+    pub distinct_bursts: usize,
     pub distinct_tasks: usize,
     pub distinct_per_task: u64,
     pub distinct_redlock: u64,
@@ -70,14 +74,12 @@ impl Config {
     fn full() -> Self {
         Self {
             quick: false,
-            // Identical paths (the manual API and the attribute) differ by 5 % in the median
-            // of 12 rounds here; 24 halve that.
-            seq_rounds: 24,
+            seq_rounds: 12,
+            seq_bursts: 3,
             seq_n: 1500,
             seq_redlock: 300,
-            // A round's ratio spans 0.7-1.3 on a 2-core host (batching differs from round to
-            // round); the median of 12 is what is steady enough to compare.
             distinct_rounds: 12,
+            distinct_bursts: 4,
             distinct_tasks: 64,
             distinct_per_task: 600,
             distinct_redlock: 15,
@@ -100,9 +102,11 @@ impl Config {
         Self {
             quick: true,
             seq_rounds: 1,
+            seq_bursts: 2,
             seq_n: 200,
             seq_redlock: 40,
             distinct_rounds: 1,
+            distinct_bursts: 1,
             distinct_tasks: 64,
             distinct_per_task: 8,
             distinct_redlock: 2,
@@ -376,22 +380,27 @@ async fn main() -> Result<(), BenchError> {
 
     let run = |phase: char| args.only.contains(phase);
 
-    // (a) Rounds alternate between implementations, so that drift hits all alike.
+    // (a) Within a round, the implementations take turns in bursts, so that the machine's
+    // slow and fast spells (a few hundred ms here) fall on all of them alike.
     eprintln!("bench: (a) uncontended");
     for round in 0..config.seq_rounds * usize::from(run('a')) {
-        for kind in rotated(&args.kinds, round) {
-            let n = if kind == Kind::Redlock {
-                config.seq_redlock
-            } else {
-                config.seq_n
-            };
-            let batch =
-                workloads::measured(&mut probe, workloads::sequential(&lockers, kind, n)).await?;
-            results
-                .sequential
-                .entry(kind.label())
-                .or_default()
-                .push(batch);
+        let mut rounds: HashMap<&'static str, Batch> = HashMap::new();
+        for burst in 0..config.seq_bursts {
+            for kind in rotated(&args.kinds, round + burst) {
+                let n = if kind == Kind::Redlock {
+                    config.seq_redlock
+                } else {
+                    config.seq_n
+                };
+                let n = (n / config.seq_bursts as u64).max(1);
+                let batch =
+                    workloads::measured(&mut probe, workloads::sequential(&lockers, kind, n))
+                        .await?;
+                rounds.entry(kind.label()).or_default().absorb(batch);
+            }
+        }
+        for (label, batch) in rounds {
+            results.sequential.entry(label).or_default().push(batch);
         }
     }
 
@@ -401,22 +410,25 @@ async fn main() -> Result<(), BenchError> {
         config.distinct_tasks
     );
     for round in 0..config.distinct_rounds * usize::from(run('b')) {
-        for kind in rotated(&args.kinds, round) {
-            let per_task = if kind == Kind::Redlock {
-                config.distinct_redlock
-            } else {
-                config.distinct_per_task
-            };
-            let batch = workloads::measured(
-                &mut probe,
-                workloads::distinct(&lockers, kind, config.distinct_tasks, per_task),
-            )
-            .await?;
-            results
-                .distinct
-                .entry(kind.label())
-                .or_default()
-                .push(batch);
+        let mut rounds: HashMap<&'static str, Batch> = HashMap::new();
+        for burst in 0..config.distinct_bursts {
+            for kind in rotated(&args.kinds, round + burst) {
+                let per_task = if kind == Kind::Redlock {
+                    config.distinct_redlock
+                } else {
+                    config.distinct_per_task
+                };
+                let per_task = (per_task / config.distinct_bursts as u64).max(1);
+                let batch = workloads::measured(
+                    &mut probe,
+                    workloads::distinct(&lockers, kind, config.distinct_tasks, per_task),
+                )
+                .await?;
+                rounds.entry(kind.label()).or_default().absorb(batch);
+            }
+        }
+        for (label, batch) in rounds {
+            results.distinct.entry(label).or_default().push(batch);
         }
     }
 

@@ -359,9 +359,10 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
     let _ = writeln!(
         o,
         "### (a) Uncontended: lock + unlock of a fresh key, one after the other\n\n\
-         {} rounds of {} cycles per implementation ({} for redlock), rounds interleaved; \
-         ops/s is the median round, latencies are over all rounds.\n",
-        config.seq_rounds, config.seq_n, config.seq_redlock
+         {} rounds of {} cycles per implementation ({} for redlock), each round in {} bursts \
+         that the implementations take in turn; ops/s is the median round, latencies are over \
+         all rounds.\n",
+        config.seq_rounds, config.seq_n, config.seq_redlock, config.seq_bursts
     );
     let _ = writeln!(
         o,
@@ -404,12 +405,14 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
     let _ = writeln!(
         o,
         "\n### (b) {} concurrent tasks, distinct fresh keys, one client\n\n\
-         {} rounds of {} tasks × {} cycles ({} for redlock, on blocking threads); median round.\n",
+         {} rounds of {} tasks × {} cycles ({} for redlock, on blocking threads), each round in \
+         {} bursts that the implementations take in turn; median round.\n",
         config.distinct_tasks,
         config.distinct_rounds,
         config.distinct_tasks,
         config.distinct_per_task,
-        config.distinct_redlock
+        config.distinct_redlock,
+        config.distinct_bursts
     );
     let _ = writeln!(
         o,

@@ -32,6 +32,15 @@ impl Batch {
     pub fn rate(&self) -> f64 {
         self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
+
+    /// Adds `other` (a burst of the same round) to this batch.
+    pub fn absorb(&mut self, other: Batch) {
+        self.ops += other.ops;
+        self.elapsed += other.elapsed;
+        self.latencies.extend(other.latencies);
+        self.client_cpu += other.client_cpu;
+        self.server_cpu += other.server_cpu;
+    }
 }
 
 /// Runs `batch`, adding the CPU time the client and the server spent meanwhile.
