@@ -263,6 +263,35 @@ fn rotated<T: Clone>(items: &[T], round: usize) -> Vec<T> {
     items
 }
 
+/// `rounds` rounds of each of `kinds`, one batch per implementation and round. Within a round
+/// the implementations take turns in `bursts` bursts of `cycles(kind) / bursts` cycles each
+/// (run by `batch`), added up into the round's batch, so that the machine's slow and fast
+/// spells (a few hundred ms here) fall on all of them alike.
+async fn in_bursts(
+    probe: &mut stats::Probe,
+    kinds: &[Kind],
+    rounds: usize,
+    bursts: usize,
+    cycles: impl Fn(Kind) -> u64,
+    batch: impl AsyncFn(Kind, u64) -> Result<Batch, BenchError>,
+) -> Result<HashMap<&'static str, Vec<Batch>>, BenchError> {
+    let mut all: HashMap<&'static str, Vec<Batch>> = HashMap::new();
+    for round in 0..rounds {
+        let mut this_round: HashMap<&'static str, Batch> = HashMap::new();
+        for burst in 0..bursts {
+            for kind in rotated(kinds, round + burst) {
+                let n = (cycles(kind) / bursts as u64).max(1);
+                let measured = workloads::measured(probe, batch(kind, n)).await?;
+                this_round.entry(kind.label()).or_default().absorb(measured);
+            }
+        }
+        for (label, batch) in this_round {
+            all.entry(label).or_default().push(batch);
+        }
+    }
+    Ok(all)
+}
+
 /// (e) rlock on a Redis Cluster against the floor there, then the acquire latency of one
 /// node against Redlock over 3 and 5 masters. Starts (and stops) its own servers.
 async fn beyond_one_redis(config: &Config, results: &mut Results) -> Result<(), BenchError> {
@@ -380,56 +409,44 @@ async fn main() -> Result<(), BenchError> {
 
     let run = |phase: char| args.only.contains(phase);
 
-    // (a) Within a round, the implementations take turns in bursts, so that the machine's
-    // slow and fast spells (a few hundred ms here) fall on all of them alike.
+    // (a), (b): within a round, the implementations take turns in bursts (see `in_bursts`).
     eprintln!("bench: (a) uncontended");
-    for round in 0..config.seq_rounds * usize::from(run('a')) {
-        let mut rounds: HashMap<&'static str, Batch> = HashMap::new();
-        for burst in 0..config.seq_bursts {
-            for kind in rotated(&args.kinds, round + burst) {
-                let n = if kind == Kind::Redlock {
-                    config.seq_redlock
-                } else {
-                    config.seq_n
-                };
-                let n = (n / config.seq_bursts as u64).max(1);
-                let batch =
-                    workloads::measured(&mut probe, workloads::sequential(&lockers, kind, n))
-                        .await?;
-                rounds.entry(kind.label()).or_default().absorb(batch);
-            }
-        }
-        for (label, batch) in rounds {
-            results.sequential.entry(label).or_default().push(batch);
-        }
+    if run('a') {
+        let cycles = |kind| match kind {
+            Kind::Redlock => config.seq_redlock,
+            _ => config.seq_n,
+        };
+        let (rounds, bursts) = (config.seq_rounds, config.seq_bursts);
+        results.sequential = in_bursts(
+            &mut probe,
+            &args.kinds,
+            rounds,
+            bursts,
+            cycles,
+            async |k, n| workloads::sequential(&lockers, k, n).await,
+        )
+        .await?;
     }
-
-    // (b)
     eprintln!(
         "bench: (b) {} tasks on distinct keys",
         config.distinct_tasks
     );
-    for round in 0..config.distinct_rounds * usize::from(run('b')) {
-        let mut rounds: HashMap<&'static str, Batch> = HashMap::new();
-        for burst in 0..config.distinct_bursts {
-            for kind in rotated(&args.kinds, round + burst) {
-                let per_task = if kind == Kind::Redlock {
-                    config.distinct_redlock
-                } else {
-                    config.distinct_per_task
-                };
-                let per_task = (per_task / config.distinct_bursts as u64).max(1);
-                let batch = workloads::measured(
-                    &mut probe,
-                    workloads::distinct(&lockers, kind, config.distinct_tasks, per_task),
-                )
-                .await?;
-                rounds.entry(kind.label()).or_default().absorb(batch);
-            }
-        }
-        for (label, batch) in rounds {
-            results.distinct.entry(label).or_default().push(batch);
-        }
+    if run('b') {
+        let cycles = |kind| match kind {
+            Kind::Redlock => config.distinct_redlock,
+            _ => config.distinct_per_task,
+        };
+        let (rounds, bursts) = (config.distinct_rounds, config.distinct_bursts);
+        let tasks = config.distinct_tasks;
+        results.distinct = in_bursts(
+            &mut probe,
+            &args.kinds,
+            rounds,
+            bursts,
+            cycles,
+            async |k, n| workloads::distinct(&lockers, k, tasks, n).await,
+        )
+        .await?;
     }
 
     // (c)
