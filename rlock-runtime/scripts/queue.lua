@@ -1,25 +1,25 @@
 -- Shared by the acquire and release scripts (prepended to the one, in the middle of the
--- other): the waiters' queue of a lock.
+-- other): the waiters' queue of a lock. WAITING.md is the protocol these functions keep.
 --
--- A lock's queue is a list `queue` in the lock's cluster slot, in arrival order. Each entry is
+-- A lock's queue is a list in the lock's cluster slot, in arrival order. Each entry is
 -- "<owner token> <handoff lease ms> <1 if fenced, else 0>": whom to grant the lock, and how.
 -- An entry counts while its client listens: a release names the waiter it hands the lock to
 -- on the channel of that waiter's client for this lock (the client is the token up to its
--- first ':'), and an announcement nobody received (`PUBLISH` answers 0: the client's process
--- died, or its subscription is not confirmed yet) skips the entry. So a dead waiter costs
--- nothing, and joining the queue costs one RPUSH.
+-- first ':'), and skips an entry whose client has no subscriber on that channel (its process
+-- died, or its subscription is not confirmed yet). So a dead waiter costs nothing, and
+-- joining the queue costs one RPUSH.
+--
+-- Every key a script touches is declared: KEYS[1] the lock, KEYS[2] its queue, KEYS[3] its
+-- fence record, all in the lock's slot (see `key::Companion`). A release declares the fence
+-- record only when it needs it (see `hand_off`). (Only three functions are defined here:
+-- each one costs every call of the script a closure, whether it runs or not.)
 
--- The companion keys of a lock are derived from its queue's key `<base>:waiters` (or, on
--- Redlock, `<base>:awaited`): the fence record `<base>:fence` (see `issue_fence`). Both share
--- the lock's hash tag, so they are in its cluster slot. (Only three functions are defined
--- here: each one costs every call of the script a closure, whether it runs or not.)
-
--- A new fencing token for the lock of `queue` (or, with `read_only`, the current one),
--- above every earlier one: max(last + 1, server time in microseconds). The record expires
--- with the lease, so no per-key record outlives its lock; once it is gone, the server clock
--- (which moved on by at least the lease) keeps the next fence above every earlier one.
-local function issue_fence(queue, lease, read_only)
-  local fence_key = (string.match(queue, '^(.*):[^:]*$') or queue) .. ':fence'
+-- A new fencing token for the lock whose fence record is `fence_key` (or, with `read_only`,
+-- the current one), above every earlier one: max(last + 1, server time in microseconds). The
+-- record expires with the lease, so no per-key record outlives its lock; once it is gone, the
+-- server clock (which moved on by at least the lease) keeps the next fence above every
+-- earlier one.
+local function issue_fence(fence_key, lease, read_only)
   if read_only then
     return tonumber(redis.pcall('GET', fence_key)) or 0
   end
@@ -48,32 +48,51 @@ end
 -- needs no command to take the lock: it has it. The lease is the waiter's handoff lease (its
 -- ttl, at most a few seconds, so that a waiter whose process hangs blocks the lock only
 -- briefly; a live one renews it at once). `head`, when given, is the queue's first entry,
--- already popped by the caller. Returns whether handed.
-local function hand_off(lock, queue, channel, publish, head)
+-- already popped by the caller.
+--
+-- A waiter is live when its client's channel has a subscriber of its own: `PUBSUB NUMSUB`
+-- (`SHARDNUMSUB`) counts exact subscriptions only, so a monitoring tool subscribed to a
+-- pattern (`PSUBSCRIBE *`, which `PUBLISH`'s count includes) cannot make a dead waiter look
+-- alive. Every entry of the queue may be looked at (at most its bound), so a live waiter
+-- behind any number of dead ones is granted at once.
+--
+-- Returns 'handed', false (nobody live), or 'fence' when the first live waiter wants a fence
+-- and `fence_key` is nil (a release that did not declare the record): its entry is put back,
+-- and the caller calls again with the record declared.
+local function hand_off(lock, queue, fence_key, channel, publish, head)
+  local numsub = 'NUMSUB'
   if publish == 'PUBLISH' then
     channel = channel .. lock
+  else
+    numsub = 'SHARDNUMSUB'
   end
-  for _ = 1, 16 do
+  while true do
     head = head or redis.call('LPOP', queue)
     if not head then
       return false
     end
     local token, lease, fenced = entry_of(head)
     if token then
-      local fence = 0
-      if fenced == '1' then
-        fence = issue_fence(queue, lease)
-      end
-      -- pcall: a refused PUBLISH (an ACL without channel rights) proves nobody dead; the
-      -- waiter is granted the lock and finds it on its next check.
-      local heard = redis.pcall(publish, channel .. ':' .. string.match(token, '^[^:]*'),
-        token .. ' ' .. string.format('%.0f', fence))
-      if heard ~= 0 then
+      local to = channel .. ':' .. string.match(token, '^[^:]*')
+      -- pcall: a refused PUBSUB (an ACL without it) proves nobody dead; the waiter is
+      -- granted the lock and finds it on its next check in.
+      local listeners = redis.pcall('PUBSUB', numsub, to)
+      if type(listeners) ~= 'table' or listeners[2] ~= 0 then
+        local fence = 0
+        if fenced == '1' then
+          if not fence_key then
+            redis.call('LPUSH', queue, head)
+            return 'fence'
+          end
+          fence = issue_fence(fence_key, lease)
+        end
         redis.call('SET', lock, token, 'PX', lease)
-        return true
+        -- pcall: a refused PUBLISH (an ACL without channel rights) must not undo the grant;
+        -- the waiter finds it on its next check in.
+        redis.pcall(publish, to, token .. ' ' .. string.format('%.0f', fence))
+        return 'handed'
       end
     end
     head = nil
   end
-  return false
 end

@@ -103,7 +103,7 @@ impl LockClient {
         };
         // A release under the holder's own token: it deletes nothing if the lock changed
         // hands since the read, and hands the lock to the next queued waiter if it did not.
-        let deleted = engine.backend.release(lease).await?;
+        let deleted = engine.backend.release(lease, false).await?;
         if deleted {
             engine.counters.add(Count::ForcedUnlock, 1);
             crate::trace::warn_event!(key = key.as_str(), "rlock: lock forcibly unlocked");

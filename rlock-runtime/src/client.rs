@@ -24,6 +24,10 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 /// How long one Redis command may take before it fails with [`LockError::Timeout`].
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The longest command timeout a client accepts: one hour. `connect` refuses a longer one
+/// with [`LockError::InvalidConfig`] instead of overflowing a deadline.
+pub const MAX_COMMAND_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+
 /// A handle on one lock backend; clone it freely (it is an `Arc` inside).
 ///
 /// ```
@@ -260,12 +264,14 @@ impl LockClientBuilder {
         self
     }
 
-    /// How long any one Redis command may take (default 2 s); connecting is bounded by it too.
+    /// How long any one Redis command may take (default 2 s, at most
+    /// [`MAX_COMMAND_TIMEOUT`]); connecting is bounded by it too.
     /// A connection with a command unanswered that long is replaced, and every command still
     /// waiting on it fails with [`LockError::Timeout`]: replies come in order, so the ones
     /// behind it would not come in time either. (On a plain TCP or Unix socket the
     /// connection keeps this deadline for all its commands at once, and may cut a command
-    /// up to a sixteenth of the timeout early; TLS and cluster commands each have a timer.)
+    /// up to a sixteenth of the timeout early, or a millisecond under 16 ms; TLS and cluster
+    /// commands each have a timer.)
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout;
         self
@@ -445,6 +451,14 @@ impl LockClientBuilder {
             return Err(LockError::InvalidConfig(
                 "the command timeout may not be zero".into(),
             ));
+        }
+        if self.command_timeout > MAX_COMMAND_TIMEOUT {
+            return Err(LockError::InvalidConfig(format!(
+                "a command timeout of {:?} is past the longest one rlock accepts ({:?}); \
+                 a command that slow means Redis is gone, and holds would be lost long \
+                 before it answered",
+                self.command_timeout, MAX_COMMAND_TIMEOUT
+            )));
         }
         if self.default_ttl.is_zero() {
             return Err(LockError::InvalidConfig(

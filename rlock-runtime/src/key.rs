@@ -53,14 +53,12 @@ impl LockKey {
                 reason: "a lock key may not be empty",
             });
         }
-        if key
-            .strip_suffix(":fence")
-            .is_some_and(|rest| rest.contains('}'))
-        {
+        if is_companion_shaped(&key) {
             return Err(LockError::InvalidKey {
                 key,
-                reason: "keys of the form `…{…}…:fence` are where other locks keep their \
-                         fencing records; choose another name",
+                reason: "keys with a `}` that end in `:waiters`, `:fence` or `:awaited` are \
+                         where other locks keep their queues and fencing records; choose \
+                         another name",
             });
         }
         if key.len() > MAX_KEY_LEN {
@@ -216,20 +214,11 @@ impl fmt::Write for Escaper<'_> {
     }
 }
 
-/// The key that stores the fencing counter of `lock_key`, in the same Redis Cluster slot.
-///
-/// A key with a hash tag keeps it (`lock_key:fence` hashes like `lock_key`); any other key is
-/// wrapped as `{lock_key}:fence`, whose tag is the whole lock key. A key with a `}` but no valid
-/// tag cannot be wrapped that way; it gets `lock_key:fence`, which is right on a single node and
-/// documented as unsupported on a cluster. (The scripts derive it from the queue's key, as
-/// `queue.lua` shows; this is the name they arrive at.)
+/// The key that stores the fencing counter of `lock_key`, in the same Redis Cluster slot
+/// (see [`Companion`]). The scripts are given it as their third key.
 #[cfg(test)]
 pub(crate) fn fence_key(lock_key: &str) -> String {
-    Companion {
-        lock_key,
-        suffix: "fence",
-    }
-    .to_string()
+    Companion::fence(lock_key).to_string()
 }
 
 /// The queue of `lock_key`'s waiters (a list, in arrival order) as a `String`; commands take
@@ -239,10 +228,28 @@ pub(crate) fn waiters_key(lock_key: &str) -> String {
     Companion::waiters(lock_key).to_string()
 }
 
-/// A key kept beside a lock, in its cluster slot: `lock_key` with `:suffix`, wrapped as
-/// `{lock_key}:suffix` unless it has a hash tag (the rule `fence_key`'s docs give). Its
-/// pieces are written straight into a command, without a `String` of their own on every
-/// lock.
+/// The suffixes of the keys kept beside a lock.
+const COMPANION_SUFFIXES: [&str; 3] = ["waiters", "fence", "awaited"];
+
+/// Whether `key` could be the companion of another lock's key: every companion has a `}`
+/// (its own hash tag's, or the wrapping's) and ends in `:` and a companion suffix. Such lock keys
+/// are refused, so that no lock's key is another's queue or fence record.
+fn is_companion_shaped(key: &str) -> bool {
+    key.contains('}')
+        && COMPANION_SUFFIXES.iter().any(|suffix| {
+            key.strip_suffix(suffix)
+                .is_some_and(|rest| rest.ends_with(':'))
+        })
+}
+
+/// A key kept beside a lock, in its cluster slot, named injectively: a lock key `k` without a
+/// `}` is wrapped as `{k}:suffix` (its whole key the hash tag); a key with a `}` keeps its own
+/// tag and takes `k::suffix`. The two forms differ in the byte before the last
+/// `:` (`}` or `:`), so `x` and `{x}` have different companions, and no lock key can be a
+/// companion ([`LockKey::new`] refuses the shapes). A key with a `}` but no valid tag gets
+/// `k::suffix` too, which is right on a single node and unsupported on a cluster (its
+/// companions may hash elsewhere). The pieces are written straight into a command, without a
+/// `String` of their own on every lock.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Companion<'a> {
     lock_key: &'a str,
@@ -259,6 +266,14 @@ impl<'a> Companion<'a> {
         }
     }
 
+    /// The fencing record of `lock_key`: the last fence issued, expiring with the lease.
+    pub(crate) fn fence(lock_key: &'a str) -> Self {
+        Self {
+            lock_key,
+            suffix: "fence",
+        }
+    }
+
     /// Redlock: the mark of `lock_key` as awaited; a release announces itself to every
     /// waiter only while it lives.
     pub(crate) fn awaited(lock_key: &'a str) -> Self {
@@ -268,25 +283,19 @@ impl<'a> Companion<'a> {
         }
     }
 
-    /// Whether the key is the lock's key wrapped as a hash tag, `{lock_key}:suffix` (else
-    /// `lock_key:suffix`, whose own tag, or a `}` in it, keeps it in the lock's slot). The
-    /// release script derives a wrapped queue key itself (see `scripts/release.lua`).
-    pub(crate) fn is_wrapped(&self) -> bool {
-        let key = self.lock_key;
-        // A key without braces (nearly all) is found so in one scan; one with a `}` is
-        // never wrapped, whatever its tag.
-        let braced = key.bytes().any(|b| b == b'{' || b == b'}');
-        !(braced && (has_hash_tag(key) || key.contains('}')))
-    }
-
     /// The key's bytes, piece by piece.
     pub(crate) fn pieces(&self) -> [&'a str; 4] {
         let key = self.lock_key;
-        if self.is_wrapped() {
-            ["{", key, "}:", self.suffix]
+        if key.contains('}') {
+            ["", key, "::", self.suffix]
         } else {
-            ["", key, ":", self.suffix]
+            ["{", key, "}:", self.suffix]
         }
+    }
+
+    /// The key's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.pieces().iter().map(|p| p.len()).sum()
     }
 }
 
@@ -298,23 +307,51 @@ impl fmt::Display for Companion<'_> {
     }
 }
 
-/// Redis Cluster's rule: a `{` followed later by a `}` with at least one byte between them.
-fn has_hash_tag(key: &str) -> bool {
-    match key.find('{') {
-        Some(open) => match key[open + 1..].find('}') {
-            Some(len) => len > 0,
-            None => false,
-        },
-        None => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     // The Redis Cluster slot of a key (CRC16/XMODEM of its hash tag, modulo 16384).
     use crate::slot::slot as cluster_slot;
+
+    /// Redis Cluster's rule: a `{` followed later by a `}` with at least one byte between them.
+    fn has_hash_tag(key: &str) -> bool {
+        match key.find('{') {
+            Some(open) => match key[open + 1..].find('}') {
+                Some(len) => len > 0,
+                None => false,
+            },
+            None => false,
+        }
+    }
+
+    /// `x` and `{x}` are two locks with two queues and two fence records, and no lock key
+    /// is another lock's companion.
+    #[test]
+    fn companion_keys_are_injective_and_never_lock_keys() {
+        let keys = ["x", "{x}", "{x}:", "x}", "{x", "a{b}c", "{a{b}c}"];
+        let mut seen = std::collections::HashSet::new();
+        for key in keys {
+            assert!(seen.insert(key.to_owned()));
+            for companion in [
+                fence_key(key),
+                waiters_key(key),
+                Companion::awaited(key).to_string(),
+            ] {
+                assert!(seen.insert(companion.clone()), "{key} -> {companion} twice");
+                assert!(
+                    LockKey::new(companion.clone()).is_err(),
+                    "{companion} taken as a lock"
+                );
+                assert_eq!(Companion::waiters(key).len(), waiters_key(key).len());
+            }
+        }
+        assert_eq!(waiters_key("x"), "{x}:waiters");
+        assert_eq!(waiters_key("{x}"), "{x}::waiters");
+        for fine in ["order:waiters", "{tenant}:jobs", "x:fence", "{x}:fencing"] {
+            assert!(LockKey::new(fine).is_ok(), "{fine}");
+        }
+    }
 
     #[test]
     fn a_hash_tag_decides_the_slot() {

@@ -59,7 +59,9 @@
 //!   first live waiter and names it on that waiter's client's own channel (one pub/sub
 //!   connection per client): only that client acts, with no command, so a handoff costs the
 //!   same for 2 or 200 waiting instances. A waiter is live while its client listens: a
-//!   release skips one whose announcement nobody received (its process died).
+//!   release skips one whose client's channel has no subscriber (its process died), and
+//!   every check in of a waiter puts its entry back if it is gone (WAITING.md states the
+//!   protocol and its invariants).
 //!   [`LockRequest::fair`] adds strict arrival order across instances. A timer set to the
 //!   holder's remaining lease (plus at most 5 ms) covers holders that die without releasing
 //!   and clients that are not rlock; a waiter whose process hangs blocks the queue for at
@@ -201,7 +203,9 @@ mod wait;
 use std::sync::RwLock;
 
 pub use admin::LockInfo;
-pub use client::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_TTL, LockClient, LockClientBuilder};
+pub use client::{
+    DEFAULT_COMMAND_TIMEOUT, DEFAULT_TTL, LockClient, LockClientBuilder, MAX_COMMAND_TIMEOUT,
+};
 pub use error::{BoxError, LockError};
 pub use fence::Fence;
 pub use guard::LockGuard;

@@ -149,7 +149,7 @@ impl<'a> LockRequest<'a> {
     /// dies is skipped by the next release (Redis dropped its client's subscription with its
     /// connection, and nobody receives the announcement naming it). One whose process hangs
     /// while still connected is handed the lock, which ends with the 2 s handoff lease; the
-    /// next waiter takes it at its next check-in, within 3 s.
+    /// next waiter has it from the check in that finds it free, within 3 s.
     ///
     /// Applies on one server, Sentinel and Cluster; on the in-process backend waiters are
     /// served in arrival order within the process; Redlock refuses it (its masters keep no
@@ -192,14 +192,15 @@ impl<'a> LockRequest<'a> {
     /// connection per client). Only that waiter's client acts on it, and it needs no
     /// further command: the lock is already its own. So a handoff costs the same whether 2
     /// or 200 instances wait. While it waits, a waiter checks in every 0.67 s (one script
-    /// call); one call per client in that time keeps the queue from expiring. The check
-    /// also takes the lock if it finds it free
-    /// with nobody told (a holder that crashed, an announcement that was lost). When the
-    /// holder's lease is known to end sooner, the waiter tries at its end plus a few
-    /// milliseconds. While a key's announcements are not confirmed (the subscription is
+    /// call), which keeps the queue alive and puts its entry back if it is gone (a hand-off
+    /// it missed, a queue Redis lost). The check also takes the lock if it finds it free
+    /// with nobody told (a holder that crashed, an announcement that was lost). The queue's
+    /// head is told the holder's remaining lease at each check in; when that ends sooner,
+    /// it checks in at its end plus a few milliseconds. While a key's announcements are not confirmed (the subscription is
     /// pending, refused by an ACL, or its connection is down), waiters check every 50 ms.
     /// A failed attempt (Redis restarting, a timeout) is retried with backoff within the
-    /// budget; when the budget runs out, the last such error is returned instead of `Busy`.
+    /// budget; when the budget runs out, `Busy` is returned only if Redis last said the lock
+    /// was busy, else the last error (or [`LockError::Timeout`] when nothing answered).
     /// On Redlock, which keeps no queue, a release wakes the first waiter of each client,
     /// which tries again.
     pub async fn acquire(self) -> Result<LockGuard, LockError> {
@@ -313,6 +314,8 @@ impl Waiting<'_> {
             {
                 Outcome::Granted(hold) => Ok(hold),
                 Outcome::Busy { .. } => Err(self.busy()),
+                // (Not without a deadline: the command timeout answers first.)
+                Outcome::Unanswered => Err(self.unanswered()),
             };
         }
         if engine.backend.queues_in_redis() {
@@ -340,14 +343,14 @@ impl Waiting<'_> {
         // than that attempt, whose lease may have ended since.)
         let mut token_since: Option<(String, Instant)> = None;
         let mut failures = 0;
-        let mut last_error;
+        let mut last = LastAnswer::None;
         loop {
             let token = ticket.token();
             let sent_at = Instant::now();
             if token_since.as_ref().is_none_or(|(t, _)| *t != token) {
                 token_since = Some((token.clone(), sent_at));
             }
-            let mut queue = ticket.queue_ask(self.plan.fair, queued, sent_at);
+            let mut queue = ticket.queue_ask(self.plan.fair, queued);
             // After a failure, the script (which also follows a slot on the move).
             queue.append &= failures == 0;
             let attempt = Try {
@@ -370,19 +373,23 @@ impl Waiting<'_> {
                     return Ok(self.waited(ticket, hold));
                 }
                 Ok(Outcome::Busy { remaining, place }) => {
-                    if let Some(left) = remaining {
-                        holder_until = Some(sent_at + left);
-                    }
-                    ticket.answered(queue, sent_at, place);
+                    // From this answer alone: a deadline an earlier answer told may have
+                    // passed while the holder renewed, and a waiter that kept it would check
+                    // in on the pause's floor, hundreds of times a second.
+                    holder_until = remaining.map(|left| sent_at + left);
+                    ticket.answered(queue, place);
                     queued = place.queued;
                     failures = 0;
-                    last_error = None;
+                    last = LastAnswer::Busy;
                     ticket.listen();
                 }
+                // The budget ran out first, which changes nothing known; the loop below
+                // gives up.
+                Ok(Outcome::Unanswered) => {}
                 Err(e) if e.is_backend() => {
                     failures += 1;
                     trace::debug_event!(key = self.key.as_str(), error = %e, "rlock: attempt failed; retrying within the wait budget");
-                    last_error = Some(e);
+                    last = LastAnswer::Failed(e);
                     // The attempt may have landed or not: its token is withdrawn in the
                     // background, and this waiter queues again under a new one.
                     ticket.change_token(engine.token());
@@ -401,12 +408,14 @@ impl Waiting<'_> {
                         lease: self.plan.ttl.min(HANDOFF_LEASE),
                     };
                     match engine
-                        .adopt(self.key, self.redis_key, self.plan, grant)
+                        .adopt(self.key, self.redis_key, self.plan, grant, deadline)
                         .await
                     {
                         Ok(Some(hold)) => return Ok(self.waited(ticket, hold)),
                         // Too little of the handoff lease left to count on (or a failure
-                        // confirming it): Redis tells on the next check.
+                        // confirming it): the hand-off used up the waiter's entry, and the
+                        // check in now takes the lock if it is still its own, or stands in
+                        // the queue again.
                         Ok(None) => break,
                         Err(e) if e.is_backend() => break,
                         Err(e) => return Err(e),
@@ -414,7 +423,7 @@ impl Waiting<'_> {
                 }
                 let Some(pause) = pause(deadline, failures, holder_until, ticket.announced())
                 else {
-                    return Err(self.gave_up(last_error));
+                    return Err(self.gave_up(last));
                 };
                 // A queued waiter checks in on time, whatever else it waits for.
                 let pause = if queued && failures == 0 {
@@ -437,10 +446,22 @@ impl Waiting<'_> {
         }
     }
 
-    /// The budget ran out: the last attempt's error, or `Busy`.
-    fn gave_up(&self, last_error: Option<LockError>) -> LockError {
+    /// The budget ran out: `Busy` when Redis last said so, else what went wrong.
+    fn gave_up(&self, last: LastAnswer) -> LockError {
         self.engine.counters.waited(self.started.elapsed());
-        last_error.unwrap_or_else(|| self.busy())
+        match last {
+            LastAnswer::Busy => self.busy(),
+            LastAnswer::Failed(e) => e,
+            LastAnswer::None => self.unanswered(),
+        }
+    }
+
+    /// No answer came within the budget: Redis is down or unreachable, not the lock busy.
+    fn unanswered(&self) -> LockError {
+        LockError::Timeout {
+            operation: "acquire",
+            timeout: self.started.elapsed(),
+        }
     }
 
     /// Records a successful wait.
@@ -462,6 +483,7 @@ impl Waiting<'_> {
         };
         // When the holder's lease ends, as far as its last busy reply told.
         let mut holder_until: Option<Instant> = None;
+        let mut last = LastAnswer::None;
         // A request that may wait does not barge past this client's queued waiters of the
         // key (the task that just released it, looping back, would otherwise win every
         // time): it queues behind them.
@@ -474,10 +496,12 @@ impl Waiting<'_> {
                 Ok(Outcome::Granted(hold)) => return Ok(hold),
                 Ok(Outcome::Busy { remaining, .. }) => {
                     holder_until = remaining.map(|l| Instant::now() + l);
+                    last = LastAnswer::Busy;
                 }
+                Ok(Outcome::Unanswered) => {}
                 // A backend failure (timeout, unreachable, too few masters or replicas) may
                 // pass: retried below, once queued.
-                Err(e) if e.is_backend() => {}
+                Err(e) if e.is_backend() => last = LastAnswer::Failed(e),
                 Err(e) => return Err(e),
             }
         }
@@ -487,7 +511,6 @@ impl Waiting<'_> {
         // wakes it) or on the short re-check timer; a release in between is not missed.
         try_now = false;
         let mut failures = 0;
-        let mut last_error = None;
         loop {
             if try_now {
                 match engine
@@ -498,18 +521,19 @@ impl Waiting<'_> {
                     Ok(Outcome::Busy { remaining, .. }) => {
                         holder_until = remaining.map(|l| Instant::now() + l);
                         failures = 0;
-                        last_error = None;
+                        last = LastAnswer::Busy;
                     }
+                    Ok(Outcome::Unanswered) => {}
                     Err(e) if e.is_backend() => {
                         failures += 1;
                         trace::debug_event!(key = self.key.as_str(), error = %e, "rlock: attempt failed; retrying within the wait budget");
-                        last_error = Some(e);
+                        last = LastAnswer::Failed(e);
                     }
                     Err(e) => return Err(e),
                 }
             }
             let Some(pause) = pause(deadline, failures, holder_until, ticket.announced()) else {
-                return Err(self.gave_up(last_error));
+                return Err(self.gave_up(last));
             };
             tokio::select! {
                 () = ticket.woken() => {}
@@ -521,6 +545,16 @@ impl Waiting<'_> {
             }
         }
     }
+}
+
+/// What Redis last told a waiter: what it reports when its budget runs out. A dead Redis is
+/// not a busy lock: `Busy` only when Redis said so, and no failure came after.
+#[derive(Debug)]
+enum LastAnswer {
+    /// No attempt was answered.
+    None,
+    Busy,
+    Failed(LockError),
 }
 
 /// How long a waiter sleeps before looking again (`None` once its budget is spent): a backoff

@@ -119,8 +119,15 @@ pub(crate) const FEED_HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 /// An acquisition or release whose reply never came is re-sent in the background: first at
 /// once, then after this pause, doubling...
 pub(crate) const ORPHAN_RETRY_MIN: Duration = Duration::from_millis(50);
-/// ...at most this many times in all (the lease bounds it too: after it, nothing is left).
-pub(crate) const ORPHAN_ATTEMPTS: u32 = 5;
+/// ...up to this...
+pub(crate) const ORPHAN_RETRY_MAX: Duration = Duration::from_millis(500);
+/// ...until it is answered: a release's at once, an acquisition's once Redis has answered
+/// "not ours" for this long (its `SET`, waiting in a stopped Redis's input, runs when Redis
+/// resumes, about when the first answer comes)...
+pub(crate) const ORPHAN_SETTLE: Duration = Duration::from_secs(1);
+/// ...or after this long without an answer: a Redis down that long was restarted or is gone,
+/// and its input with it.
+pub(crate) const ORPHAN_HORIZON: Duration = Duration::from_secs(5 * 60);
 
 /// Redis Cluster: the cluster client re-sends a command that met `TRYAGAIN`, `CLUSTERDOWN` or
 /// a lost node at most this many times itself (redirects count too)...

@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use rlock_runtime::key::MAX_KEY_LEN;
-use rlock_runtime::{KeyBuilder, LockClient, LockError, LockKey, MAX_HOLD, MAX_TTL};
+use rlock_runtime::{
+    KeyBuilder, LockClient, LockError, LockKey, MAX_COMMAND_TIMEOUT, MAX_HOLD, MAX_TTL,
+};
 
 /// Pieces keys and URLs are made of: ordinary text, separators rlock reserves, controls,
 /// wide characters, and lookalikes of placeholders.
@@ -135,6 +137,24 @@ async fn absurd_options_are_refused_with_a_typed_error() {
             }
             Err(e) => assert!(expected(&e), "case {case}: {e:?}"),
         }
+    }
+}
+
+/// A command timeout past [`MAX_COMMAND_TIMEOUT`] (`Duration::MAX`, a unit mistake) is
+/// refused at `connect`, before any deadline could overflow.
+#[tokio::test]
+async fn an_absurd_command_timeout_is_refused() {
+    for timeout in [Duration::MAX, MAX_COMMAND_TIMEOUT + Duration::from_nanos(1)] {
+        let refused = LockClient::builder()
+            .url("redis://127.0.0.1:1/")
+            .command_timeout(timeout)
+            .connect()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&refused, LockError::InvalidConfig(why) if why.contains("command timeout")),
+            "{refused:?}"
+        );
     }
 }
 

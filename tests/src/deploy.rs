@@ -91,6 +91,19 @@ impl SentinelProcess {
         cmd.query(&mut conn)
     }
 
+    /// How many times this sentinel was sent `command` (from `INFO commandstats`).
+    pub fn calls(&self, command: &str) -> u64 {
+        let Ok(redis::Value::BulkString(info)) = self.query(&["INFO", "commandstats"]) else {
+            return 0;
+        };
+        let prefix = format!("cmdstat_{command}:calls=");
+        String::from_utf8_lossy(&info)
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|rest| rest.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// The port this sentinel names as master now.
     pub fn master_port(&self) -> Option<u16> {
         let reply = self

@@ -852,6 +852,41 @@ async fn orphan_releases_do_not_count_as_releases() {
     );
 }
 
+/// An acquisition sent to a Redis stopped for longer than the orphan release's first tries
+/// (3 s, a 200 ms command timeout) waits in Redis's input and runs when Redis resumes, with
+/// a 30 s lease and nobody holding it. The background release keeps trying until Redis
+/// answers, then once more after its `SET` could have run: the key is gone soon after the
+/// resume, not 30 s later. (It gave up after five tries within the stop.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquisition_that_runs_after_a_long_stop_is_released() {
+    let server = RedisServer::start();
+    let client = client_for(&server, Duration::from_millis(200)).await;
+    blocking(|| server.pause());
+    let result = client
+        .lock("orphan:late")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await;
+    assert!(result.is_err(), "{result:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    blocking(|| server.resume());
+    let mut raw = server.raw().await;
+    let mut ran = false;
+    for _ in 0..200 {
+        let exists: bool = raw.exists("orphan:late").await.unwrap();
+        ran |= exists;
+        if !exists && ran {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let exists: bool = raw.exists("orphan:late").await.unwrap();
+    assert!(
+        !exists,
+        "the acquisition that ran on resume was left held (it ran: {ran})"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // stress
 // ---------------------------------------------------------------------------------------------

@@ -130,3 +130,29 @@ async fn redlock_refuses_replica_acknowledgement() {
         "{err}"
     );
 }
+
+/// The wait budget is a deadline for the replicas' confirmation too: on a server with no
+/// replica, `WAIT` takes half the command timeout (1 s) to answer none, but a caller with a
+/// 100 ms budget has its answer (an error: nothing is known) by then, and the unconfirmed
+/// grant is taken back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_confirmation_stays_within_the_wait_budget() {
+    let lone = RedisServer::start();
+    let client = LockClient::connect(&lone.url()).await.unwrap();
+    let budget = Duration::from_millis(100);
+    let started = Instant::now();
+    let err = client
+        .lock("budget")
+        .min_replicas(1)
+        .wait(budget)
+        .acquire()
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(err.is_backend(), "{err:?}");
+    assert!(
+        took < budget + Duration::from_millis(250),
+        "a {budget:?} budget returned after {took:?} ({err:?})"
+    );
+    taken_back(&lone, "budget").await;
+}

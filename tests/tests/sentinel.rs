@@ -119,6 +119,34 @@ async fn a_switch_announced_by_the_sentinels_moves_the_client_at_once() {
     );
 }
 
+/// The watcher of the sentinels' switch announcements checks its subscribed connections with
+/// `PING`, whose reply there is `["pong", ""]`: it keeps one subscription per sentinel for as
+/// long as the client lives. (It read the reply as a string, failed, and reconnected every
+/// second, each time a window in which a `+switch-master` went unheard.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_switch_watcher_keeps_its_subscriptions() {
+    let deployment = SentinelDeployment::start();
+    let subscribed = || -> u64 {
+        deployment
+            .sentinels
+            .iter()
+            .map(|s| s.calls("subscribe"))
+            .sum()
+    };
+    let before = subscribed();
+    let a = sentinel_client(&deployment).await;
+    locks_on(&a, deployment.master().unwrap(), "watched").await;
+    // Four health checks of each watcher's connection.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let subscriptions = subscribed() - before;
+    assert!(
+        subscriptions <= deployment.sentinels.len() as u64,
+        "{subscriptions} subscriptions to {} sentinels in 4.5 s",
+        deployment.sentinels.len()
+    );
+    drop(a);
+}
+
 /// `rediss+sentinel://`: the sentinels and the servers are reached over TLS, trusting a
 /// private authority; the client locks on the master, and its switch watchers (TLS too) move
 /// it to the new master after a failover.

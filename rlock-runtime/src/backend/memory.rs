@@ -58,7 +58,6 @@ impl MemoryBackend {
             return Attempt::Busy {
                 remaining: Some(entry.expires - now),
                 queued: false,
-                lapsed: false,
             };
         }
         if locks.entries.len() > 2 * locks.swept_at.max(512) {
@@ -149,7 +148,7 @@ impl LeaseStore for MemoryBackend {
         Ok(self.try_acquire(lease, ask))
     }
 
-    async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+    async fn release(&self, lease: Lease<'_>, _fenced: bool) -> Result<bool, LockError> {
         Ok(self.release_now(lease.key, lease.token))
     }
 

@@ -38,13 +38,12 @@ pub(crate) enum Attempt {
     /// announcement is on the way, or was lost); the lease has `left` from when the attempt
     /// was sent.
     Handed { fence: Option<u64>, left: Duration },
-    /// Another owner holds it; its lease has this much left, when the backend knows. The
-    /// waiter is queued in Redis if it asked to be, unless the queue was full. `lapsed` when
-    /// a queued waiter found the queue gone (its client's other waiters' entries with it).
+    /// Another owner holds it; its lease has this much left, when the backend tells (in a
+    /// queue in Redis: to the queue's head, on every call). The waiter is queued in Redis if
+    /// it asked to be, unless the queue was full.
     Busy {
         remaining: Option<Duration>,
         queued: bool,
-        lapsed: bool,
     },
     /// Redlock: too few masters answered for a majority to grant it.
     NoQuorum { granted: usize, needed: usize },
@@ -67,14 +66,10 @@ pub(crate) struct AttemptAsks {
 pub(crate) struct QueueAsk {
     /// Never take the lock past a live waiter that queued earlier.
     pub(crate) fair: bool,
-    /// The request was queued before (a release may have handed it the lock already, and
-    /// it keeps its place).
+    /// The request was queued before: a check in. A release may have handed it the lock
+    /// already; it keeps its place, or stands in the queue again if its entry is gone (see
+    /// WAITING.md).
     pub(crate) queued: bool,
-    /// Refresh the queue's expiry (each client does, once in a while, while it waits).
-    pub(crate) refresh: bool,
-    /// Make sure the queued request's entry is still there (a release may have skipped it
-    /// while the client's subscription was not confirmed, or the queue expired).
-    pub(crate) verify: bool,
     /// Join the queue, if it exists, with one plain `RPUSHX` and without looking at the lock:
     /// the client's waiters of the key are subscribed, and a queue means the lock is held or
     /// being handed on. (Without a queue, the acquire script runs as usual.)
@@ -155,8 +150,15 @@ pub(crate) trait LeaseStore {
     ) -> impl Future<Output = Result<Attempt, LockError>> + Send;
 
     /// Deletes the lock if `lease.token` still owns it, or hands it to the next waiter
-    /// queued in Redis; `Ok(false)` when it did not own it.
-    fn release(&self, lease: Lease<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
+    /// queued in Redis; `Ok(false)` when it did not own it. `fenced` when the hold had a
+    /// fence: the release declares the lock's fence record, which a hand-off to a fenced
+    /// waiter needs (such waiters most often stand behind fenced holds; behind others the
+    /// release takes a second round trip to declare it).
+    fn release(
+        &self,
+        lease: Lease<'_>,
+        fenced: bool,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
 
     /// A waiter gives up: its entry (queued for `lease.ttl`, `fenced` or not) leaves the
     /// queue, and a lock handed to it meanwhile is released (handed on); `Ok(true)` when it
@@ -288,12 +290,12 @@ impl LeaseStore for Backend {
         }
     }
 
-    async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
+    async fn release(&self, lease: Lease<'_>, fenced: bool) -> Result<bool, LockError> {
         match self {
-            Self::Redis(b) => b.release(lease).await,
-            Self::Cluster(b) => b.release(lease).await,
-            Self::Redlock(b) => b.release(lease).await,
-            Self::Memory(b) => b.release(lease).await,
+            Self::Redis(b) => b.release(lease, fenced).await,
+            Self::Cluster(b) => b.release(lease, fenced).await,
+            Self::Redlock(b) => b.release(lease, fenced).await,
+            Self::Memory(b) => b.release(lease, fenced).await,
         }
     }
 

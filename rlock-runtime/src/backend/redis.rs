@@ -22,7 +22,7 @@ use futures_util::future::join_all;
 use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
 use super::pubsub::{Connector, Feed, RELEASE_CHANNEL_PREFIX, shard_channel};
-use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, QueueAsk, ReleaseListener, millis};
+use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, ReleaseListener, millis};
 use crate::error::LockError;
 use crate::key::Companion;
 use crate::slot::slot;
@@ -235,32 +235,38 @@ impl<O: Opener> Scripted<O> {
         }
     }
 
-    /// A call of the acquire or release script, with the keys both take: the lock and its
-    /// queue (the scripts derive the fence key from the queue's, in the same slot).
+    /// A call of the acquire or release script, with every key either may touch: the lock,
+    /// its queue (Redlock: its awaited mark) and its fence record, all in its slot.
     fn keyed(lua: &'static Lua, lease: Lease<'_>, queue: bool) -> ScriptCall {
         let companion = if queue {
             Companion::waiters(lease.key)
         } else {
             Companion::awaited(lease.key)
         };
-        let mut call = lua.start(2, lease.key.len() * 2 + 10);
-        call.arg(lease.key).arg(companion);
+        let fence = Companion::fence(lease.key);
+        let mut call = lua.start(3, lease.key.len() + companion.len() + fence.len());
+        call.arg(lease.key).arg(companion).arg(fence);
         call
     }
 
     /// Runs the release script; `leaving` (with the entry's fence flag) when a waiter gives
-    /// up its place too.
+    /// up its place too; `fence_record` to declare the lock's fence record up front.
     async fn release_script(
         &self,
         lease: Lease<'_>,
         leaving: Option<bool>,
+        fence_record: bool,
     ) -> Result<bool, LockError> {
-        // The common release (one server, a queue, not leaving) takes the token alone, and,
-        // when the script can name the queue itself, the lock's key alone: each key and
-        // argument costs Redis strings to parse and to build for Lua, a key most of all.
-        let common = !O::CLUSTER && self.queue && leaving.is_none();
-        let mut release = if common && Companion::waiters(lease.key).is_wrapped() {
-            RELEASE.call(&[lease.key])
+        // The common release (one server, a queue, not leaving, no fence) takes the token
+        // alone, and the lock and its queue as keys: each key and argument costs Redis
+        // strings to parse and to build for Lua, a key most of all. The fence record is
+        // declared when the script asks for it (a fenced waiter is next).
+        let common = !O::CLUSTER && self.queue && leaving.is_none() && !fence_record;
+        let mut release = if common {
+            let queue = Companion::waiters(lease.key);
+            let mut call = RELEASE.start(2, lease.key.len() + queue.len());
+            call.arg(lease.key).arg(queue);
+            call
         } else {
             Self::keyed(&RELEASE, lease, self.queue)
         };
@@ -281,10 +287,20 @@ impl<O: Opener> Scripted<O> {
         } else {
             "release"
         };
-        let deleted: i64 = self
+        let mut outcome: i64 = self
             .invoke(operation, self.conn.timeout(), &release)
             .await?;
-        Ok(deleted == 1)
+        if outcome == NEEDS_FENCE_RECORD {
+            // Boxed: a hand-off to a fenced waiter is the rare release.
+            outcome = Box::pin(async {
+                let mut again = Self::keyed(&RELEASE, lease, true);
+                again.arg(lease.token);
+                self.invoke::<i64>(operation, self.conn.timeout(), &again)
+                    .await
+            })
+            .await?;
+        }
+        Ok(outcome == 1)
     }
 
     /// Connects and loads the scripts up front, so the first calls do not all miss at once and
@@ -360,12 +376,11 @@ impl<O: Opener> Scripted<O> {
                 Attempt::Busy {
                     remaining: None,
                     queued: false,
-                    lapsed: false,
                 }
             });
         }
-        if let Some(queue) = queue.filter(|q| q.append && !q.queued)
-            && let Some(busy) = self.append(lease, queue, ask.fence, timeout).await?
+        if queue.is_some_and(|q| q.append && !q.queued)
+            && let Some(busy) = self.append(lease, ask.fence, timeout).await?
         {
             return Ok(busy);
         }
@@ -384,9 +399,7 @@ impl<O: Opener> Scripted<O> {
                 .arg(publish)
                 .arg(WAITERS_QUEUE_MAX)
                 .arg(flag(queue.fair))
-                .arg(flag(queue.queued))
-                .arg(flag(queue.refresh))
-                .arg(flag(queue.verify));
+                .arg(flag(queue.queued));
         } else if ask.remaining && !self.queue {
             acquire.arg("m").arg(millis(WAITERS_MARK_SLACK));
         } else {
@@ -405,20 +418,20 @@ impl<O: Opener> Scripted<O> {
             outcome => Attempt::Busy {
                 remaining: lease_left(at(1)),
                 queued: queue.is_some() && outcome == 0,
-                lapsed: at(2) == 1,
             },
         })
     }
 }
 
 impl<O: Opener> Scripted<O> {
-    /// Joins the lock's queue with a plain `RPUSHX` (and refreshes its expiry, when due, in
-    /// the same round trip): `None` when there is no queue, and the acquire script must look
-    /// at the lock. An entry past the queue's bound is taken back: the waiter waits on timers.
+    /// Joins the lock's queue with a plain `RPUSHX`: `None` when there is no queue, and the
+    /// acquire script must look at the lock. An entry past the queue's bound is taken back:
+    /// the waiter waits on timers. (The queue's other waiters keep it alive; the newcomer's
+    /// own check ins do from its first one on, and put its entry back if the queue lapsed
+    /// meanwhile.)
     async fn append(
         &self,
         lease: Lease<'_>,
-        ask: QueueAsk,
         fenced: bool,
         timeout: Duration,
     ) -> Result<Option<Attempt>, LockError> {
@@ -429,15 +442,11 @@ impl<O: Opener> Scripted<O> {
         let length: u64 = self
             .conn
             .call("acquire", timeout, |mut c| async move {
-                let mut pipe = redis::pipe();
-                pipe.cmd("RPUSHX").arg(queue).arg(entry);
-                if ask.refresh {
-                    pipe.cmd("PEXPIRE")
-                        .arg(queue)
-                        .arg(millis(WAITERS_QUEUE_LEASE))
-                        .ignore();
-                }
-                let (length,): (u64,) = pipe.query_async(&mut c).await?;
+                let length: u64 = redis::cmd("RPUSHX")
+                    .arg(queue)
+                    .arg(entry)
+                    .query_async(&mut c)
+                    .await?;
                 if length > u64::from(WAITERS_QUEUE_MAX) {
                     redis::cmd("LREM")
                         .arg(queue)
@@ -452,10 +461,13 @@ impl<O: Opener> Scripted<O> {
         Ok((length > 0).then_some(Attempt::Busy {
             remaining: None,
             queued: length <= u64::from(WAITERS_QUEUE_MAX),
-            lapsed: false,
         }))
     }
 }
+
+/// The release script's answer when the next waiter wants a fence and the call did not
+/// declare the fence record: nothing was done, and the call comes again with it.
+const NEEDS_FENCE_RECORD: i64 = -1;
 
 /// A script flag.
 fn flag(on: bool) -> &'static str {
@@ -472,12 +484,12 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         self.acquire_within(lease, ask, self.conn.timeout()).await
     }
 
-    async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
-        self.release_script(lease, None).await
+    async fn release(&self, lease: Lease<'_>, fenced: bool) -> Result<bool, LockError> {
+        self.release_script(lease, None, fenced).await
     }
 
     async fn withdraw(&self, lease: Lease<'_>, fenced: bool) -> Result<bool, LockError> {
-        self.release_script(lease, self.queue.then_some(fenced))
+        self.release_script(lease, self.queue.then_some(fenced), true)
             .await
     }
 
@@ -608,22 +620,6 @@ fn config_error(url: &str, e: &RedisError) -> LockError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_release_script_names_a_wrapped_queue_as_companion_keys_do() {
-        // A release on one server may pass the lock's key alone; the script then names the
-        // queue itself, and it must be the key waiters queue under.
-        assert!(
-            RELEASE
-                .source
-                .contains("KEYS[2] or '{' .. lock .. '}:waiters'")
-        );
-        let companion = Companion::waiters("order:42");
-        assert!(companion.is_wrapped());
-        assert_eq!(companion.to_string(), "{order:42}:waiters");
-        assert!(!Companion::waiters("order:{42}").is_wrapped());
-        assert!(!Companion::waiters("odd}key").is_wrapped());
-    }
 
     #[test]
     fn the_release_script_announces_on_the_channels_waiters_listen_on() {

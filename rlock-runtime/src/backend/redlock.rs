@@ -29,7 +29,8 @@ use crate::tuning::{REDLOCK_NODE_TIMEOUT_DIVISOR, lease_margin};
 
 #[derive(Debug)]
 pub(crate) struct Redlock {
-    nodes: Vec<RedisNode>,
+    /// Shared with background releases (see [`Redlock::release_everywhere`]).
+    nodes: Vec<Arc<RedisNode>>,
     timeout: Duration,
 }
 
@@ -49,11 +50,15 @@ impl Redlock {
         let this = Self {
             nodes: clients
                 .into_iter()
-                .map(|c| RedisNode::lazy(Endpoint::Fixed(Arc::new(c)), timeout).announcing_to_all())
+                .map(|c| {
+                    Arc::new(
+                        RedisNode::lazy(Endpoint::Fixed(Arc::new(c)), timeout).announcing_to_all(),
+                    )
+                })
                 .collect(),
             timeout,
         };
-        let reached = join_all(this.nodes.iter().map(RedisNode::load_scripts)).await;
+        let reached = join_all(this.nodes.iter().map(|n| n.load_scripts())).await;
         let up = reached.iter().filter(|r| r.is_ok()).count();
         if up < this.quorum() {
             let first = reached.into_iter().find_map(Result::err);
@@ -110,9 +115,27 @@ impl Redlock {
         })
     }
 
-    /// Deletes the token on every master, for an acquisition that failed.
+    /// Deletes the token on every master, for an acquisition that failed, in the background:
+    /// the caller's answer does not wait for a master that does not answer (a stopped one
+    /// would hold a zero-wait `Busy` for another command timeout). Where the driver cannot
+    /// run it, here and now.
     async fn release_everywhere(&self, lease: Lease<'_>) {
-        join_all(self.nodes.iter().map(|n| n.release(lease))).await;
+        let (nodes, key, token) = (
+            self.nodes.clone(),
+            lease.key.to_owned(),
+            lease.token.to_owned(),
+        );
+        let release = async move {
+            let lease = Lease {
+                key: &key,
+                token: &token,
+                ttl: Duration::ZERO,
+            };
+            join_all(nodes.iter().map(|n| n.release(lease, false))).await;
+        };
+        if !crate::driver::spawn(release) {
+            join_all(self.nodes.iter().map(|n| n.release(lease, false))).await;
+        }
     }
 }
 
@@ -181,19 +204,18 @@ impl LeaseStore for Redlock {
         Ok(Attempt::Busy {
             remaining,
             queued: false,
-            lapsed: false,
         })
     }
 
-    async fn release(&self, lease: Lease<'_>) -> Result<bool, LockError> {
-        let answers = join_all(self.nodes.iter().map(|n| n.release(lease))).await;
+    async fn release(&self, lease: Lease<'_>, _fenced: bool) -> Result<bool, LockError> {
+        let answers = join_all(self.nodes.iter().map(|n| n.release(lease, false))).await;
         let (t, errors) = tally(answers);
         self.decide("release", t, errors)
     }
 
     /// Nothing queues in Redis here: giving up is releasing whatever was granted.
     async fn withdraw(&self, lease: Lease<'_>, _fenced: bool) -> Result<bool, LockError> {
-        self.release(lease).await
+        self.release(lease, false).await
     }
 
     async fn renew(

@@ -181,7 +181,11 @@ async fn watch_sentinel(client: redis::Client, master: Weak<SentinelMaster>) {
                     }
                 }
                 _ = health.tick() => {
-                    let pong = tokio::time::timeout(FEED_HEALTH_INTERVAL, sink.ping::<String>());
+                    // Any reply will do: a subscribed RESP2 connection answers
+                    // `["pong", ""]`, not `PONG` (read as a string, it failed, and the watcher
+                    // reconnected every second, each time a window to miss a switch).
+                    let pong =
+                        tokio::time::timeout(FEED_HEALTH_INTERVAL, sink.ping::<redis::Value>());
                     if master.strong_count() == 0 || !matches!(pong.await, Ok(Ok(_))) {
                         break;
                     }

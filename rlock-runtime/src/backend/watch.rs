@@ -6,7 +6,7 @@
 //! timeout old still has calls outstanding, cuts the connection. Its reply reader stops, and
 //! every call waiting on it fails at once. So each call is bounded by the command timeout
 //! (cut between 15/16 and all of it after it started, or later by as much as the task's own
-//! wake-up is late), and pays a clock read and two uncontended atomic additions where a timer
+//! wake-up is late; a timeout under 16 ms is cut into slices of a millisecond), and pays a clock read and two uncontended atomic additions where a timer
 //! cost a lock of the runtime's timer wheel on insertion and again on removal.
 //!
 //! Replies come in order on a connection, so a call that waits past the timeout means
@@ -26,7 +26,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::shard::{self, SHARDS};
 
-/// How many slices a command timeout is cut into: a call is cut at most one slice early.
+/// How many slices a command timeout is cut into (fewer, of a millisecond each, for a
+/// timeout under 16 ms: a timer tick is no finer): a call is cut at most one slice early.
 const SLICES: u64 = 16;
 /// Counters per shard: two timeouts' worth, so that the task, even a whole timeout late,
 /// never judges a counter that newer calls have already reused.
@@ -40,6 +41,8 @@ pub(crate) struct Watch {
     /// The clock's origin for slices.
     origin: Instant,
     slice: Duration,
+    /// Slices per command timeout: [`SLICES`], or fewer for a timeout under 16 ms.
+    span: u64,
     shards: [Shard; SHARDS],
     /// Set when the task cut the connection for an overdue call.
     cut: AtomicBool,
@@ -83,10 +86,13 @@ pub(crate) enum Ended {
 impl Watch {
     /// A keeper for calls bounded by `timeout`.
     pub(crate) fn new(timeout: Duration) -> Self {
+        // Lossless: at most SLICES.
+        let span = (timeout.as_millis().clamp(1, u128::from(SLICES))) as u64;
         Self {
             origin: Instant::now(),
-            // At least a millisecond: a slice of zero would make every call overdue.
-            slice: (timeout / SLICES as u32).max(Duration::from_millis(1)),
+            // Never zero: a slice of zero would make every call overdue.
+            slice: (timeout / span as u32).max(Duration::from_micros(1)),
+            span,
             shards: std::array::from_fn(|_| Shard(std::array::from_fn(|_| AtomicU32::new(0)))),
             cut: AtomicBool::new(false),
             idle: AtomicBool::new(false),
@@ -98,8 +104,11 @@ impl Watch {
     fn slice_of(&self, at: Instant) -> u64 {
         // In u64 nanoseconds (a 128-bit division costs a call on every command): they last
         // 584 years from the watch's start.
-        let nanos =
-            |d: Duration| d.as_secs().saturating_mul(1_000_000_000) + u64::from(d.subsec_nanos());
+        let nanos = |d: Duration| {
+            d.as_secs()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(u64::from(d.subsec_nanos()))
+        };
         nanos(at.saturating_duration_since(self.origin)) / nanos(self.slice).max(1)
     }
 
@@ -171,11 +180,11 @@ impl Watch {
                 }
                 _ = tick.tick(), if !idle => {
                     let now = self.slice_of(Instant::now());
-                    // Calls of slice `s` have run at least `SLICES - 1` slices once `now`
-                    // reaches `s + SLICES`. A counter older than `SLOTS` slices holds newer
+                    // Calls of slice `s` have run at least `span - 1` slices once `now`
+                    // reaches `s + span`. A counter older than `SLOTS` slices holds newer
                     // calls by now: those slices are not judged (only a task a whole timeout
                     // late skips any, and while idle there are none to judge).
-                    if let Some(newest) = now.checked_sub(SLICES) {
+                    if let Some(newest) = now.checked_sub(self.span) {
                         let oldest = unjudged.max(now.saturating_sub(SLOTS as u64 - 1));
                         if (oldest..=newest).any(|slice| self.outstanding_in(Self::slot(slice)) > 0) {
                             self.cut.store(true, Ordering::Release);
@@ -268,6 +277,16 @@ mod tests {
         )
         .await;
         assert_eq!(ended, Ok(Ended::Retired));
+    }
+
+    /// A timeout under 16 ms is kept to the millisecond, not stretched to 16 slices of one.
+    #[tokio::test]
+    async fn a_short_timeout_is_cut_in_millisecond_slices() {
+        let watch = Watch::new(Duration::from_millis(4));
+        assert_eq!((watch.slice, watch.span), (Duration::from_millis(1), 4));
+        let long = Watch::new(Duration::MAX);
+        assert_eq!(long.span, SLICES);
+        let _ = long.slice_of(Instant::now());
     }
 
     #[tokio::test]

@@ -504,11 +504,12 @@ impl Hold {
         }
         // If this future is dropped while the release is on its way, or the release fails,
         // it is sent again in the background: a dropped future leaves no lock behind.
-        let mut unanswered = Resend::release(&self.engine, &self.redis_key, &self.token);
+        let fenced = self.fence().is_some();
+        let mut unanswered = Resend::release(&self.engine, &self.redis_key, &self.token, fenced);
         let outcome = self
             .engine
             .backend
-            .release(self.lease(Duration::ZERO))
+            .release(self.lease(Duration::ZERO), fenced)
             .await;
         unanswered.armed = outcome.is_err();
         drop(unanswered);

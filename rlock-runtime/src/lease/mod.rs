@@ -16,7 +16,7 @@ use crate::error::LockError;
 use crate::key::LockKey;
 use crate::metrics::{Count, Counters};
 use crate::token::TokenSource;
-use crate::tuning::{ORPHAN_ATTEMPTS, ORPHAN_RETRY_MIN, backoff};
+use crate::tuning::{ORPHAN_HORIZON, ORPHAN_RETRY_MAX, ORPHAN_RETRY_MIN, ORPHAN_SETTLE, backoff};
 use crate::wait::{Busy, WaitQueues};
 
 pub(crate) use hold::Hold;
@@ -58,6 +58,9 @@ pub(crate) enum Outcome {
         remaining: Option<Duration>,
         place: Busy,
     },
+    /// The caller's deadline came before the answer (and before any replicas confirmed a
+    /// grant): nothing is known of the lock. Whatever Redis did is undone in the background.
+    Unanswered,
 }
 
 /// A lock granted to this client: under `token`, by a request sent at `sent_at` (or after),
@@ -104,8 +107,8 @@ impl Engine {
     }
 
     /// One attempt at `redis_key`, returning by `deadline` if given. On success the hold is
-    /// watched; `Busy` tells how long the holder's lease has left, when known (an attempt cut
-    /// short by the deadline counts as busy, length unknown: the caller's budget is spent).
+    /// watched; `Busy` tells how long the holder's lease has left, when known; an attempt cut
+    /// short by the deadline is `Unanswered` (nothing is known: not "busy").
     /// If the reply never comes (timeout, deadline, cancelled caller), Redis may still have
     /// granted it: the token is released (and its queue entry withdrawn) in the background,
     /// so no orphan blocks others.
@@ -145,32 +148,20 @@ impl Engine {
             None => Some(self.backend.acquire(lease, asks).await),
         };
         let Some(outcome) = outcome else {
-            return Ok(Outcome::Busy {
-                remaining: None,
-                place: Busy {
-                    queued: false,
-                    first: false,
-                    lapsed: false,
-                },
-            });
+            return Ok(Outcome::Unanswered);
         };
         let (fence, granted) = match outcome {
             Err(e) => return Err(e),
             Ok(Attempt::Acquired { fence }) => (fence, plan.ttl),
             Ok(Attempt::Handed { fence, left }) => (fence, left),
-            Ok(Attempt::Busy {
-                remaining,
-                queued,
-                lapsed,
-            }) => {
+            Ok(Attempt::Busy { remaining, queued }) => {
                 orphan.armed = false;
                 return Ok(Outcome::Busy {
                     remaining,
                     place: Busy {
                         queued,
-                        // The script reads the holder's lease only for the queue's first.
+                        // The script reads the holder's lease only for the queue's head.
                         first: remaining.is_some(),
-                        lapsed,
                     },
                 });
             }
@@ -182,14 +173,20 @@ impl Engine {
                 });
             }
         };
-        if plan.min_replicas > 0
-            && let Err((e, taken_back)) =
-                Box::pin(self.confirm_or_take_back(key, redis_key, lease, plan.min_replicas)).await
-        {
-            // The still-armed guard takes it back in the background if that failed, or if
-            // this future is dropped meanwhile.
-            orphan.armed = !taken_back;
-            return Err(e);
+        if plan.min_replicas > 0 {
+            // Within the caller's deadline too: replicas that confirm after it are too late.
+            // The still-armed guard takes the grant back in the background if the take-back
+            // failed, if the deadline came first, or if this future is dropped meanwhile.
+            let confirm =
+                Box::pin(self.confirm_or_take_back(key, redis_key, lease, plan.min_replicas));
+            match within(ask.deadline, confirm).await {
+                None => return Ok(Outcome::Unanswered),
+                Some(Err((e, taken_back))) => {
+                    orphan.armed = !taken_back;
+                    return Err(e);
+                }
+                Some(Ok(())) => {}
+            }
         }
         // A grant confirmed after its lease could have ended (a stalled process, a slow
         // network) is not handed out: the lock may be another holder's by now, and this one
@@ -214,52 +211,82 @@ impl Engine {
 
     /// A lock a release handed to a waiter of this client, named in its announcement: the
     /// lease was set after `since` (the waiter's last check found another holder), for
-    /// `lease`. `None` when too little of it is left to count on: the waiter then asks Redis.
-    /// With `min_replicas`, the grant is first written again from this client's connection
-    /// (an extend to the full ttl) so that `WAIT` covers it, and confirmed like any other;
-    /// without renewal, the short handoff lease is extended to the ttl the same way.
+    /// `lease`. `None` when too little of it is left to count on, or when the commands it
+    /// needs do not answer by `deadline`: the waiter then asks Redis (and its ticket, if it
+    /// gives up, hands the lock on). With `min_replicas`, the grant is first written again
+    /// from this client's connection (an extend to the full ttl) so that `WAIT` covers it,
+    /// and confirmed like any other; without renewal, the short handoff lease is extended to
+    /// the ttl the same way.
     pub(crate) async fn adopt(
         self: &Arc<Self>,
         key: &LockKey,
         redis_key: &str,
         plan: LeasePlan,
         grant: Grant,
+        deadline: Instant,
     ) -> Result<Option<Arc<Hold>>, LockError> {
         let left = (grant.sent_at + grant.lease).saturating_duration_since(Instant::now());
         if left < grant.lease / 2 {
             return Ok(None);
         }
-        let grant = if plan.min_replicas > 0 || (!plan.renew && grant.lease < plan.ttl) {
-            let lease = Lease {
-                key: redis_key,
-                token: &grant.token,
-                ttl: plan.ttl,
-            };
-            let sent_at = Instant::now();
-            if !self.backend.extend(lease).await? {
-                return Ok(None);
-            }
-            // A grant not taken back is left to the waiter's ticket, which withdraws it.
-            if plan.min_replicas > 0
-                && let Err((e, _)) =
-                    Box::pin(self.confirm_or_take_back(key, redis_key, lease, plan.min_replicas))
-                        .await
-            {
-                return Err(e);
-            }
-            Grant {
-                sent_at,
-                lease: plan.ttl,
-                ..grant
-            }
-        } else {
-            grant
+        if plan.min_replicas == 0 && (plan.renew || grant.lease >= plan.ttl) {
+            return Ok(self.hold_if_current(key, redis_key, plan, grant));
+        }
+        // Boxed: a rare path, whose commands' state would ride inline in every waiter.
+        let rewritten = Box::pin(self.rewrite_handoff(key, redis_key, plan, grant));
+        match within(Some(deadline), rewritten).await {
+            Some(Ok(Some(grant))) => Ok(self.hold_if_current(key, redis_key, plan, grant)),
+            Some(Ok(None)) | None => Ok(None),
+            Some(Err(e)) => Err(e),
+        }
+    }
+
+    /// A handed lock's lease written again to the full ttl from this client (and, with
+    /// `min_replicas`, confirmed): the grant to hold, or `None` when it is no longer ours.
+    async fn rewrite_handoff(
+        self: &Arc<Self>,
+        key: &LockKey,
+        redis_key: &str,
+        plan: LeasePlan,
+        grant: Grant,
+    ) -> Result<Option<Grant>, LockError> {
+        let lease = Lease {
+            key: redis_key,
+            token: &grant.token,
+            ttl: plan.ttl,
         };
-        // As for an attempt: a grant whose lease may have ended meanwhile is not handed out.
-        if Instant::now() >= grant.sent_at + grant.lease {
+        let sent_at = Instant::now();
+        if !self.backend.extend(lease).await? {
             return Ok(None);
         }
-        Ok(Some(self.hold(key, redis_key, plan, grant)))
+        // A grant not taken back is left to the waiter's ticket, which withdraws it.
+        if plan.min_replicas > 0
+            && let Err((e, _)) = self
+                .confirm_or_take_back(key, redis_key, lease, plan.min_replicas)
+                .await
+        {
+            return Err(e);
+        }
+        Ok(Some(Grant {
+            sent_at,
+            lease: plan.ttl,
+            ..grant
+        }))
+    }
+
+    /// A hold of `grant`, unless its lease may have ended meanwhile (as for an attempt: such
+    /// a grant is not handed out).
+    fn hold_if_current(
+        self: &Arc<Self>,
+        key: &LockKey,
+        redis_key: &str,
+        plan: LeasePlan,
+        grant: Grant,
+    ) -> Option<Arc<Hold>> {
+        if Instant::now() >= grant.sent_at + grant.lease {
+            return None;
+        }
+        Some(self.hold(key, redis_key, plan, grant))
     }
 
     /// A new hold, watched from now on.
@@ -291,7 +318,7 @@ impl Engine {
         let Err(e) = self.confirm_replicas(key, lease, replicas).await else {
             return Ok(());
         };
-        let taken_back = self.backend.release(lease).await;
+        let taken_back = self.backend.release(lease, false).await;
         if matches!(taken_back, Ok(true)) {
             self.released(redis_key, Count::OrphanReleased);
         }
@@ -323,6 +350,14 @@ impl Engine {
     }
 }
 
+/// `future`'s output, or `None` when `deadline` (if any) comes first.
+async fn within<F: Future>(deadline: Option<Instant>, future: F) -> Option<F::Output> {
+    match deadline {
+        Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
+        None => Some(future.await),
+    }
+}
+
 /// Sends a compare-and-delete again in the background when dropped armed: an acquisition or
 /// release whose reply never came (timeout, error, cancelled caller) may still be carried out
 /// or not, so the delete (which can remove nothing but ours) is retried a few times, also
@@ -333,6 +368,8 @@ pub(crate) struct Resend<'a> {
     token: &'a str,
     /// Counted as a hold's release, or as an orphan acquisition's.
     count: Count,
+    /// The hold was fenced (see [`LeaseStore::release`]).
+    fenced: bool,
     /// The token may also be queued in Redis: its entry is withdrawn too.
     queued: Option<QueueEntry>,
     pub(crate) armed: bool,
@@ -340,8 +377,15 @@ pub(crate) struct Resend<'a> {
 
 impl<'a> Resend<'a> {
     /// For a hold's release.
-    pub(crate) fn release(engine: &'a Arc<Engine>, redis_key: &'a str, token: &'a str) -> Self {
-        Self::armed(engine, redis_key, token, Count::Released)
+    pub(crate) fn release(
+        engine: &'a Arc<Engine>,
+        redis_key: &'a str,
+        token: &'a str,
+        fenced: bool,
+    ) -> Self {
+        let mut resend = Self::armed(engine, redis_key, token, Count::Released);
+        resend.fenced = fenced;
+        resend
     }
 
     /// For an acquisition (an orphan if its reply never comes), queued in Redis or not.
@@ -364,6 +408,7 @@ impl<'a> Resend<'a> {
             redis_key,
             token,
             count,
+            fenced: false,
             queued: None,
             armed: true,
         }
@@ -377,11 +422,15 @@ impl Drop for Resend<'_> {
         }
         let engine = self.engine.clone();
         let (key, token, count) = (self.redis_key.to_owned(), self.token.to_owned(), self.count);
-        let queued = self.queued;
+        let (queued, fenced) = (self.queued, self.fenced);
         crate::driver::spawn(async move {
-            for attempt in 1..=ORPHAN_ATTEMPTS {
+            let started = Instant::now();
+            // When Redis first answered that the token is not (or no longer) there.
+            let mut answered = None;
+            for attempt in 1.. {
                 if attempt > 1 {
-                    tokio::time::sleep(backoff(ORPHAN_RETRY_MIN, Duration::MAX, attempt - 1)).await;
+                    tokio::time::sleep(backoff(ORPHAN_RETRY_MIN, ORPHAN_RETRY_MAX, attempt - 1))
+                        .await;
                 }
                 let released = match queued {
                     Some(entry) => {
@@ -398,7 +447,7 @@ impl Drop for Resend<'_> {
                             token: &token,
                             ttl: Duration::ZERO,
                         };
-                        engine.backend.release(lease).await
+                        engine.backend.release(lease, fenced).await
                     }
                 };
                 match released {
@@ -406,9 +455,24 @@ impl Drop for Resend<'_> {
                         engine.released(&key, count);
                         return;
                     }
-                    // A release's first send landed; an acquisition's SET may yet land.
+                    // A release's first send landed.
                     Ok(false) if matches!(count, Count::Released) => return,
-                    _ => {}
+                    // An acquisition's `SET` may yet land: sent on a connection that was cut,
+                    // it can wait in a stopped Redis's input and run when Redis resumes, at
+                    // about the time of this answer. Once Redis has answered for a while, it
+                    // has run or never will.
+                    Ok(false) => {
+                        let first = *answered.get_or_insert_with(Instant::now);
+                        if first.elapsed() >= ORPHAN_SETTLE {
+                            return;
+                        }
+                    }
+                    Err(_) => {}
+                }
+                // Redis down for longer than any stop worth waiting out: a restart lost the
+                // `SET` with everything else.
+                if started.elapsed() >= ORPHAN_HORIZON {
+                    return;
                 }
             }
         });

@@ -6,9 +6,10 @@
 //! lock. Here the announcement finds the waiter by its token ([`Ticket::handed`]). The
 //! announcement goes to the client's own channel for the key, and a release skips the
 //! entries of a client that does not listen (its process died, or its subscription is not
-//! confirmed yet): a waiter makes sure its entry is still queued after each confirmation.
-//! The queue expires unless its waiters' calls refresh it, one of each client's in each
-//! [`WAITER_CHECK_INTERVAL`] (see [`Ticket::queue_ask`]).
+//! confirmed yet). Every check in of a queued waiter (at least one per
+//! [`WAITER_CHECK_INTERVAL`](crate::tuning::WAITER_CHECK_INTERVAL)) keeps the queue alive and puts the waiter's entry back if it is
+//! gone, so a live waiter is out of the queue for at most one check in (WAITING.md states
+//! the protocol and its invariants; the `rlock-model` crate checks them).
 //!
 //! Without a queue in Redis (Redlock, in process), an announcement says only "released":
 //! within one client only the waiter at the head of a key's queue retries, and the others
@@ -35,7 +36,7 @@ use tokio::time::Instant;
 use crate::backend::{
     Backend, Handoff, Lease, LeaseStore, QueueAsk, QueueEntry, ReleaseFeed, ReleaseListener,
 };
-use crate::tuning::{SUBSCRIPTION_LINGER, WAIT_COURTESY, WAITER_CHECK_INTERVAL};
+use crate::tuning::{SUBSCRIPTION_LINGER, WAIT_COURTESY};
 
 /// Whether a key's release announcements reach this client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,14 +56,6 @@ struct KeyWaiters {
     announced: Announced,
     /// When the last waiter left (the subscription lingers a while).
     idle_since: Option<Instant>,
-    /// When the last call of this client that refreshed the key's queue in Redis was sent
-    /// (it lives a [`WAITERS_QUEUE_LEASE`](crate::tuning::WAITERS_QUEUE_LEASE) from then).
-    refreshed_at: Option<Instant>,
-    /// How many times this client's waiters' entries may have been dropped: the key's
-    /// announcements were confirmed anew (a release before that found nobody listening and
-    /// skipped them), or a refresh found the queue gone. Each waiter makes sure of its own
-    /// entry on its next call.
-    lapses: u64,
     /// Whether this client's last arrival found others queued (its next one then joins
     /// with a plain `RPUSHX`; after one that found the queue empty or the lock free, the
     /// script, which takes a free lock in the same round trip).
@@ -148,7 +141,7 @@ impl WaitQueues {
             token: Mutex::new(token),
             handed: Mutex::new(None),
         });
-        let lapses_seen = {
+        {
             let mut keys = self.keys();
             let entry = keys
                 .entry(redis_key.to_owned())
@@ -162,22 +155,17 @@ impl WaitQueues {
                         Announced::Confirmed
                     },
                     idle_since: None,
-                    refreshed_at: None,
-                    lapses: 0,
                     crowded: false,
                 });
             entry.idle_since = None;
             entry.waiters.push_back(waiter.clone());
-            entry.lapses
-        };
+        }
         Ticket {
             queues: self.clone(),
             redis_key: redis_key.to_owned(),
             waiter,
             pass_turn: true,
             queued_in_redis: None,
-            lapses_seen,
-            lapses_asked: lapses_seen,
         }
     }
 
@@ -208,11 +196,10 @@ impl WaitQueues {
             .is_some_and(|k| !k.waiters.is_empty())
     }
 
+    /// A confirmation wakes every waiter of the key: a release before it found nobody
+    /// listening and skipped their entries, which their check ins put back.
     fn set_announced(&self, redis_key: &str, announced: Announced) {
         if let Some(key) = self.keys().get_mut(redis_key) {
-            if announced == Announced::Confirmed && key.announced != Announced::Confirmed {
-                key.lapses += 1;
-            }
             key.announced = announced;
             key.wake_all();
         }
@@ -298,10 +285,8 @@ impl ReleaseListener for WaitQueues {
 pub(crate) struct Busy {
     /// It stands in the queue now.
     pub(crate) queued: bool,
-    /// It is the only one there (its arrival made the queue).
+    /// It is the queue's head (for an arrival: its arrival made the queue).
     pub(crate) first: bool,
-    /// It found the queue gone (every entry in it was lost).
-    pub(crate) lapsed: bool,
 }
 
 /// A waiter's place in its key's queue.
@@ -314,10 +299,6 @@ pub(crate) struct Ticket {
     pass_turn: bool,
     /// Its entry, when one may be in the lock's queue in Redis (it leaves it on drop).
     queued_in_redis: Option<QueueEntry>,
-    /// The key's [`KeyWaiters::lapses`] when its entry was last known to be queued.
-    lapses_seen: u64,
-    /// The key's [`KeyWaiters::lapses`] when its last call was sent.
-    lapses_asked: u64,
 }
 
 impl Ticket {
@@ -340,54 +321,27 @@ impl Ticket {
     }
 
     /// What its next call asks of the queue in Redis: with `queued` when it stands there
-    /// already. The queue's expiry is refreshed when this client's last refresh was sent a
-    /// check interval ago or more (so it is never older than two intervals, well within its
-    /// lease, while any waiter checks in on time); the waiter makes sure its entry is still
-    /// queued when its entry may have been dropped since it last knew. A waiter not queued
-    /// yet joins with one plain command while the key's announcements are confirmed and the
-    /// client's last arrival found others queued.
-    pub(crate) fn queue_ask(&mut self, fair: bool, queued: bool, now: Instant) -> QueueAsk {
+    /// already (a check in, which also puts its entry back if it is gone). A waiter not
+    /// queued yet joins with one plain command while the key's announcements are confirmed
+    /// and the client's last arrival found others queued.
+    pub(crate) fn queue_ask(&self, fair: bool, queued: bool) -> QueueAsk {
         let keys = self.queues.keys();
         let key = keys.get(&self.redis_key);
-        self.lapses_asked = key.map_or(0, |k| k.lapses);
         QueueAsk {
             fair,
             queued,
-            refresh: key
-                .and_then(|k| k.refreshed_at)
-                .is_none_or(|at| now.saturating_duration_since(at) >= WAITER_CHECK_INTERVAL),
-            verify: key.is_some_and(|k| k.lapses != self.lapses_seen),
             append: !queued
                 && key.is_some_and(|k| k.crowded && k.announced == Announced::Confirmed),
         }
     }
 
-    /// A call that asked `ask`, sent at `sent_at`, found the lock busy; `lapsed` when it
-    /// found the queue gone. With `queued`, its entry stands in the queue now, and with
-    /// `first` it is the only one there.
-    pub(crate) fn answered(&mut self, ask: QueueAsk, sent_at: Instant, busy: Busy) {
-        let Busy {
-            queued,
-            first,
-            lapsed,
-        } = busy;
-        let mut keys = self.queues.keys();
-        let Some(key) = keys.get_mut(&self.redis_key) else {
+    /// A call that asked `ask` found the lock busy, and left the waiter at `busy`.
+    pub(crate) fn answered(&self, ask: QueueAsk, busy: Busy) {
+        if ask.queued {
             return;
-        };
-        if !ask.queued {
-            key.crowded = queued && !first;
         }
-        if lapsed {
-            key.lapses += 1;
-        }
-        if ask.refresh && key.refreshed_at.is_none_or(|at| at < sent_at) {
-            key.refreshed_at = Some(sent_at);
-        }
-        if queued {
-            // Not the count now: an entry dropped while the call was on its way is not
-            // known to be back.
-            self.lapses_seen = self.lapses_asked;
+        if let Some(key) = self.queues.keys().get_mut(&self.redis_key) {
+            key.crowded = busy.queued && !busy.first;
         }
     }
 
@@ -592,31 +546,22 @@ mod tests {
         Busy {
             queued: true,
             first: true,
-            lapsed: false,
         }
     }
 
-    /// A release skips the entry of a waiter whose client was not subscribed yet: once the
-    /// key's announcements are confirmed, a waiter queued before makes sure of its entry.
-    /// A newcomer joins with a plain `RPUSHX` only while they are confirmed.
+    /// A newcomer joins with a plain `RPUSHX` only while the key's announcements are
+    /// confirmed and the client's last arrival found others queued; a check in never does.
     #[tokio::test]
-    async fn a_confirmation_makes_queued_waiters_check_their_entries() {
+    async fn a_newcomer_appends_only_behind_others_and_while_confirmed() {
         let queues = with_feed(Arc::new(Recorder::default()));
-        let now = Instant::now();
-        let mut first = queues.join("k", "c:1".into());
-        let ask = first.queue_ask(false, false, now);
-        assert!(!ask.append && !ask.verify && ask.refresh, "{ask:?}");
-        first.answered(ask, now, queued_first());
+        let first = queues.join("k", "c:1".into());
+        let ask = first.queue_ask(false, false);
+        assert!(!ask.append, "{ask:?}");
+        first.answered(ask, queued_first());
         first.listen();
-        let ask = first.queue_ask(false, true, now);
-        assert!(!ask.verify && !ask.refresh, "{ask:?}");
         queues.confirmed("k");
-        let ask = first.queue_ask(false, true, now);
-        assert!(ask.verify, "queued before the confirmation: {ask:?}");
-        first.answered(ask, now, queued_first());
-        assert!(!first.queue_ask(false, true, now).verify);
-        let mut second = queues.join("k", "c:2".into());
-        let ask = second.queue_ask(false, false, now);
+        let second = queues.join("k", "c:2".into());
+        let ask = second.queue_ask(false, false);
         assert!(
             !ask.append,
             "the last arrival made the queue: the script, {ask:?}"
@@ -625,22 +570,12 @@ mod tests {
             first: false,
             ..queued_first()
         };
-        second.answered(ask, now, crowded);
-        let mut third = queues.join("k", "c:3".into());
-        assert!(third.queue_ask(false, false, now).append);
-        // A check in that found the queue gone: every waiter of the client looks again.
-        let ask = first.queue_ask(false, true, now);
-        first.answered(
-            ask,
-            now,
-            Busy {
-                lapsed: true,
-                ..queued_first()
-            },
-        );
-        assert!(second.queue_ask(false, true, now).verify);
+        second.answered(ask, crowded);
+        let third = queues.join("k", "c:3".into());
+        assert!(third.queue_ask(false, false).append);
+        assert!(!first.queue_ask(false, true).append, "a check in");
         queues.feed_lost();
-        assert!(!third.queue_ask(false, false, now).append);
+        assert!(!third.queue_ask(false, false).append);
         drop((first, second, third));
     }
 

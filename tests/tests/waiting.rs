@@ -1,0 +1,295 @@
+//! The waiting protocol's invariants (WAITING.md), each against a real server and shown by
+//! the fault that broke it: a waiter is out of the queue for at most one check in, whatever
+//! took its entry (a hand-off it missed, a queue that was lost); its check ins are bounded in
+//! rate whatever the holder does; a release hands the lock to a live waiter behind any number
+//! of dead ones, and other subscribers cannot make a dead one look alive; a lock's companion
+//! keys are its own; and a dead Redis is never reported as a busy lock.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use rlock_runtime::{LockClient, LockError};
+use rlock_tests::RedisServer;
+use rlock_tests::locking::wait_then_release;
+use rlock_tests::workers::Running;
+
+const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
+/// Generous: the workers below normally finish in seconds, on a loaded machine too.
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// Entries in `queue` (a queue key as Redis names it).
+async fn entries(server: &RedisServer, queue: &str) -> usize {
+    server.raw().await.llen(queue).await.unwrap()
+}
+
+/// Waits (bounded) until `queue` holds `n` entries.
+async fn wait_entries(server: &RedisServer, queue: &str, n: usize) {
+    for _ in 0..1000 {
+        if entries(server, queue).await == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("`{queue}` never had {n} entries");
+}
+
+/// Waits until `n` clients listen for `key`'s hand-offs, each on its own channel.
+async fn wait_listening(server: &RedisServer, key: &str, n: usize) {
+    let pattern = format!("rlock:released:{key}:*");
+    for _ in 0..1000 {
+        if server.channels(&pattern, false).await.len() == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("`{key}` never had {n} clients listening");
+}
+
+/// Arguments of a worker that takes `key` once, waiting for it up to `wait_ms`.
+fn one_waiting_section<'a>(key: &'a str, wait_ms: &'a str, fair: bool) -> Vec<&'a str> {
+    let mut args = vec![
+        "--key",
+        key,
+        "--tasks",
+        "1",
+        "--iterations",
+        "1",
+        "--ttl-ms",
+        "10000",
+        "--wait-ms",
+        wait_ms,
+    ];
+    if fair {
+        args.push("--fair");
+    }
+    args
+}
+
+/// The head waiter learns the holder's remaining lease from each of its check ins, not only
+/// from the one that made the queue: behind a holder that renews past its first lease, it
+/// checks in about once per renewed lease (at most once per check interval), not on the
+/// pause's floor. (It used to keep the first deadline, and once that passed, check in about
+/// 300 times a second for as long as the hold lasted.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_head_waiter_checks_in_at_its_pace_behind_a_long_hold() {
+    let server = RedisServer::start();
+    let holder = LockClient::connect(&server.url()).await.unwrap();
+    let waiter = LockClient::connect(&server.url()).await.unwrap();
+    // A 600 ms lease, renewed every 200 ms, held for about five of its leases.
+    let guard = holder
+        .lock("w:long")
+        .ttl(Duration::from_millis(600))
+        .acquire()
+        .await
+        .unwrap();
+    let waiting = wait_then_release(&waiter, "w:long", Duration::from_secs(60));
+    wait_entries(&server, "{w:long}:waiters", 1).await;
+    let before = server.counts();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let scripts = server.counts().minus(&before).calls("evalsha");
+    guard.release().await.unwrap();
+    waiting.await.unwrap().unwrap();
+    // The holder's renewals (one per 200 ms) and the waiter's check ins (about one per
+    // 400–666 ms): about 20 script calls. A machine too busy to keep its timers only makes
+    // fewer.
+    assert!(
+        scripts <= 60,
+        "{scripts} script calls in 3 s behind a renewing holder"
+    );
+}
+
+/// A waiter stopped past the lease of a hand-off (SIGSTOP: a pause, a hung host) declines it
+/// when it runs again; the hand-off used up its entry, so its next check in queues it again,
+/// and it gets the lock within its 15 s budget while others keep contending, fair or not. (It
+/// used to believe it was still queued, and starve until its budget ran out.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_missed_its_hand_off_queues_again() {
+    for fair in [false, true] {
+        missed_hand_off(fair).await;
+    }
+}
+
+async fn missed_hand_off(fair: bool) {
+    let server = RedisServer::start();
+    let url = server.url();
+    let key = "w:missed";
+    let holder = LockClient::connect(&url).await.unwrap();
+    let guard = holder.lock(key).acquire().await.unwrap();
+    let stalled = Running::spawn(WORKER, &url, 1, &one_waiting_section(key, "15000", fair));
+    wait_entries(&server, "{w:missed}:waiters", 1).await;
+    wait_listening(&server, key, 1).await;
+    stalled.signal(0, "STOP");
+    // The release hands the lock to the stopped waiter, whose 2 s hand-off lease then ends.
+    guard.release().await.unwrap();
+    // Others contend all along, from two clients: each takes the lock for 20 ms, again and
+    // again.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let client = LockClient::connect(&url).await.unwrap();
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut grants = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let request = client.lock(key).wait(Duration::from_secs(30));
+                let request = if fair { request.fair() } else { request };
+                let guard = request.acquire().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                guard.release().await.unwrap();
+                grants += 1;
+            }
+            grants
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    stalled.signal(0, "CONT");
+    // The worker fails (and `finish` with it) if its budget runs out first.
+    let finished = tokio::task::spawn_blocking(move || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| stalled.finish(DEADLINE)))
+    })
+    .await
+    .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let mut grants = 0;
+    for task in tasks {
+        grants += task.await.unwrap();
+    }
+    assert!(
+        finished.is_ok(),
+        "fair={fair}: the waiter that missed its hand-off starved while the others had \
+         {grants} grants"
+    );
+}
+
+/// The queue is lost (a Redis that blocked past the queue's lease, a failover, here deleted)
+/// and a newcomer starts a new one at once: every waiter of the old queue stands in the new
+/// one after its next check in. (The waiters used to learn of a lost queue only from a
+/// refresh of its expiry that found it gone, which a newcomer's queue hid from them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_of_a_lost_queue_stand_in_the_next_one() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let holder = LockClient::connect(&url).await.unwrap();
+    let guard = holder.lock("w:lapsed").acquire().await.unwrap();
+    let (a, b, c) = (
+        LockClient::connect(&url).await.unwrap(),
+        LockClient::connect(&url).await.unwrap(),
+        LockClient::connect(&url).await.unwrap(),
+    );
+    let budget = Duration::from_secs(60);
+    let first = wait_then_release(&a, "w:lapsed", budget);
+    let second = wait_then_release(&b, "w:lapsed", budget);
+    let queue = "{w:lapsed}:waiters";
+    wait_entries(&server, queue, 2).await;
+    wait_listening(&server, "w:lapsed", 2).await;
+    let _: () = server.raw().await.del(queue).await.unwrap();
+    let newcomer = wait_then_release(&c, "w:lapsed", budget);
+    wait_entries(&server, queue, 3).await;
+    guard.release().await.unwrap();
+    for waiter in [first, second, newcomer] {
+        waiter.await.unwrap().unwrap();
+    }
+}
+
+/// Dead waiters (their processes killed: Redis dropped their subscriptions) stand before a
+/// live one, and a monitoring tool subscribes to every channel by pattern: the release skips
+/// every dead entry and hands the lock to the live waiter at once, within a budget shorter
+/// than one hand-off lease. (`PUBLISH`'s count, which includes pattern subscribers, made
+/// each dead waiter hold the lock for its 2 s hand-off lease; and a release looked at 16
+/// entries at most, then left the lock to the live waiter's next check in.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_waiter_behind_dead_ones_is_handed_the_lock_at_once() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let key = "w:dead";
+    let queue = "{w:dead}:waiters";
+    let mut monitor = server.redis_client().get_async_pubsub().await.unwrap();
+    monitor.psubscribe("*").await.unwrap();
+    let holder = LockClient::connect(&url).await.unwrap();
+    let guard = holder.lock(key).acquire().await.unwrap();
+    let dead = 20;
+    let mut doomed = Running::spawn(
+        WORKER,
+        &url,
+        dead,
+        &one_waiting_section(key, "60000", false),
+    );
+    wait_entries(&server, queue, dead).await;
+    wait_listening(&server, key, dead).await;
+    let live = LockClient::connect(&url).await.unwrap();
+    let waiting = wait_then_release(&live, key, Duration::from_secs(1));
+    wait_entries(&server, queue, dead + 1).await;
+    for i in 0..dead {
+        doomed.kill(i);
+    }
+    wait_listening(&server, key, 1).await;
+    guard.release().await.unwrap();
+    waiting
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the dead waiters blocked the live one: {e}"));
+    let killed: Vec<usize> = (0..dead).collect();
+    drop(tokio::task::spawn_blocking(move || {
+        doomed.finish_except(DEADLINE, &killed)
+    }));
+}
+
+/// `x` and `{x}` are two locks with two queues: a release of the one does not empty the
+/// other's queue; a key that is some lock's companion (`{x}:waiters`) is refused as a lock;
+/// and a foreign value where a queue would be does not break the lock's release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locks_companion_keys_are_its_own() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let other = LockClient::connect(&server.url()).await.unwrap();
+    let braced = client.lock("{x}").acquire().await.unwrap();
+    let waiting = wait_then_release(&other, "{x}", Duration::from_secs(30));
+    wait_entries(&server, "{x}::waiters", 1).await;
+    // `x`'s release, with a waiter of `x` too, touches `x`'s queue alone.
+    let plain = client.lock("x").acquire().await.unwrap();
+    let plain_waiter = wait_then_release(&other, "x", Duration::from_secs(30));
+    wait_entries(&server, "{x}:waiters", 1).await;
+    plain.release().await.unwrap();
+    plain_waiter.await.unwrap().unwrap();
+    assert_eq!(
+        entries(&server, "{x}::waiters").await,
+        1,
+        "`{{x}}`'s waiter"
+    );
+    braced.release().await.unwrap();
+    waiting.await.unwrap().unwrap();
+
+    let refused = client.lock("{x}:waiters").acquire().await.unwrap_err();
+    assert!(
+        matches!(refused, LockError::InvalidKey { .. }),
+        "{refused:?}"
+    );
+    let mut raw = server.raw().await;
+    let _: () = raw.set("{y}:waiters", "not a queue").await.unwrap();
+    let guard = client.lock("y").acquire().await.unwrap();
+    guard.release().await.unwrap();
+}
+
+/// With Redis killed, a waiting acquisition reports what went wrong (the backend), whatever
+/// its budget: nobody holds the lock, so "busy" (HTTP 409, "try again") would be a lie.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_redis_is_not_a_busy_lock() {
+    let server = RedisServer::start();
+    let client = rlock_tests::locking::client_for(&server, Duration::from_millis(200)).await;
+    server.kill();
+    for budget in [0, 100, 300, 1000, 2500] {
+        let error = client
+            .lock("w:down")
+            .wait(Duration::from_millis(budget))
+            .acquire()
+            .await
+            .unwrap_err();
+        assert!(
+            error.is_backend() && !error.is_busy(),
+            "wait {budget} ms: {error:?}"
+        );
+    }
+}
