@@ -91,17 +91,24 @@ impl SentinelProcess {
         cmd.query(&mut conn)
     }
 
-    /// How many times this sentinel was sent `command` (from `INFO commandstats`).
-    pub fn calls(&self, command: &str) -> u64 {
-        let Ok(redis::Value::BulkString(info)) = self.query(&["INFO", "commandstats"]) else {
-            return 0;
+    /// The age in seconds of each connection subscribed to a channel on this sentinel (from
+    /// `CLIENT LIST`; a sentinel keeps no command statistics).
+    pub fn subscriber_ages(&self) -> Vec<u64> {
+        let Ok(redis::Value::BulkString(list)) = self.query(&["CLIENT", "LIST"]) else {
+            return Vec::new();
         };
-        let prefix = format!("cmdstat_{command}:calls=");
-        String::from_utf8_lossy(&info)
+        let field = |line: &str, name: &str| -> Option<u64> {
+            let prefix = format!("{name}=");
+            line.split(' ')
+                .find_map(|f| f.strip_prefix(prefix.as_str()))?
+                .parse()
+                .ok()
+        };
+        String::from_utf8_lossy(&list)
             .lines()
-            .find_map(|line| line.strip_prefix(&prefix))
-            .and_then(|rest| rest.split(',').next()?.parse().ok())
-            .unwrap_or(0)
+            .filter(|line| field(line, "sub").is_some_and(|n| n > 0))
+            .filter_map(|line| field(line, "age"))
+            .collect()
     }
 
     /// The port this sentinel names as master now.

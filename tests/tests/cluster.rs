@@ -255,6 +255,101 @@ async fn holds_stay_renewed_while_their_slot_migrates() {
     }
 }
 
+/// A waiter's sharded subscription lives on the node of its key's slot; when the slot moves,
+/// Redis ends it (`sunsubscribe`). The feed subscribes it again on the new node at once, so
+/// releases there find the waiter live. (It was noticed only by the health check, one
+/// channel a second in turn: with twelve keys waited for, after up to twelve seconds, while
+/// releases skipped the waiter.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_subscribed_again_when_its_slot_moves() {
+    let cluster = ClusterDeployment::start();
+    let holder = cluster_client(&cluster).await;
+    let waiter = cluster_client(&cluster).await;
+    let moving = "{mv}:k";
+    let keys: Vec<String> = std::iter::once(moving.to_owned())
+        .chain((0..11).map(|i| format!("stay:{i}")))
+        .collect();
+    let held = hold_all(&holder, keys.clone(), Duration::from_secs(10)).await;
+    let mut waiting = Vec::new();
+    for key in &keys {
+        let key: &'static str = Box::leak(key.clone().into_boxed_str());
+        waiting.push(wait_then_release(&waiter, key, Duration::from_secs(60)));
+    }
+    let masters = cluster.masters();
+    let slot = slot_of(masters[0], moving).await;
+    let source = cluster.master_of_slot(slot).unwrap();
+    let target = *masters.iter().find(|m| m.port() != source.port()).unwrap();
+    let pattern = "rlock:released:{mv}:*";
+    for _ in 0..500 {
+        if source.channels(pattern, true).await.len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        source.channels(pattern, true).await.len(),
+        1,
+        "never listening"
+    );
+
+    // The slot moves, keys and all.
+    let id = |v: redis::Value| -> String { redis::from_redis_value(v).unwrap() };
+    let source_id = id(on(source, &["CLUSTER", "MYID"]).await);
+    let target_id = id(on(target, &["CLUSTER", "MYID"]).await);
+    let slot_arg = slot.to_string();
+    on(
+        target,
+        &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &source_id],
+    )
+    .await;
+    on(
+        source,
+        &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &target_id],
+    )
+    .await;
+    let in_slot: Vec<String> =
+        redis::from_redis_value(on(source, &["CLUSTER", "GETKEYSINSLOT", &slot_arg, "100"]).await)
+            .unwrap();
+    let target_port = target.port().to_string();
+    let mut migrate = vec![
+        "MIGRATE",
+        "127.0.0.1",
+        &target_port,
+        "",
+        "0",
+        "5000",
+        "KEYS",
+    ];
+    migrate.extend(in_slot.iter().map(String::as_str));
+    on(source, &migrate).await;
+    for master in &masters {
+        on(
+            master,
+            &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &target_id],
+        )
+        .await;
+    }
+    // Well within the health check's turn through twelve channels.
+    let mut subscribed = false;
+    for _ in 0..30 {
+        if target.channels(pattern, true).await.len() == 1 {
+            subscribed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        subscribed,
+        "the waiter was not subscribed on the slot's new node within 3 s"
+    );
+    for guard in held {
+        guard.release().await.unwrap();
+    }
+    for waiting in waiting {
+        waiting.await.unwrap().unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_and_force_unlock_on_a_cluster() {
     let cluster = ClusterDeployment::start();

@@ -24,7 +24,7 @@ use redis::{Cmd, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, V
 use tokio::sync::mpsc;
 
 use super::connection::{Opened, Opener};
-use super::pubsub::{Announcement, Connector, Session, Subscribed, shard_channel};
+use super::pubsub::{Announcement, Connector, Heard, Session, Subscribed, shard_channel};
 use super::redis::Scripted;
 use crate::error::LockError;
 use crate::slot::slot;
@@ -147,23 +147,29 @@ impl Session for ShardedSession {
         )
     }
 
-    async fn next_announcement(&mut self) -> Option<Announcement> {
+    async fn next_heard(&mut self) -> Option<Heard> {
         loop {
             let push = self.pushes.recv().await?;
-            match push.kind {
-                PushKind::SMessage | PushKind::Message => {
-                    if let [Value::BulkString(channel), Value::BulkString(payload), ..] =
-                        push.data.as_slice()
-                    {
-                        return Some(Announcement {
-                            channel: String::from_utf8_lossy(channel).into_owned(),
-                            payload: payload.clone(),
-                        });
-                    }
+            match (push.kind, push.data.as_slice()) {
+                (
+                    PushKind::SMessage | PushKind::Message,
+                    [Value::BulkString(channel), Value::BulkString(payload), ..],
+                ) => {
+                    return Some(Heard::Announcement(Announcement {
+                        channel: String::from_utf8_lossy(channel).into_owned(),
+                        payload: payload.clone(),
+                    }));
+                }
+                // Redis ends the sharded subscriptions of a slot that leaves a node; it sends
+                // the same for the feed's own `SUNSUBSCRIBE`, which the feed tells apart.
+                (PushKind::SUnsubscribe, [Value::BulkString(channel), ..]) => {
+                    return Some(Heard::Dropped(
+                        String::from_utf8_lossy(channel).into_owned(),
+                    ));
                 }
                 // A node's connection closed: announcements may have been missed, and the
                 // subscriptions must be confirmed again on a fresh connection.
-                PushKind::Disconnection => return None,
+                (PushKind::Disconnection, _) => return None,
                 _ => {}
             }
         }

@@ -91,6 +91,14 @@ pub(crate) struct Announcement {
     pub(crate) payload: Vec<u8>,
 }
 
+/// What a session hears.
+pub(crate) enum Heard {
+    Announcement(Announcement),
+    /// The server ended the subscription of this channel on its own: on Redis Cluster, a
+    /// sharded channel's slot moved to another node (Redis sends `sunsubscribe`).
+    Dropped(String),
+}
+
 /// One subscribing connection.
 pub(crate) trait Session: Send + Sized + 'static {
     /// Subscribes the channel (each call bounded by `timeout`).
@@ -105,8 +113,8 @@ pub(crate) trait Session: Send + Sized + 'static {
         channel: &str,
         timeout: Duration,
     ) -> impl Future<Output = bool> + Send;
-    /// The next announcement; `None` when the connection ended.
-    fn next_announcement(&mut self) -> impl Future<Output = Option<Announcement>> + Send;
+    /// The next announcement or dropped subscription; `None` when the connection ended.
+    fn next_heard(&mut self) -> impl Future<Output = Option<Heard>> + Send;
     /// Whether the connection still answers, and still carries the subscription of
     /// `sample`, one of its channels (checked where a node can lose it unseen: a Cluster
     /// master killed and replaced).
@@ -350,13 +358,33 @@ impl<C: Connector> FeedTask<C> {
                         return Stop::Failed;
                     }
                 }
-                announcement = session.next_announcement() => {
-                    let Some(announcement) = announcement else { return Stop::Failed };
-                    let Some(listener) = self.listener.upgrade() else { return Stop::Closed };
-                    if let Some(key) = self.keys_by_channel.get(&announcement.channel) {
-                        listener.released(key, Handoff::parse(&announcement.payload));
+                heard = session.next_heard() => match heard {
+                    None => return Stop::Failed,
+                    Some(Heard::Announcement(announcement)) => {
+                        let Some(listener) = self.listener.upgrade() else { return Stop::Closed };
+                        if let Some(key) = self.keys_by_channel.get(&announcement.channel) {
+                            listener.released(key, Handoff::parse(&announcement.payload));
+                        }
                     }
-                }
+                    // A subscription the feed still wants, gone with its slot: subscribed
+                    // again at once, on the slot's new node. Until a release finds it
+                    // there, its waiters' entries may be skipped; the confirmation wakes
+                    // them, and their check ins put the entries back. (One the feed gave up
+                    // itself is no longer among the confirmed.)
+                    Some(Heard::Dropped(channel)) => {
+                        if !confirmed.contains(&channel) {
+                            continue;
+                        }
+                        confirmed.retain(|c| *c != channel);
+                        let Some(key) = self.keys_by_channel.get(&channel).cloned() else {
+                            continue;
+                        };
+                        crate::trace::debug_event!(key = key.as_str(), "rlock: Redis dropped a release subscription (its slot moved); subscribing again");
+                        if !self.subscribe(&mut session, &key, &mut confirmed).await {
+                            return Stop::Failed;
+                        }
+                    }
+                },
                 () = switched(&mut switches) => {
                     crate::trace::warn_event!("rlock: the master changed; the release feed moves to it");
                     return Stop::Failed;
@@ -425,10 +453,13 @@ impl Session for PubSubSession {
         )
     }
 
-    async fn next_announcement(&mut self) -> Option<Announcement> {
-        self.stream.next().await.map(|msg| Announcement {
-            channel: msg.get_channel_name().to_owned(),
-            payload: msg.get_payload_bytes().to_vec(),
+    async fn next_heard(&mut self) -> Option<Heard> {
+        // One server never drops a subscription on its own.
+        self.stream.next().await.map(|msg| {
+            Heard::Announcement(Announcement {
+                channel: msg.get_channel_name().to_owned(),
+                payload: msg.get_payload_bytes().to_vec(),
+            })
         })
     }
 

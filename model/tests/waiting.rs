@@ -1,0 +1,115 @@
+//! The claims about rlock's waiting protocol, checked: the protocol of now keeps every
+//! property; the protocol released in 0.1 breaks P1 (twice) and P3.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use rlock_model::{Config, Protocol, WaitModel};
+use stateright::{Checker, HasDiscoveries, Model};
+
+/// Checks `config` to the end and prints what it explored.
+fn check(name: &str, config: Config) -> impl Checker<WaitModel> {
+    let started = Instant::now();
+    let checker = WaitModel::new(config).checker().spawn_bfs().join();
+    println!(
+        "{name}: {} states ({} unique), depth {}, {:.2?}",
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+        started.elapsed()
+    );
+    checker
+}
+
+/// Finds a shortest counterexample to `property` under `config`, prints it and returns its
+/// steps. (A breadth-first checker keeps the last broken state it met, not the first, so the
+/// search deepens one step at a time: the first depth with a discovery is the shortest.)
+fn counterexample(config: Config, property: &'static str) -> Vec<String> {
+    let started = Instant::now();
+    let mut explored = 0;
+    for depth in 2..64 {
+        let checker = WaitModel::new(config)
+            .checker()
+            .target_max_depth(depth)
+            .finish_when(HasDiscoveries::AnyOf(BTreeSet::from([property])))
+            .spawn_bfs()
+            .join();
+        explored += checker.unique_state_count();
+        if let Some(path) = checker.discovery(property) {
+            println!(
+                "\"{property}\" broken ({explored} states explored, {:.2?}) by {path}{:#?}",
+                started.elapsed(),
+                path.last_state()
+            );
+            return path
+                .into_actions()
+                .iter()
+                .map(|a| format!("{a:?}"))
+                .collect();
+        }
+    }
+    panic!("no counterexample to \"{property}\"");
+}
+
+#[test]
+fn now_keeps_every_invariant() {
+    let everything = Config {
+        horizon: 8,
+        stalls: true,
+        lapses: true,
+        deaths: true,
+        cancels: true,
+        ..Config::quiet(Protocol::Now, 3)
+    };
+    check("now, 3 waiters, all faults", everything).assert_properties();
+    let late = Config {
+        late_joiner: true,
+        ..everything
+    };
+    check("now, 3 waiters, late joiner", late).assert_properties();
+    // And the configurations in which Before breaks (below).
+    for (waiters, stalls, lapses) in [(1, false, false), (2, false, true), (3, true, false)] {
+        let config = Config {
+            stalls,
+            lapses,
+            late_joiner: lapses,
+            ..Config::quiet(Protocol::Now, waiters)
+        };
+        check(&format!("now, {config:?}"), config).assert_properties();
+    }
+}
+
+#[test]
+fn before_loses_a_waiter_that_missed_its_handoff() {
+    // Defect 2. No lapse here: the only way out of the queue is a missed handoff.
+    let config = Config {
+        stalls: true,
+        ..Config::quiet(Protocol::Before, 3)
+    };
+    let steps = counterexample(config, "P1 membership");
+    assert!(steps.iter().any(|a| a.starts_with("Stall")));
+    assert!(steps.iter().any(|a| a.starts_with("Decline")));
+}
+
+#[test]
+fn before_forgets_waiters_when_the_queue_lapses() {
+    // Defect 3. No stall here: the only way out of the queue is the lapse. W1 arrives only
+    // after it, re-creating the queue, so W0's check-ins never notice.
+    let config = Config {
+        lapses: true,
+        late_joiner: true,
+        ..Config::quiet(Protocol::Before, 2)
+    };
+    let steps = counterexample(config, "P1 membership");
+    let lapse = steps.iter().position(|a| a == "QueueLapse");
+    assert!(lapse.is_some() && lapse < steps.iter().position(|a| a == "Join(1)"));
+}
+
+#[test]
+fn before_hot_loops_behind_a_long_hold() {
+    // Defect 1: no fault at all, one waiter, and a holder that renews past the deadline the
+    // waiter was told when it joined. It then checks in twice in a row at once.
+    let steps = counterexample(Config::quiet(Protocol::Before, 1), "P3 check-in rate");
+    assert!(steps.iter().any(|a| a == "Renew"));
+    assert!(steps.ends_with(&["CheckIn(0)".to_string(), "CheckIn(0)".to_string()]));
+}
