@@ -350,7 +350,7 @@ impl Waiting<'_> {
             if token_since.as_ref().is_none_or(|(t, _)| *t != token) {
                 token_since = Some((token.clone(), sent_at));
             }
-            let mut queue = ticket.queue_ask(self.plan.fair, queued);
+            let mut queue = ticket.queue_ask(self.plan.fair, queued, sent_at);
             // After a failure, the script (which also follows a slot on the move).
             queue.append &= failures == 0;
             let attempt = Try {
@@ -377,7 +377,7 @@ impl Waiting<'_> {
                     // passed while the holder renewed, and a waiter that kept it would check
                     // in on the pause's floor, hundreds of times a second.
                     holder_until = remaining.map(|left| sent_at + left);
-                    ticket.answered(queue, place);
+                    ticket.answered(queue, sent_at, place);
                     queued = place.queued;
                     failures = 0;
                     last = LastAnswer::Busy;

@@ -70,6 +70,10 @@ pub(crate) struct QueueAsk {
     /// already; it keeps its place, or stands in the queue again if its entry is gone (see
     /// WAITING.md).
     pub(crate) queued: bool,
+    /// A plain join ([`append`](Self::append)) also renews the queue's expiry: each client
+    /// does once per check interval while it waits, so that waiters served before their
+    /// first check in keep the queue alive. (A script call always renews it.)
+    pub(crate) refresh: bool,
     /// Join the queue, if it exists, with one plain `RPUSHX` and without looking at the lock:
     /// the client's waiters of the key are subscribed, and a queue means the lock is held or
     /// being handed on. (Without a queue, the acquire script runs as usual.)

@@ -22,7 +22,7 @@ use futures_util::future::join_all;
 use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
 use super::pubsub::{Connector, Feed, RELEASE_CHANNEL_PREFIX, shard_channel};
-use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, ReleaseListener, millis};
+use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, QueueAsk, ReleaseListener, millis};
 use crate::error::LockError;
 use crate::key::Companion;
 use crate::slot::slot;
@@ -379,8 +379,8 @@ impl<O: Opener> Scripted<O> {
                 }
             });
         }
-        if queue.is_some_and(|q| q.append && !q.queued)
-            && let Some(busy) = self.append(lease, ask.fence, timeout).await?
+        if let Some(queue) = queue.filter(|q| q.append && !q.queued)
+            && let Some(busy) = self.append(lease, queue, ask.fence, timeout).await?
         {
             return Ok(busy);
         }
@@ -424,14 +424,13 @@ impl<O: Opener> Scripted<O> {
 }
 
 impl<O: Opener> Scripted<O> {
-    /// Joins the lock's queue with a plain `RPUSHX`: `None` when there is no queue, and the
-    /// acquire script must look at the lock. An entry past the queue's bound is taken back:
-    /// the waiter waits on timers. (The queue's other waiters keep it alive; the newcomer's
-    /// own check ins do from its first one on, and put its entry back if the queue lapsed
-    /// meanwhile.)
+    /// Joins the lock's queue with a plain `RPUSHX` (and renews its expiry, when due, in the
+    /// same round trip): `None` when there is no queue, and the acquire script must look at
+    /// the lock. An entry past the queue's bound is taken back: the waiter waits on timers.
     async fn append(
         &self,
         lease: Lease<'_>,
+        ask: QueueAsk,
         fenced: bool,
         timeout: Duration,
     ) -> Result<Option<Attempt>, LockError> {
@@ -442,11 +441,15 @@ impl<O: Opener> Scripted<O> {
         let length: u64 = self
             .conn
             .call("acquire", timeout, |mut c| async move {
-                let length: u64 = redis::cmd("RPUSHX")
-                    .arg(queue)
-                    .arg(entry)
-                    .query_async(&mut c)
-                    .await?;
+                let mut pipe = redis::pipe();
+                pipe.cmd("RPUSHX").arg(queue).arg(entry);
+                if ask.refresh {
+                    pipe.cmd("PEXPIRE")
+                        .arg(queue)
+                        .arg(millis(WAITERS_QUEUE_LEASE))
+                        .ignore();
+                }
+                let (length,): (u64,) = pipe.query_async(&mut c).await?;
                 if length > u64::from(WAITERS_QUEUE_MAX) {
                     redis::cmd("LREM")
                         .arg(queue)

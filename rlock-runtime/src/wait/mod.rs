@@ -7,7 +7,7 @@
 //! announcement goes to the client's own channel for the key, and a release skips the
 //! entries of a client that does not listen (its process died, or its subscription is not
 //! confirmed yet). Every check in of a queued waiter (at least one per
-//! [`WAITER_CHECK_INTERVAL`](crate::tuning::WAITER_CHECK_INTERVAL)) keeps the queue alive and puts the waiter's entry back if it is
+//! [`WAITER_CHECK_INTERVAL`]) keeps the queue alive and puts the waiter's entry back if it is
 //! gone, so a live waiter is out of the queue for at most one check in (WAITING.md states
 //! the protocol and its invariants; the `rlock-model` crate checks them).
 //!
@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use crate::backend::{
     Backend, Handoff, Lease, LeaseStore, QueueAsk, QueueEntry, ReleaseFeed, ReleaseListener,
 };
-use crate::tuning::{SUBSCRIPTION_LINGER, WAIT_COURTESY};
+use crate::tuning::{SUBSCRIPTION_LINGER, WAIT_COURTESY, WAITER_CHECK_INTERVAL};
 
 /// Whether a key's release announcements reach this client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +56,8 @@ struct KeyWaiters {
     announced: Announced,
     /// When the last waiter left (the subscription lingers a while).
     idle_since: Option<Instant>,
+    /// When the last call of this client that renewed the key's queue's expiry was sent.
+    refreshed_at: Option<Instant>,
     /// Whether this client's last arrival found others queued (its next one then joins
     /// with a plain `RPUSHX`; after one that found the queue empty or the lock free, the
     /// script, which takes a free lock in the same round trip).
@@ -155,6 +157,7 @@ impl WaitQueues {
                         Announced::Confirmed
                     },
                     idle_since: None,
+                    refreshed_at: None,
                     crowded: false,
                 });
             entry.idle_since = None;
@@ -320,11 +323,14 @@ impl Ticket {
         self.queued_in_redis = Some(entry);
     }
 
-    /// What its next call asks of the queue in Redis: with `queued` when it stands there
-    /// already (a check in, which also puts its entry back if it is gone). A waiter not
-    /// queued yet joins with one plain command while the key's announcements are confirmed
-    /// and the client's last arrival found others queued.
-    pub(crate) fn queue_ask(&self, fair: bool, queued: bool) -> QueueAsk {
+    /// What its next call, sent at `now`, asks of the queue in Redis: with `queued` when it
+    /// stands there already (a check in, which also puts its entry back if it is gone). A
+    /// waiter not queued yet joins with one plain command while the key's announcements are
+    /// confirmed and the client's last arrival found others queued; that command renews the
+    /// queue's expiry too when no call of the client has for a check interval (waiters
+    /// served before their first check in must keep the queue alive: a queue that lapses
+    /// costs each of its waiters a check interval).
+    pub(crate) fn queue_ask(&self, fair: bool, queued: bool, now: Instant) -> QueueAsk {
         let keys = self.queues.keys();
         let key = keys.get(&self.redis_key);
         QueueAsk {
@@ -332,15 +338,25 @@ impl Ticket {
             queued,
             append: !queued
                 && key.is_some_and(|k| k.crowded && k.announced == Announced::Confirmed),
+            refresh: key
+                .and_then(|k| k.refreshed_at)
+                .is_none_or(|at| now.saturating_duration_since(at) >= WAITER_CHECK_INTERVAL),
         }
     }
 
-    /// A call that asked `ask` found the lock busy, and left the waiter at `busy`.
-    pub(crate) fn answered(&self, ask: QueueAsk, busy: Busy) {
-        if ask.queued {
+    /// A call that asked `ask`, sent at `sent_at`, found the lock busy, and left the waiter
+    /// at `busy`.
+    pub(crate) fn answered(&self, ask: QueueAsk, sent_at: Instant, busy: Busy) {
+        let mut keys = self.queues.keys();
+        let Some(key) = keys.get_mut(&self.redis_key) else {
             return;
+        };
+        // A script call always renews the queue's expiry; a plain join when asked to.
+        let renewed = !ask.append || ask.refresh;
+        if renewed && key.refreshed_at.is_none_or(|at| at < sent_at) {
+            key.refreshed_at = Some(sent_at);
         }
-        if let Some(key) = self.queues.keys().get_mut(&self.redis_key) {
+        if !ask.queued {
             key.crowded = busy.queued && !busy.first;
         }
     }
@@ -551,17 +567,20 @@ mod tests {
 
     /// A newcomer joins with a plain `RPUSHX` only while the key's announcements are
     /// confirmed and the client's last arrival found others queued; a check in never does.
+    /// A plain join renews the queue's expiry when the client's calls have not for a check
+    /// interval.
     #[tokio::test]
     async fn a_newcomer_appends_only_behind_others_and_while_confirmed() {
         let queues = with_feed(Arc::new(Recorder::default()));
+        let now = Instant::now();
         let first = queues.join("k", "c:1".into());
-        let ask = first.queue_ask(false, false);
-        assert!(!ask.append, "{ask:?}");
-        first.answered(ask, queued_first());
+        let ask = first.queue_ask(false, false, now);
+        assert!(!ask.append && ask.refresh, "{ask:?}");
+        first.answered(ask, now, queued_first());
         first.listen();
         queues.confirmed("k");
         let second = queues.join("k", "c:2".into());
-        let ask = second.queue_ask(false, false);
+        let ask = second.queue_ask(false, false, now);
         assert!(
             !ask.append,
             "the last arrival made the queue: the script, {ask:?}"
@@ -570,12 +589,18 @@ mod tests {
             first: false,
             ..queued_first()
         };
-        second.answered(ask, crowded);
+        second.answered(ask, now, crowded);
         let third = queues.join("k", "c:3".into());
-        assert!(third.queue_ask(false, false).append);
-        assert!(!first.queue_ask(false, true).append, "a check in");
+        let ask = third.queue_ask(false, false, now);
+        assert!(ask.append && !ask.refresh, "renewed a moment ago: {ask:?}");
+        let later = now + WAITER_CHECK_INTERVAL;
+        assert!(
+            third.queue_ask(false, false, later).refresh,
+            "a plain join renews the queue once per check interval"
+        );
+        assert!(!first.queue_ask(false, true, now).append, "a check in");
         queues.feed_lost();
-        assert!(!third.queue_ask(false, false).append);
+        assert!(!third.queue_ask(false, false, now).append);
         drop((first, second, third));
     }
 
