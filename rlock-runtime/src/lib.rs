@@ -175,7 +175,7 @@
 // lease:  lease/ (the hold's state machine, the watchdog)
 // wait:   wait/ (per-key queues, announcement state, timers)
 // backend: backend/ (lease operations per topology, connections, the release feed)
-// leaves: key, fence, token, metrics, facade, tuning, driver, trace, slot
+// leaves: key, fence, token, metrics, facade, tuning, driver, trace, slot, shard, lateness
 mod admin;
 mod backend;
 mod client;
@@ -187,6 +187,7 @@ mod fence;
 mod guard;
 mod http;
 pub mod key;
+mod lateness;
 mod lease;
 mod metrics;
 mod options;

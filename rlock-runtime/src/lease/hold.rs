@@ -81,6 +81,10 @@ struct State {
     in_flight: Option<InFlight>,
     /// The shortest ttl of an extend whose reply never came: it may land at any time.
     unsettled_extend: Option<Duration>,
+    /// How late the client's timers may fire (its [`Lateness`](crate::lateness::Lateness)
+    /// allowance when a reply was last counted): the margin grows by it, and renewals go out
+    /// as much earlier.
+    lateness: Duration,
 }
 
 impl State {
@@ -89,10 +93,20 @@ impl State {
         self.unsettled_extend.map_or(ttl, |u| u.min(ttl))
     }
 
-    /// The lower bound of the expiry set by a request sent at `sent_at` asking `ttl`.
+    /// The lower bound of the expiry set by a request sent at `sent_at` asking `ttl`: less
+    /// the margin for clock drift, and for how late this process's timers fire (up to a
+    /// quarter of the lease: beyond that the process is stalled, which no margin covers).
     fn counted_until(&self, sent_at: Instant, ttl: Duration) -> Instant {
         let ttl = self.countable(ttl);
-        sent_at + ttl.saturating_sub(lease_margin(ttl))
+        let margin = lease_margin(ttl) + self.lateness.min(ttl / 4);
+        sent_at + ttl.saturating_sub(margin)
+    }
+
+    /// When a renewal of a lease of `ttl` set by a request sent at `sent_at` is due: a third
+    /// of the lease on, earlier by the timers' lateness (at most half of that third).
+    fn renewal_due(&self, sent_at: Instant, ttl: Duration) -> Instant {
+        let after = renew_after(ttl);
+        sent_at + after.saturating_sub(self.lateness.min(after / 2))
     }
 
     /// When the next renewal may go out to share a batch, and when it is due, if one may go.
@@ -183,13 +197,15 @@ impl Hold {
             renew: plan.renew,
             expires: sent_at,
             lease,
-            renew_at: sent_at + renew_after(lease),
+            renew_at: sent_at,
             renew_failures: 0,
             // A cap too far to represent is no cap.
             hold_until: plan.max_hold.and_then(|cap| sent_at.checked_add(cap)),
             in_flight: None,
             unsettled_extend: None,
+            lateness: engine.lateness.allowance(),
         };
+        state.renew_at = state.renewal_due(sent_at, lease);
         state.expires = state.counted_until(sent_at, lease);
         Arc::new(Self {
             id: HOLD_IDS.next(),
@@ -293,7 +309,9 @@ impl Hold {
                 Some(until) => {
                     tokio::select! {
                         () = &mut notified => {}
-                        () = tokio::time::sleep_until(until) => {}
+                        () = tokio::time::sleep_until(until) => {
+                            self.engine.lateness.record(until, Instant::now());
+                        }
                     }
                 }
                 None => notified.await,
@@ -382,6 +400,7 @@ impl Hold {
                 state.in_flight = None;
             }
             let held = state.phase == Phase::Held;
+            state.lateness = self.engine.lateness.allowance();
             match ours {
                 Some(true) if held => {
                     let until = state.counted_until(sent_at, ttl);
@@ -392,7 +411,7 @@ impl Hold {
                     } else {
                         state.expires.max(until)
                     };
-                    state.renew_at = sent_at + renew_after(state.countable(ttl));
+                    state.renew_at = state.renewal_due(sent_at, state.countable(ttl));
                     state.lease = ttl;
                     state.renew_failures = 0;
                 }
@@ -427,6 +446,7 @@ impl Hold {
                 }
                 if state.in_flight.is_none() {
                     let now = Instant::now();
+                    state.lateness = self.engine.lateness.allowance();
                     state.in_flight = Some(InFlight::Extend { sent_at: now, ttl });
                     // From now on Redis may apply it at any moment, shortening the lease.
                     let until = state.counted_until(now, ttl);
@@ -462,13 +482,14 @@ impl Hold {
                 state.in_flight = None;
             }
             let held = state.phase == Phase::Held;
+            state.lateness = self.engine.lateness.allowance();
             match ours {
                 Some(true) if held => {
                     state.ttl = ttl;
                     state.lease = ttl;
                     // An extend sets the lease exactly (it may shorten it).
                     state.expires = state.counted_until(sent_at, ttl);
-                    state.renew_at = sent_at + renew_after(state.countable(ttl));
+                    state.renew_at = state.renewal_due(sent_at, state.countable(ttl));
                     state.lease = ttl;
                     state.renew_failures = 0;
                 }
@@ -657,6 +678,32 @@ mod tests {
                 && e <= bound(Instant::now(), Duration::from_secs(60))
         );
         assert_eq!(hold.state().ttl, Duration::from_secs(60));
+    }
+
+    /// On a host whose timers fire 20 ms late, the lease's lower bound keeps 20 ms more
+    /// margin and renewals go out 20 ms earlier, so that `lost()`, firing as late, still
+    /// comes before Redis can grant the key to anyone else.
+    #[tokio::test]
+    async fn the_margin_and_the_renewals_follow_the_timers_lateness() {
+        let t0 = Instant::now();
+        let hold = hold(t0).await;
+        assert_eq!(expires(&hold), bound(t0, TTL), "on time: the base margin");
+        for _ in 0..100 {
+            hold.engine
+                .lateness
+                .record(t0, t0 + Duration::from_millis(20));
+        }
+        let late = hold.engine.lateness.allowance();
+        assert!(late >= Duration::from_millis(19), "{late:?}");
+        let sent = t0 + renew_after(TTL);
+        hold.state().in_flight = Some(InFlight::Renewal {
+            sent_at: sent,
+            ttl: TTL,
+        });
+        hold.renewal_settled(sent, TTL, Some(true), sent);
+        let state = hold.state();
+        assert_eq!(state.expires, bound(sent, TTL) - late);
+        assert_eq!(state.renew_at, sent + renew_after(TTL) - late);
     }
 
     #[tokio::test]

@@ -14,6 +14,7 @@ use uuid::Uuid;
 use crate::backend::{Attempt, AttemptAsks, Backend, Lease, LeaseStore, QueueAsk, QueueEntry};
 use crate::error::LockError;
 use crate::key::LockKey;
+use crate::lateness::Lateness;
 use crate::metrics::{Count, Counters};
 use crate::token::TokenSource;
 use crate::tuning::{ORPHAN_HORIZON, ORPHAN_RETRY_MAX, ORPHAN_RETRY_MIN, ORPHAN_SETTLE, backoff};
@@ -81,6 +82,8 @@ pub(crate) struct Engine {
     pub(crate) counters: Counters,
     pub(crate) queues: Arc<WaitQueues>,
     pub(crate) watchdog: Watchdog,
+    /// How late this client's timers fire; the holds' margins follow it.
+    pub(crate) lateness: Lateness,
 }
 
 impl Engine {
@@ -93,6 +96,7 @@ impl Engine {
             counters: Counters::default(),
             queues,
             watchdog: Watchdog::default(),
+            lateness: Lateness::default(),
         })
     }
 

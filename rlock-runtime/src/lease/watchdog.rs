@@ -217,7 +217,9 @@ async fn run(engine: Arc<Engine>) {
         match next {
             Some(next) => {
                 tokio::select! {
-                    () = tokio::time::sleep_until(next) => {}
+                    () = tokio::time::sleep_until(next) => {
+                        engine.lateness.record(next, Instant::now());
+                    }
                     () = changed => {}
                 }
             }
