@@ -383,9 +383,11 @@ impl Waiting<'_> {
                     last = LastAnswer::Busy;
                     ticket.listen();
                 }
-                // The budget ran out first, which changes nothing known; the loop below
-                // gives up.
-                Ok(Outcome::Unanswered) => {}
+                // The budget ran out first, which changes nothing known of the lock; the
+                // loop below gives up. The attempt's token is withdrawn in the background
+                // (it may have queued again, or been granted), so nothing handed to it may be
+                // adopted: the withdrawal hands it on.
+                Ok(Outcome::Unanswered) => queued = false,
                 Err(e) if e.is_backend() => {
                     failures += 1;
                     trace::debug_event!(key = self.key.as_str(), error = %e, "rlock: attempt failed; retrying within the wait budget");
