@@ -15,12 +15,13 @@
 //! a list whose last entry is popped; whether the key exists is kept apart from the entries
 //! because the released protocol looked only at that. A waiter's client side ([`Waiter`]):
 //! whether it believes it is queued, the holder's lease as its last reply told, whether it
-//! heard an announcement naming it, its timer, and whether its process is stalled
-//! (`SIGSTOP`: it does nothing, but its client stays subscribed, so releases still count it
-//! as live) or dead (unsubscribed). Each action's doc names the script or function it
-//! stands for.
+//! heard an announcement naming it, its timer, whether its last call was cut short by its
+//! deadline and the background withdrawal of that call's token is still to run, and whether
+//! its process is stalled (`SIGSTOP`: it does nothing, but its client stays subscribed, so
+//! releases still count it as live) or dead (unsubscribed). Each action's doc names the
+//! script or function it stands for.
 //!
-//! # The two protocols
+//! # The protocols
 //!
 //! [`Protocol::Before`] is the waiting protocol as released in 0.1, with three defects:
 //! 1. a check-in's reply reports the holder's lease only to the call that created the queue,
@@ -33,17 +34,30 @@
 //!    find the key gone; once anyone re-created the queue (a new arrival), the other waiters
 //!    are forgotten.
 //!
+//! [`Protocol::CutAdopts`] fixed those, but kept a defect of the client found later:
+//! 4. a call the waiter's deadline cuts short ([`Action::Cut`]) leaves its reply unread, and
+//!    its token is withdrawn in the background, later, on another connection
+//!    ([`Action::Withdraw`]: `LREM` of its entry; a lock held by the token is handed on). The
+//!    waiter still counted itself queued, so a hand-off naming it (a release that ran while
+//!    the call was in flight, heard late on a loaded machine) was adopted under the token
+//!    being withdrawn; the withdrawal then handed the lock on under its feet: it believes it
+//!    holds a lock that is free or another waiter's (P4).
+//!
 //! [`Protocol::Now`] is the fixed protocol: every check-in makes sure the caller's entry is
-//! queued, and the head of the queue is told the holder's lease on every check-in.
+//! queued, the head of the queue is told the holder's lease on every check-in, and a waiter
+//! whose call was cut counts itself as not queued: it adopts nothing handed to that token
+//! (the withdrawal hands it on) and gives up, its budget spent.
 //!
 //! # What is abstracted away
 //!
 //! Token formats, fencing tokens, Redis Cluster and Redlock, the network (a script call and
-//! its reply are one step; a lost reply is not modelled), the queue's length cap, the
-//! refresh-every-so-often of the queue's expiry (any check-in would refresh it; a lapse is an
-//! environment step), jitter, wait budgets (a waiter may give up at any moment instead), and
-//! locks taken by processes that never queue. A waiter that holds the lock renews it and
-//! cannot stall or die (that is H's story, told once).
+//! its reply are one step; a lost reply is not modelled, only a call cut short by the
+//! waiter's deadline, whose script ran just before the cut or not at all), the queue's
+//! length cap, the refresh-every-so-often of the queue's expiry (any check-in would refresh
+//! it; a lapse is an environment step), jitter, wait budgets (a waiter may give up, or have
+//! its call cut, at any moment instead), and locks taken by processes that never queue. A
+//! waiter that holds the lock renews it and cannot stall or die (that is H's story, told
+//! once).
 //!
 //! # Time and bounds
 //!
@@ -52,8 +66,9 @@
 //! happened, though urgent steps of different actors interleave in every order. A lease
 //! ends the moment its tick is reached ([`Action::LeaseEnds`] comes before anything else).
 //! Waiters arrive at tick 0 (in every order), a late joiner once the queue lapsed.
-//! The bounds: `horizon` ticks, at most one stall, one queue lapse, one death and one
-//! cancel per run, each only when its [`Config`] flag allows it.
+//! The bounds: `horizon` ticks, at most one stall, one queue lapse, one death, one cancel
+//! and one cut call per run, each only when its [`Config`] flag allows it. A cut call's
+//! withdrawal is not urgent: it runs at any later step, or not before the horizon.
 //!
 //! # Properties
 //!
@@ -61,15 +76,18 @@
 //!   check-ins, in the queue or the holder.
 //! - **P2 handoff**: a release that finds a subscribed waiter queued hands it the lock.
 //! - **P3 check-in rate**: a waiter calls at most once per tick unless woken in between.
-//! - **P4 safety**: one holder at most, and only one entitled to it (never one that gave up).
-//! - **P5 no orphan**: once H released and every waiter is done, the lock is free or held
-//!   by a waiter that knows it holds it.
+//! - **P4 safety**: whoever believes it holds the lock holds it (so one holder at most), and
+//!   only one entitled to it holds it: never one that released or gave up, unless the lock
+//!   went to a cut call's token whose withdrawal, still to run, hands it on.
+//! - **P5 no orphan**: once H released, every waiter is done and every withdrawal ran, the
+//!   lock is free or held by a waiter that knows it holds it.
 //! - **S every waiter granted** (sometimes): every waiter can get the lock.
 //!
 //! # Running
 //!
-//! `cargo test -p rlock-model` checks that [`Protocol::Now`] keeps every property and that
-//! [`Protocol::Before`] breaks P1 and P3, printing each counterexample.
+//! `cargo test -p rlock-model` checks that [`Protocol::Now`] keeps every property, that
+//! [`Protocol::Before`] breaks P1 and P3, and that [`Protocol::CutAdopts`] breaks P4,
+//! printing each counterexample.
 
 use stateright::{Model, Property};
 
@@ -87,6 +105,10 @@ pub const HANDOFF_LEASE: u8 = 2;
 pub enum Protocol {
     /// As released in 0.1: defects 1, 2 and 3 (see the crate docs).
     Before,
+    /// The fixed protocol but for the client's defect 4: after an attempt its deadline cut
+    /// short, the waiter still counts itself queued and adopts a hand-off to the token being
+    /// withdrawn.
+    CutAdopts,
     /// The fixed protocol.
     Now,
 }
@@ -110,6 +132,9 @@ pub struct Config {
     pub deaths: bool,
     /// A waiter may give up (once per run).
     pub cancels: bool,
+    /// A waiter's call may be cut short by its deadline, its token withdrawn in the
+    /// background (once per run).
+    pub cuts: bool,
 }
 
 impl Config {
@@ -124,6 +149,7 @@ impl Config {
             late_joiner: false,
             deaths: false,
             cancels: false,
+            cuts: false,
         }
     }
 }
@@ -189,6 +215,13 @@ pub struct Waiter {
     pub out_after_checkin: bool,
     /// It checked in twice in one tick without being woken in between (P3).
     pub double_checkin: bool,
+    /// Its last call was cut short by its deadline, its reply never read: it calls no more,
+    /// and gives up unless it adopts a hand-off it heard (only [`Protocol::CutAdopts`] lets
+    /// it, keeping it waiting for that).
+    pub cut: bool,
+    /// The background withdrawal of its cut call's token is still to run
+    /// ([`Action::Withdraw`]).
+    pub withdraw_pending: bool,
 }
 
 impl Waiter {
@@ -217,7 +250,7 @@ pub struct State {
     pub waiters: Vec<Waiter>,
     /// The queue lapsed in this run.
     pub lapsed: bool,
-    /// Stalls, lapses, deaths and cancels still allowed in this run.
+    /// Stalls, lapses, deaths, cancels and cuts still allowed in this run.
     pub budget: Budget,
     /// A release found a subscribed waiter queued yet left the lock free (P2).
     pub missed_handoff: bool,
@@ -234,6 +267,8 @@ pub struct Budget {
     pub deaths: u8,
     /// Cancels left.
     pub cancels: u8,
+    /// Cut calls left.
+    pub cuts: u8,
 }
 
 /// One atomic step. Waiters are named by index.
@@ -256,12 +291,34 @@ pub enum Action {
     /// The waiter acts on the announcement naming it and the lock is its own: it holds it
     /// (and renews at once).
     Adopt(usize),
-    /// The waiter acts on the announcement naming it, but the handoff lease ended first:
-    /// the lock is not its own; it goes back to waiting.
+    /// The waiter acts on the announcement naming it, but the handoff lease ended first (or
+    /// a withdrawal handed the lock on): the lock is not its own; it goes back to waiting, or
+    /// gives up if its call was cut.
     Decline(usize),
     /// The waiter gives up: the withdraw script (`release_queued.lua`'s `leaving` branch,
     /// from `Backend::withdraw`) removes its entry and hands on a lock handed to it.
     Cancel(usize),
+    /// The waiter's call is cut short by its deadline before its reply is read
+    /// (`Outcome::Unanswered` in `Waiting::queued`, `src/request.rs`). Its script ran in
+    /// Redis (`ran`: it may have queued the waiter again, or granted it the lock) or not;
+    /// either way the client arms the background withdrawal of the call's token
+    /// (`Resend::orphan` in `Engine::attempt`, `src/lease/mod.rs`: [`Action::Withdraw`])
+    /// and, its budget spent, gives up. Under [`Protocol::CutAdopts`] it still counts itself
+    /// queued: if it heard a hand-off naming it, it acts on it first (adopts or declines)
+    /// instead. The cut and the client's look at what it heard are one step: a hand-off
+    /// heard in between is a release ordered before the cut. Its client stays subscribed
+    /// (the worst case: until the withdrawal ran, a release may still hand the lock to the
+    /// token).
+    Cut {
+        /// The waiter.
+        waiter: usize,
+        /// The call's script ran before the cut.
+        ran: bool,
+    },
+    /// The cut call's token is withdrawn, in the background, on another connection, any time
+    /// after the cut (`Backend::withdraw` from the dropped `Resend`: `release_queued.lua`'s
+    /// `leaving` branch): its entry is removed, and a lock held by that token is handed on.
+    Withdraw(usize),
     /// The waiter's process stops (its client stays subscribed).
     Stall(usize),
     /// The stalled process goes on.
@@ -301,6 +358,14 @@ pub fn pause(holder_until: Option<u8>, now: u8) -> u8 {
     }
 }
 
+/// What the acquire script answers.
+enum Reply {
+    /// The lock is the caller's.
+    Granted,
+    /// The lock is busy; the holder's lease end, if told.
+    Busy { reported: Option<u8> },
+}
+
 /// The model checked: the waiting protocol under a [`Config`].
 #[derive(Clone, Debug)]
 pub struct WaitModel {
@@ -333,7 +398,7 @@ impl WaitModel {
             }
             Action::CheckIn(i) => {
                 let w = &s.waiters[i];
-                w.live() && !w.handed && s.now >= w.next_checkin
+                w.live() && !w.handed && !w.cut && s.now >= w.next_checkin
             }
             Action::Adopt(i) => {
                 let w = &s.waiters[i];
@@ -343,7 +408,15 @@ impl WaitModel {
                 let w = &s.waiters[i];
                 w.live() && w.handed && s.holder != Some(Owner::Waiter(i))
             }
-            Action::Cancel(i) => s.waiters[i].live() && s.budget.cancels > 0,
+            Action::Cancel(i) => {
+                let w = &s.waiters[i];
+                w.live() && !w.cut && s.budget.cancels > 0
+            }
+            Action::Cut { waiter: i, .. } => {
+                let w = &s.waiters[i];
+                w.live() && !w.cut && s.budget.cuts > 0
+            }
+            Action::Withdraw(i) => s.waiters[i].withdraw_pending,
             Action::Stall(i) => s.waiters[i].live() && s.budget.stalls > 0,
             Action::Resume(i) => s.waiters[i].stalled,
             Action::Die(i) => {
@@ -370,26 +443,42 @@ impl WaitModel {
         w.out_after_checkin = false;
         w.phase = Phase::Waiting;
         let queued = w.believes_queued;
-
-        // Handed to me (the announcement may have been lost), or free: SET NX takes it and
-        // LREM removes my entry.
-        if s.holder == Some(Owner::Waiter(i)) || s.holder.is_none() {
-            s.holder = Some(Owner::Waiter(i));
-            s.lease_end = now + LEASE;
-            s.queue.retain(|&e| e != i);
-            s.queue_exists &= !s.queue.is_empty();
+        let Reply::Busy { reported } = self.script(s, i, queued) else {
             let w = &mut s.waiters[i];
             w.phase = Phase::Holding;
             w.believes_queued = false;
             w.handed = false;
             return;
-        }
+        };
+        let in_queue = s.queue.contains(&i);
+        let w = &mut s.waiters[i];
+        w.believes_queued = true;
+        w.holder_until = match self.config.protocol {
+            // Before kept the old deadline when the reply did not tell (defect 1).
+            Protocol::Before => reported.or(w.holder_until),
+            Protocol::CutAdopts | Protocol::Now => reported,
+        };
+        w.next_checkin = now + pause(w.holder_until, now);
+        w.out_after_checkin = queued && !in_queue;
+    }
 
+    /// Redis' side of the acquire script (`scripts/acquire.lua`), called by waiter `i`, who
+    /// believes it is `queued` or not: what the script does and what its reply says.
+    fn script(&self, s: &mut State, i: usize, queued: bool) -> Reply {
+        // Handed to me (the announcement may have been lost), or free: SET NX takes it and
+        // LREM removes my entry.
+        if s.holder == Some(Owner::Waiter(i)) || s.holder.is_none() {
+            s.holder = Some(Owner::Waiter(i));
+            s.lease_end = s.now + LEASE;
+            s.queue.retain(|&e| e != i);
+            s.queue_exists &= !s.queue.is_empty();
+            return Reply::Granted;
+        }
         // Busy: a newcomer joins with RPUSH. A queued caller is put back only if it is
         // missing (Now: LPOS), or (Before) if the queue key is gone (PEXPIRE answered 0).
         let push = match self.config.protocol {
             _ if !queued => true,
-            Protocol::Now => !s.queue.contains(&i),
+            Protocol::CutAdopts | Protocol::Now => !s.queue.contains(&i),
             Protocol::Before => !s.queue_exists,
         };
         if push {
@@ -399,18 +488,21 @@ impl WaitModel {
         // The holder's remaining lease in the reply.
         let reported = match self.config.protocol {
             Protocol::Before => (push && s.queue.len() == 1).then_some(s.lease_end),
-            Protocol::Now => (s.queue.first() == Some(&i)).then_some(s.lease_end),
+            Protocol::CutAdopts | Protocol::Now => {
+                (s.queue.first() == Some(&i)).then_some(s.lease_end)
+            }
         };
-        let in_queue = s.queue.contains(&i);
-        let w = &mut s.waiters[i];
-        w.believes_queued = true;
-        w.holder_until = match self.config.protocol {
-            // Before kept the old deadline when the reply did not tell (defect 1).
-            Protocol::Before => reported.or(w.holder_until),
-            Protocol::Now => reported,
-        };
-        w.next_checkin = now + pause(w.holder_until, now);
-        w.out_after_checkin = queued && !in_queue;
+        Reply::Busy { reported }
+    }
+
+    /// The withdraw script (`release_queued.lua`'s `leaving` branch) for waiter `i`'s token:
+    /// `LREM` of its entry, and a lock held by that token is handed on.
+    fn withdraw(s: &mut State, i: usize) {
+        s.queue.retain(|&e| e != i);
+        s.queue_exists &= !s.queue.is_empty();
+        if s.holder == Some(Owner::Waiter(i)) {
+            Self::hand_off(s);
+        }
     }
 
     /// `queue.lua`'s `hand_off`, run by a release with the lock its caller's: pops entries
@@ -463,6 +555,7 @@ impl Model for WaitModel {
                 lapses: c.lapses.into(),
                 deaths: c.deaths.into(),
                 cancels: c.cancels.into(),
+                cuts: c.cuts.into(),
             },
             missed_handoff: false,
         }]
@@ -488,6 +581,15 @@ impl Model for WaitModel {
                 Action::Adopt(i),
                 Action::Decline(i),
                 Action::Cancel(i),
+                Action::Cut {
+                    waiter: i,
+                    ran: false,
+                },
+                Action::Cut {
+                    waiter: i,
+                    ran: true,
+                },
+                Action::Withdraw(i),
                 Action::Stall(i),
                 Action::Resume(i),
                 Action::Die(i),
@@ -526,24 +628,44 @@ impl Model for WaitModel {
                 w.believes_queued = false;
             }
             Action::Decline(i) => {
-                // It was woken: it checks in at once.
+                // It was woken: it checks in at once, or gives up if its call was cut (its
+                // budget is spent).
                 let w = &mut s.waiters[i];
                 w.handed = false;
                 w.woken = true;
                 w.next_checkin = s.now;
+                if w.cut {
+                    w.phase = Phase::GaveUp;
+                }
             }
             Action::Cancel(i) => {
                 s.budget.cancels -= 1;
-                s.queue.retain(|&e| e != i);
-                s.queue_exists &= !s.queue.is_empty();
                 let w = &mut s.waiters[i];
                 w.phase = Phase::GaveUp;
                 w.believes_queued = false;
                 w.handed = false;
                 // A lock handed to it is handed on, not left to its lease.
-                if s.holder == Some(Owner::Waiter(i)) {
-                    Self::hand_off(&mut s);
+                Self::withdraw(&mut s, i);
+            }
+            Action::Cut { waiter: i, ran } => {
+                s.budget.cuts -= 1;
+                if ran {
+                    let queued = s.waiters[i].believes_queued;
+                    self.script(&mut s, i, queued);
                 }
+                let w = &mut s.waiters[i];
+                w.cut = true;
+                w.withdraw_pending = true;
+                // Now: it counts itself as not queued, so it adopts nothing (the withdrawal
+                // hands on what was handed to it) and gives up. CutAdopts: still counting
+                // itself queued, it first acts on a hand-off naming it (defect 4).
+                if !(self.config.protocol == Protocol::CutAdopts && w.handed) {
+                    w.phase = Phase::GaveUp;
+                }
+            }
+            Action::Withdraw(i) => {
+                s.waiters[i].withdraw_pending = false;
+                Self::withdraw(&mut s, i);
             }
             Action::Stall(i) => {
                 s.budget.stalls -= 1;
@@ -585,7 +707,9 @@ impl Model for WaitModel {
             Property::always("P4 safety", safe),
             Property::always("P5 no orphan", |_, s: &State| {
                 let all_done = s.h == HolderPhase::Released
-                    && s.waiters.iter().all(|w| w.phase > Phase::Waiting);
+                    && s.waiters
+                        .iter()
+                        .all(|w| w.phase > Phase::Waiting && !w.withdraw_pending);
                 !all_done
                     || s.holder.is_none_or(|owner| {
                         matches!(owner, Owner::Waiter(i) if s.waiters[i].phase == Phase::Holding)
@@ -619,6 +743,11 @@ fn normalize(s: &mut State) {
             w.woken = false;
             w.called_this_tick = false;
             w.stalled = false;
+            w.cut = false;
+            // A hand-off heard once done is ignored.
+            if w.phase > Phase::Waiting {
+                w.handed = false;
+            }
         }
     }
 }
@@ -636,7 +765,9 @@ fn safe(_: &WaitModel, s: &State) -> bool {
         Some(Owner::Holder) => s.h != HolderPhase::Released,
         Some(Owner::Waiter(i)) => {
             let w = &s.waiters[i];
-            w.phase == Phase::Holding || (w.phase == Phase::Waiting && w.handed)
+            w.phase == Phase::Holding
+                || (w.phase == Phase::Waiting && w.handed)
+                || w.withdraw_pending
         }
     };
     believers_hold && holder_entitled

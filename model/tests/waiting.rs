@@ -1,5 +1,6 @@
 //! The claims about rlock's waiting protocol, checked: the protocol of now keeps every
-//! property; the protocol released in 0.1 breaks P1 (twice) and P3.
+//! property; the protocol released in 0.1 breaks P1 (twice) and P3; a client that adopts a
+//! hand-off after its call was cut short breaks P4.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -59,6 +60,7 @@ fn now_keeps_every_invariant() {
         lapses: true,
         deaths: true,
         cancels: true,
+        cuts: true,
         ..Config::quiet(Protocol::Now, 3)
     };
     check("now, 3 waiters, all faults", everything).assert_properties();
@@ -112,4 +114,26 @@ fn before_hot_loops_behind_a_long_hold() {
     let steps = counterexample(Config::quiet(Protocol::Before, 1), "P3 check-in rate");
     assert!(steps.iter().any(|a| a == "Renew"));
     assert!(steps.ends_with(&["CheckIn(0)".to_string(), "CheckIn(0)".to_string()]));
+}
+
+#[test]
+fn a_cut_attempt_is_never_adopted() {
+    // Defect 4: a release hands the lock to a waiter whose call is in flight; the deadline
+    // cuts the call and the client arms the withdrawal of its token, yet adopts the hand-off
+    // it heard; the withdrawal then hands the lock on under its feet.
+    let config = Config {
+        cuts: true,
+        ..Config::quiet(Protocol::CutAdopts, 2)
+    };
+    let steps = counterexample(config, "P4 safety");
+    let at = |prefix: &str| steps.iter().position(|a| a.starts_with(prefix));
+    let (cut, adopt, withdraw) = (at("Cut"), at("Adopt"), at("Withdraw"));
+    assert!(cut.is_some() && cut < adopt && adopt < withdraw);
+    assert!(steps.last().is_some_and(|a| a.starts_with("Withdraw")));
+    // The fix: a cut waiter counts itself as not queued, adopts nothing and gives up.
+    let fixed = Config {
+        protocol: Protocol::Now,
+        ..config
+    };
+    check("now, 2 waiters, cuts", fixed).assert_properties();
 }
