@@ -246,3 +246,50 @@ pub async fn inspect_and_force_unlock(a: &LockClient, b: &LockClient, key: &str)
         .expect("lost() fires when the client breaks its own lock");
     assert_eq!(a.metrics().forced_unlocks + b.metrics().forced_unlocks, 2);
 }
+
+/// Entries in the lock queue `queue`, as Redis names it (`{order:42}:waiters` for the lock
+/// `order:42`).
+///
+/// # Panics
+///
+/// When Redis does not answer.
+pub async fn queue_len(server: &RedisServer, queue: &str) -> usize {
+    let mut raw = server.raw().await;
+    redis::cmd("LLEN")
+        .arg(queue)
+        .query_async(&mut raw)
+        .await
+        .expect("LLEN of a lock queue")
+}
+
+/// Waits (at most 10 s) until the lock queue `queue` holds `n` entries.
+///
+/// # Panics
+///
+/// When it never does.
+pub async fn wait_queue_len(server: &RedisServer, queue: &str, n: usize) {
+    for _ in 0..1000 {
+        if queue_len(server, queue).await == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("`{queue}` never had {n} entries");
+}
+
+/// Waits (at most 10 s) until `n` clients listen for `key`'s hand-offs, each on its own
+/// channel (one server), so that a release finds them live.
+///
+/// # Panics
+///
+/// When they never do.
+pub async fn wait_listening(server: &RedisServer, key: &str, n: usize) {
+    let pattern = format!("rlock:released:{key}:*");
+    for _ in 0..1000 {
+        if server.channels(&pattern, false).await.len() == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("`{key}` never had {n} clients listening");
+}

@@ -170,3 +170,29 @@ fn number_after(args: &[&str], flag: &str) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1)
 }
+
+/// Arguments of a `lock_worker` that takes `key` once, with a lease of `ttl_ms`, waiting for
+/// it up to `wait_ms` (fairly with `fair`).
+pub fn one_waiting_section<'a>(
+    key: &'a str,
+    ttl_ms: &'a str,
+    wait_ms: &'a str,
+    fair: bool,
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "--key",
+        key,
+        "--tasks",
+        "1",
+        "--iterations",
+        "1",
+        "--ttl-ms",
+        ttl_ms,
+        "--wait-ms",
+        wait_ms,
+    ];
+    if fair {
+        args.push("--fair");
+    }
+    args
+}

@@ -159,6 +159,70 @@ async fn on(node: &RedisServer, args: &[&str]) -> redis::Value {
         .unwrap_or_else(|e| panic!("{args:?} on port {}: {e}", node.port()))
 }
 
+/// A slot's migration from `source` to `target`, by hand, as `redis-cli --cluster reshard`
+/// does it: begun, its keys moved in batches, then finished on every master.
+struct Migration<'a> {
+    source: &'a RedisServer,
+    target: &'a RedisServer,
+    slot: String,
+    target_id: String,
+}
+
+impl<'a> Migration<'a> {
+    /// Marks `slot` importing on `target` and migrating on `source`.
+    async fn begin(source: &'a RedisServer, target: &'a RedisServer, slot: u16) -> Self {
+        let id = |v: redis::Value| -> String { redis::from_redis_value(v).unwrap() };
+        let source_id = id(on(source, &["CLUSTER", "MYID"]).await);
+        let target_id = id(on(target, &["CLUSTER", "MYID"]).await);
+        let slot = slot.to_string();
+        on(
+            target,
+            &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &source_id],
+        )
+        .await;
+        on(
+            source,
+            &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &target_id],
+        )
+        .await;
+        Self {
+            source,
+            target,
+            slot,
+            target_id,
+        }
+    }
+
+    /// Moves `keys` to the target.
+    async fn carry(&self, keys: &[String]) {
+        let port = self.target.port().to_string();
+        let mut migrate = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+        migrate.extend(keys.iter().map(String::as_str));
+        on(self.source, &migrate).await;
+    }
+
+    /// The keys of the slot still on the source (at most 100).
+    async fn left(&self) -> Vec<String> {
+        let keys = on(
+            self.source,
+            &["CLUSTER", "GETKEYSINSLOT", &self.slot, "100"],
+        )
+        .await;
+        redis::from_redis_value(keys).unwrap()
+    }
+
+    /// Gives the slot to the target on every master.
+    async fn finish(self, masters: &[&RedisServer]) {
+        for master in masters {
+            on(
+                master,
+                &["CLUSTER", "SETSLOT", &self.slot, "NODE", &self.target_id],
+            )
+            .await;
+        }
+    }
+}
+
 /// A slot migrated by hand, as `redis-cli --cluster reshard` does it, while holds in it live.
 /// While the slot is half-moved, a renewal whose keys are split between the two nodes gets
 /// `TRYAGAIN`; the keys then go one by one, each redirected (`ASK`) to the node that has it.
@@ -179,24 +243,9 @@ async fn holds_stay_renewed_while_their_slot_migrates() {
     let slot = slot_of(masters[0], &keys[0]).await;
     let source = cluster.master_of_slot(slot).unwrap();
     let target = *masters.iter().find(|m| m.port() != source.port()).unwrap();
-    let id = |v: redis::Value| -> String { redis::from_redis_value(v).unwrap() };
-    let source_id = id(on(source, &["CLUSTER", "MYID"]).await);
-    let target_id = id(on(target, &["CLUSTER", "MYID"]).await);
-    let slot_arg = slot.to_string();
-
     // Half the keys move, then the other half, with pauses of several renewal periods in
     // which the watchdog and a contender meet the slot half-moved.
-    on(
-        target,
-        &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &source_id],
-    )
-    .await;
-    on(
-        source,
-        &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &target_id],
-    )
-    .await;
-    let target_port = target.port().to_string();
+    let migration = Migration::begin(source, target, slot).await;
     // All twenty at once, so that redirected commands share the client's connections.
     let contend = || async {
         let mut attempts = tokio::task::JoinSet::new();
@@ -215,29 +264,13 @@ async fn holds_stay_renewed_while_their_slot_migrates() {
         }
     };
     for half in keys.chunks(10) {
-        let mut migrate = vec![
-            "MIGRATE",
-            "127.0.0.1",
-            &target_port,
-            "",
-            "0",
-            "5000",
-            "KEYS",
-        ];
-        migrate.extend(half.iter().map(String::as_str));
-        on(source, &migrate).await;
+        migration.carry(half).await;
         for _ in 0..4 {
             tokio::time::sleep(Duration::from_millis(300)).await;
             contend().await;
         }
     }
-    for master in &masters {
-        on(
-            master,
-            &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &target_id],
-        )
-        .await;
-    }
+    migration.finish(&masters).await;
 
     // The slot has moved: the same holds are renewed on the new owner.
     for _ in 0..4 {
@@ -293,42 +326,9 @@ async fn a_waiter_is_subscribed_again_when_its_slot_moves() {
     );
 
     // The slot moves, keys and all.
-    let id = |v: redis::Value| -> String { redis::from_redis_value(v).unwrap() };
-    let source_id = id(on(source, &["CLUSTER", "MYID"]).await);
-    let target_id = id(on(target, &["CLUSTER", "MYID"]).await);
-    let slot_arg = slot.to_string();
-    on(
-        target,
-        &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &source_id],
-    )
-    .await;
-    on(
-        source,
-        &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &target_id],
-    )
-    .await;
-    let in_slot: Vec<String> =
-        redis::from_redis_value(on(source, &["CLUSTER", "GETKEYSINSLOT", &slot_arg, "100"]).await)
-            .unwrap();
-    let target_port = target.port().to_string();
-    let mut migrate = vec![
-        "MIGRATE",
-        "127.0.0.1",
-        &target_port,
-        "",
-        "0",
-        "5000",
-        "KEYS",
-    ];
-    migrate.extend(in_slot.iter().map(String::as_str));
-    on(source, &migrate).await;
-    for master in &masters {
-        on(
-            master,
-            &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &target_id],
-        )
-        .await;
-    }
+    let migration = Migration::begin(source, target, slot).await;
+    migration.carry(&migration.left().await).await;
+    migration.finish(&masters).await;
     // Well within the health check's turn through twelve channels.
     let mut subscribed = false;
     for _ in 0..30 {

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::history::Section;
-use rlock_tests::locking::wait_then_release;
-use rlock_tests::workers::Running;
+use rlock_tests::locking::{wait_listening, wait_queue_len, wait_then_release};
+use rlock_tests::workers::{Running, one_waiting_section};
 use rlock_tests::{Counts, RedisServer};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
@@ -52,54 +52,14 @@ fn lock_commands(counts: &Counts) -> u64 {
     LOCK_COMMANDS.iter().map(|c| counts.calls(c)).sum()
 }
 
-/// Entries in `key`'s queue in Redis.
-async fn queued(server: &RedisServer, key: &str) -> usize {
-    let mut raw = server.raw().await;
-    raw.llen(format!("{{{key}}}:waiters")).await.unwrap()
+/// The queue of the lock `key` (a key without braces).
+fn queue_of(key: &str) -> String {
+    format!("{{{key}}}:waiters")
 }
 
 /// Waits (bounded) until `key`'s queue holds `n` entries.
 async fn wait_queued(server: &RedisServer, key: &str, n: usize) {
-    for _ in 0..500 {
-        if queued(server, key).await == n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("`{key}` never had {n} waiters queued");
-}
-
-/// Waits until `n` clients listen for `key`'s handoffs (each on its own channel), so that a
-/// release finds them.
-async fn wait_listening(server: &RedisServer, key: &str, n: usize) {
-    let pattern = format!("rlock:released:{key}:*");
-    for _ in 0..500 {
-        if server.channels(&pattern, false).await.len() == n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("`{key}` never had {n} clients listening");
-}
-
-/// Arguments of a worker that takes `key` once, waiting for it up to a minute.
-fn one_waiting_section(key: &str, fair: bool) -> Vec<&str> {
-    let mut args = vec![
-        "--key",
-        key,
-        "--tasks",
-        "1",
-        "--iterations",
-        "1",
-        "--ttl-ms",
-        "10000",
-        "--wait-ms",
-        "60000",
-    ];
-    if fair {
-        args.push("--fair");
-    }
-    args
+    wait_queue_len(server, &queue_of(key), n).await;
 }
 
 /// `processes` workers, one task each, take `key` `iterations` times in turn, holding it 3 ms;
@@ -188,7 +148,7 @@ async fn fair_waiters_are_granted_in_arrival_order_across_processes() {
         .acquire()
         .await
         .unwrap();
-    let mut args = one_waiting_section("q:fifo", true);
+    let mut args = one_waiting_section("q:fifo", "10000", "60000", true);
     args.extend(["--hold-ms", "5"]);
     let mut running = Running::spawn(WORKER, &url, 0, &args);
     for i in 0..6 {
@@ -233,7 +193,7 @@ async fn head_waiter_fails(stopped: bool) {
         let key = format!("q:dead:{fair}");
         let holder = LockClient::connect(&url).await.unwrap();
         let guard = holder.lock(key.as_str()).acquire().await.unwrap();
-        let args = one_waiting_section(&key, fair);
+        let args = one_waiting_section(&key, "10000", "60000", fair);
         let mut doomed = Running::spawn(WORKER, &url, 1, &args);
         wait_queued(&server, &key, 1).await;
         wait_listening(&server, &key, 1).await;

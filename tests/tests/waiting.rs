@@ -13,66 +13,12 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::wait_then_release;
-use rlock_tests::workers::Running;
+use rlock_tests::locking::{queue_len, wait_listening, wait_queue_len, wait_then_release};
+use rlock_tests::workers::{Running, one_waiting_section};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
 /// Generous: the workers below normally finish in seconds, on a loaded machine too.
 const DEADLINE: Duration = Duration::from_secs(90);
-
-/// Entries in `queue` (a queue key as Redis names it).
-async fn entries(server: &RedisServer, queue: &str) -> usize {
-    server.raw().await.llen(queue).await.unwrap()
-}
-
-/// Waits (bounded) until `queue` holds `n` entries.
-async fn wait_entries(server: &RedisServer, queue: &str, n: usize) {
-    for _ in 0..1000 {
-        if entries(server, queue).await == n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("`{queue}` never had {n} entries");
-}
-
-/// Waits until `n` clients listen for `key`'s hand-offs, each on its own channel.
-async fn wait_listening(server: &RedisServer, key: &str, n: usize) {
-    let pattern = format!("rlock:released:{key}:*");
-    for _ in 0..1000 {
-        if server.channels(&pattern, false).await.len() == n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("`{key}` never had {n} clients listening");
-}
-
-/// Arguments of a worker that takes `key` once with a lease of `ttl_ms`, waiting for it up to
-/// `wait_ms`.
-fn one_waiting_section<'a>(
-    key: &'a str,
-    ttl_ms: &'a str,
-    wait_ms: &'a str,
-    fair: bool,
-) -> Vec<&'a str> {
-    let mut args = vec![
-        "--key",
-        key,
-        "--tasks",
-        "1",
-        "--iterations",
-        "1",
-        "--ttl-ms",
-        ttl_ms,
-        "--wait-ms",
-        wait_ms,
-    ];
-    if fair {
-        args.push("--fair");
-    }
-    args
-}
 
 /// The head waiter learns the holder's remaining lease from each of its check ins, not only
 /// from the one that made the queue: behind a holder that renews past its first lease, it
@@ -92,7 +38,7 @@ async fn the_head_waiter_checks_in_at_its_pace_behind_a_long_hold() {
         .await
         .unwrap();
     let waiting = wait_then_release(&waiter, "w:long", Duration::from_secs(60));
-    wait_entries(&server, "{w:long}:waiters", 1).await;
+    wait_queue_len(&server, "{w:long}:waiters", 1).await;
     let before = server.counts();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let scripts = server.counts().minus(&before).calls("evalsha");
@@ -132,7 +78,7 @@ async fn missed_hand_off(fair: bool) {
         1,
         &one_waiting_section(key, "1000", "15000", fair),
     );
-    wait_entries(&server, "{w:missed}:waiters", 1).await;
+    wait_queue_len(&server, "{w:missed}:waiters", 1).await;
     wait_listening(&server, key, 1).await;
     let contenders = [
         LockClient::connect(&url).await.unwrap(),
@@ -205,11 +151,11 @@ async fn waiters_of_a_lost_queue_stand_in_the_next_one() {
     let first = wait_then_release(&a, "w:lapsed", budget);
     let second = wait_then_release(&b, "w:lapsed", budget);
     let queue = "{w:lapsed}:waiters";
-    wait_entries(&server, queue, 2).await;
+    wait_queue_len(&server, queue, 2).await;
     wait_listening(&server, "w:lapsed", 2).await;
     let _: () = server.raw().await.del(queue).await.unwrap();
     let newcomer = wait_then_release(&c, "w:lapsed", budget);
-    wait_entries(&server, queue, 3).await;
+    wait_queue_len(&server, queue, 3).await;
     guard.release().await.unwrap();
     for waiter in [first, second, newcomer] {
         waiter.await.unwrap().unwrap();
@@ -298,11 +244,11 @@ async fn a_live_waiter_behind_dead_ones_is_handed_the_lock_at_once() {
         dead,
         &one_waiting_section(key, "10000", "60000", false),
     );
-    wait_entries(&server, queue, dead).await;
+    wait_queue_len(&server, queue, dead).await;
     wait_listening(&server, key, dead).await;
     let live = LockClient::connect(&url).await.unwrap();
     let waiting = wait_then_release(&live, key, Duration::from_secs(1));
-    wait_entries(&server, queue, dead + 1).await;
+    wait_queue_len(&server, queue, dead + 1).await;
     for i in 0..dead {
         doomed.kill(i);
     }
@@ -328,15 +274,15 @@ async fn a_locks_companion_keys_are_its_own() {
     let other = LockClient::connect(&server.url()).await.unwrap();
     let braced = client.lock("{x}").acquire().await.unwrap();
     let waiting = wait_then_release(&other, "{x}", Duration::from_secs(30));
-    wait_entries(&server, "{x}::waiters", 1).await;
+    wait_queue_len(&server, "{x}::waiters", 1).await;
     // `x`'s release, with a waiter of `x` too, touches `x`'s queue alone.
     let plain = client.lock("x").acquire().await.unwrap();
     let plain_waiter = wait_then_release(&other, "x", Duration::from_secs(30));
-    wait_entries(&server, "{x}:waiters", 1).await;
+    wait_queue_len(&server, "{x}:waiters", 1).await;
     plain.release().await.unwrap();
     plain_waiter.await.unwrap().unwrap();
     assert_eq!(
-        entries(&server, "{x}::waiters").await,
+        queue_len(&server, "{x}::waiters").await,
         1,
         "`{{x}}`'s waiter"
     );
