@@ -160,8 +160,9 @@ impl Session for ShardedSession {
                         payload: payload.clone(),
                     }));
                 }
-                // Redis ends the sharded subscriptions of a slot that leaves a node; it sends
-                // the same for the feed's own `SUNSUBSCRIBE`, which the feed tells apart.
+                // Redis ends the sharded subscriptions of a slot that leaves a node (moved, or
+                // the node demoted); it sends the same for the feed's own `SUNSUBSCRIBE`,
+                // which the feed tells apart.
                 (PushKind::SUnsubscribe, [Value::BulkString(channel), ..]) => {
                     return Some(Heard::Dropped(
                         String::from_utf8_lossy(channel).into_owned(),

@@ -366,21 +366,17 @@ impl<C: Connector> FeedTask<C> {
                             listener.released(key, Handoff::parse(&announcement.payload));
                         }
                     }
-                    // A subscription the feed still wants, gone with its slot: subscribed
-                    // again at once, on the slot's new node. Until a release finds it
-                    // there, its waiters' entries may be skipped; the confirmation wakes
-                    // them, and their check ins put the entries back. (One the feed gave up
-                    // itself is no longer among the confirmed.)
+                    // A subscription the feed still wants, gone with its slot (a resharding, or
+                    // a failover that demoted its node): the topology changed, and this
+                    // connection's map of it is stale (subscribed again through it, the
+                    // channel could land on the demoted node, which accepts it as a replica,
+                    // where no release is heard). So the feed starts over on a fresh
+                    // connection, at once; meanwhile its keys' waiters poll, and the
+                    // confirmations wake them to put back entries releases skipped. (One
+                    // the feed gave up itself is no longer among the confirmed.)
                     Some(Heard::Dropped(channel)) => {
-                        if !confirmed.contains(&channel) {
-                            continue;
-                        }
-                        confirmed.retain(|c| *c != channel);
-                        let Some(key) = self.keys_by_channel.get(&channel).cloned() else {
-                            continue;
-                        };
-                        crate::trace::debug_event!(key = key.as_str(), "rlock: Redis dropped a release subscription (its slot moved); subscribing again");
-                        if !self.subscribe(&mut session, &key, &mut confirmed).await {
+                        if confirmed.contains(&channel) {
+                            crate::trace::debug_event!(channel = channel.as_str(), "rlock: Redis dropped a release subscription (its slot moved); the feed reconnects");
                             return Stop::Failed;
                         }
                     }

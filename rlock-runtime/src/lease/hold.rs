@@ -102,11 +102,11 @@ impl State {
         sent_at + ttl.saturating_sub(margin)
     }
 
-    /// When a renewal of a lease of `ttl` set by a request sent at `sent_at` is due: a third
-    /// of the lease on, earlier by the timers' lateness (at most half of that third).
+    /// When a renewal of a lease of `ttl` set by a request sent at `sent_at` is due, before
+    /// the timers' lateness is counted (see [`renewal`](Self::renewal)): a third of the lease
+    /// on.
     fn renewal_due(&self, sent_at: Instant, ttl: Duration) -> Instant {
-        let after = renew_after(ttl);
-        sent_at + after.saturating_sub(self.lateness.min(after / 2))
+        sent_at + renew_after(ttl)
     }
 
     /// When the next renewal may go out to share a batch, and when it is due, if one may go.
@@ -114,14 +114,19 @@ impl State {
         if self.phase != Phase::Held || !self.renew || self.in_flight.is_some() {
             return None;
         }
-        // A retry after a failure waits for its own moment; a regular renewal may go early.
-        let window = if self.renew_failures == 0 {
-            renew_window(self.countable(self.lease))
+        // A retry after a failure waits for its own moment; a regular renewal may go early,
+        // and is due earlier by as much as the timers run late, but never before the early
+        // window opens (half a third of the lease after the last renewal was sent): brought
+        // forward any further, each renewal would go out as soon as the last one returned.
+        let (window, advance) = if self.renew_failures == 0 {
+            let window = renew_window(self.countable(self.lease));
+            (window, self.lateness.min(window))
         } else {
-            Duration::ZERO
+            (Duration::ZERO, Duration::ZERO)
         };
         let early = self.renew_at.checked_sub(window).unwrap_or(self.renew_at);
-        Some((early, self.renew_at))
+        let due = self.renew_at.checked_sub(advance).unwrap_or(self.renew_at);
+        Some((early, due))
     }
 
     /// The next moment the watchdog must look at this hold.
@@ -703,7 +708,29 @@ mod tests {
         hold.renewal_settled(sent, TTL, Some(true), sent);
         let state = hold.state();
         assert_eq!(state.expires, bound(sent, TTL) - late);
-        assert_eq!(state.renew_at, sent + renew_after(TTL) - late);
+        let (early, due) = state.renewal().unwrap();
+        assert_eq!(due, sent + renew_after(TTL) - late);
+        assert_eq!(early, sent + renew_after(TTL) - renew_window(TTL));
+        drop(state);
+        // However late the timers, no renewal may go out before the early window opens
+        // (a renewal sent as soon as the last one returned would loop).
+        for _ in 0..100 {
+            hold.engine
+                .lateness
+                .record(t0, t0 + Duration::from_secs(10));
+        }
+        let sent = sent + renew_after(TTL);
+        hold.state().in_flight = Some(InFlight::Renewal {
+            sent_at: sent,
+            ttl: TTL,
+        });
+        hold.renewal_settled(sent, TTL, Some(true), sent);
+        let (early, due) = hold.state().renewal().unwrap();
+        assert!(
+            due >= early && early >= sent + renew_after(TTL) / 2,
+            "{:?}",
+            due - sent
+        );
     }
 
     #[tokio::test]
