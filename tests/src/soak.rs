@@ -24,6 +24,9 @@
 //! late (every worker measures its timer lateness and reports it, [`Lateness`]), else
 //! nothing explains it. A silent overlap is never explained: it is a violation whatever
 //! happened around it.
+//!
+//! Workers of the waiting mix also report, per key, how their waits went ([`Waits`]) and
+//! each wait that gave up `Busy` ([`GaveUp`]); [`crate::waits`] judges them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -110,6 +113,54 @@ impl Record {
     }
 }
 
+/// How one worker's waiting-mix requests on one key went (a `Q` line).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Waits {
+    /// Calls of `acquire`.
+    pub requests: u64,
+    /// Calls that returned a guard.
+    pub grants: u64,
+    /// Calls that gave up with `Busy` when their wait budget ran out.
+    pub busy: u64,
+    /// Calls cancelled while they waited (a timeout around `acquire` shorter than its
+    /// budget, or the end of the run).
+    pub cancelled: u64,
+    /// Calls that failed otherwise (`Timeout`, `Unavailable`, …).
+    pub errors: u64,
+    /// Time spent in `acquire` by all of them, µs: the client's waiting time on the key.
+    pub waited_us: u64,
+}
+
+impl Waits {
+    /// The line a worker writes for its waits on `key`.
+    pub fn line(&self, key: &str) -> String {
+        format!(
+            "Q {key} {} {} {} {} {} {}",
+            self.requests, self.grants, self.busy, self.cancelled, self.errors, self.waited_us
+        )
+    }
+}
+
+/// A waiting-mix request that gave up `Busy` (a `B` line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GaveUp {
+    /// The worker process.
+    pub worker: u32,
+    /// Index into [`History::keys`].
+    pub key: u32,
+    /// When `acquire` was called and when it returned `Busy` (µs since the epoch).
+    pub start_us: u64,
+    /// See `start_us`.
+    pub end_us: u64,
+}
+
+impl GaveUp {
+    /// The line a worker writes for it.
+    pub fn line(&self, key: &str) -> String {
+        format!("B {key} {} {}", self.start_us, self.end_us)
+    }
+}
+
 /// Longest sleep of a worker's lateness probe: it sleeps 5 to 10 ms, again and again.
 pub const PROBE_SLEEP_MAX_US: u64 = 10_000;
 /// A worker reports the worst lateness of its probe per window of this length.
@@ -145,8 +196,15 @@ pub struct History {
     key_index: HashMap<String, u32>,
     /// Every critical section.
     pub records: Vec<Record>,
+    /// Waiting-mix requests per (worker, key).
+    pub waits: BTreeMap<(u32, u32), Waits>,
+    /// Waiting-mix requests that gave up `Busy`.
+    pub gave_up: Vec<GaveUp>,
     /// Each worker's timer lateness, worst per window, in the order reported.
     pub lateness: Vec<Lateness>,
+    /// `(worker, deployment, client id)`: the id its client on that deployment puts in its
+    /// owner tokens (`C` lines), by which Redis-side counts are told apart.
+    pub clients: Vec<(u32, String, String)>,
     /// Failed acquisitions and releases by `LockError` variant (`Busy`, `Unavailable`, …).
     pub errors: BTreeMap<String, u64>,
     /// Panics reported by workers (a `P` line) or seen as a worker's abnormal exit.
@@ -163,8 +221,14 @@ impl History {
             .map_or("", String::as_str)
     }
 
-    /// Adds what one worker wrote: `S …` lines ([`Record::line`]), `T …`
-    /// ([`Lateness::line`]), `E <variant> <count>`, `P <message>` and a final `DONE`.
+    /// The index of `key`, if a worker named it.
+    pub fn key_id(&self, key: &str) -> Option<u32> {
+        self.key_index.get(key).copied()
+    }
+
+    /// Adds what one worker wrote: `S …` lines ([`Record::line`]), `Q …` ([`Waits::line`]),
+    /// `B …` ([`GaveUp::line`]), `T …` ([`Lateness::line`]), `C <deployment> <client id>`,
+    /// `E <variant> <count>`, `P <message>` and a final `DONE`.
     ///
     /// # Errors
     ///
@@ -215,6 +279,36 @@ impl History {
                         release,
                     });
                 }
+                Some("Q") => {
+                    let key = words.next().ok_or_else(bad)?;
+                    let mut num = || -> Result<u64, String> {
+                        words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)
+                    };
+                    let [requests, grants, busy, cancelled, errors, waited_us] =
+                        [num()?, num()?, num()?, num()?, num()?, num()?];
+                    let key = self.intern(key);
+                    let waits = self.waits.entry((worker, key)).or_default();
+                    waits.requests += requests;
+                    waits.grants += grants;
+                    waits.busy += busy;
+                    waits.cancelled += cancelled;
+                    waits.errors += errors;
+                    waits.waited_us += waited_us;
+                }
+                Some("B") => {
+                    let key = words.next().ok_or_else(bad)?;
+                    let mut num = || -> Result<u64, String> {
+                        words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)
+                    };
+                    let [start_us, end_us] = [num()?, num()?];
+                    let key = self.intern(key);
+                    self.gave_up.push(GaveUp {
+                        worker,
+                        key,
+                        start_us,
+                        end_us,
+                    });
+                }
                 Some("T") => {
                     let mut num = || -> Result<u64, String> {
                         words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)
@@ -225,6 +319,12 @@ impl History {
                         woke_us,
                         late_us,
                     });
+                }
+                Some("C") => {
+                    let deployment = words.next().ok_or_else(bad)?;
+                    let id = words.next().ok_or_else(bad)?;
+                    self.clients
+                        .push((worker, deployment.to_owned(), id.to_owned()));
                 }
                 Some("E") => {
                     let variant = words.next().ok_or_else(bad)?;
