@@ -208,8 +208,19 @@ mod tests {
             .arg("c:1 500 0")
             .query(&mut raw)
             .unwrap();
-        // Time for the MONITOR connection to be in place.
-        thread::sleep(Duration::from_millis(500));
+        // Until the MONITOR connection is in place (a client with the `O` flag).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut raw).unwrap();
+            if clients.lines().any(|c| c.contains(" flags=O ")) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no MONITOR connection"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
         for _ in 0..3 {
             let _: Option<i64> = redis::cmd("EVAL")
                 .arg("return redis.call('LPOS', KEYS[1], ARGV[1])")
