@@ -14,6 +14,9 @@
 //! `env!("CARGO_BIN_EXE_lock_worker")`) and [`history`], which parses what the workers print
 //! and checks the merged history for overlapping critical sections and out-of-order fences.
 //!
+//! The soak program (`soak` binary) checks its history with [`soak`], judges its waiting
+//! mix with [`waits`], and counts waiters' check ins on Redis's side with [`checkins`].
+//!
 //! [`deploy`] starts replicated deployments: a Sentinel-managed master, and a Redis Cluster.
 //!
 //! [`proxy::FaultProxy`] sits between a client and a server to delay, batch, blackhole or cut
@@ -47,6 +50,7 @@
 //! ```
 
 pub mod certs;
+pub mod checkins;
 pub mod child;
 pub mod deploy;
 pub mod history;
@@ -56,6 +60,7 @@ mod resp;
 pub mod server;
 pub mod soak;
 mod stats;
+pub mod waits;
 pub mod workers;
 
 pub use server::{RedisServer, free_port};

@@ -17,6 +17,16 @@
 //!
 //! A section's effective end is its end, or the moment `lost()` fired if that came first:
 //! a holder stops acting on a lock it was told it lost.
+//!
+//! A signalled overlap is then put down to a [`Cause`] ([`classify`]): a nemesis fault nearby
+//! (the orchestrator knows its faults and says so), else a **scheduling delay** when the
+//! earlier holder's own process had its timers fire late by about as long as it was told
+//! late (every worker measures its timer lateness and reports it, [`Lateness`]), else
+//! nothing explains it. A silent overlap is never explained: it is a violation whatever
+//! happened around it.
+//!
+//! Workers of the waiting mix also report, per key, how their waits went ([`Waits`]) and
+//! each wait that gave up `Busy` ([`GaveUp`]); [`crate::waits`] judges them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -103,6 +113,81 @@ impl Record {
     }
 }
 
+/// How one worker's waiting-mix requests on one key went (a `Q` line).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Waits {
+    /// Calls of `acquire`.
+    pub requests: u64,
+    /// Calls that returned a guard.
+    pub grants: u64,
+    /// Calls that gave up with `Busy` when their wait budget ran out.
+    pub busy: u64,
+    /// Calls cancelled while they waited (a timeout around `acquire` shorter than its
+    /// budget, or the end of the run).
+    pub cancelled: u64,
+    /// Calls that failed otherwise (`Timeout`, `Unavailable`, …).
+    pub errors: u64,
+    /// Time spent in `acquire` by all of them, µs: the client's waiting time on the key.
+    pub waited_us: u64,
+}
+
+impl Waits {
+    /// The line a worker writes for its waits on `key`.
+    pub fn line(&self, key: &str) -> String {
+        format!(
+            "Q {key} {} {} {} {} {} {}",
+            self.requests, self.grants, self.busy, self.cancelled, self.errors, self.waited_us
+        )
+    }
+}
+
+/// A waiting-mix request that gave up `Busy` (a `B` line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GaveUp {
+    /// The worker process.
+    pub worker: u32,
+    /// Index into [`History::keys`].
+    pub key: u32,
+    /// When `acquire` was called and when it returned `Busy` (µs since the epoch).
+    pub start_us: u64,
+    /// See `start_us`.
+    pub end_us: u64,
+}
+
+impl GaveUp {
+    /// The line a worker writes for it.
+    pub fn line(&self, key: &str) -> String {
+        format!("B {key} {} {}", self.start_us, self.end_us)
+    }
+}
+
+/// Longest sleep of a worker's lateness probe: it sleeps 5 to 10 ms, again and again.
+pub const PROBE_SLEEP_MAX_US: u64 = 10_000;
+/// A worker reports the worst lateness of its probe per window of this length.
+pub const LATENESS_WINDOW_US: u64 = 100_000;
+/// Lateness under this is not reported (a window without a line was at most this late).
+pub const LATENESS_REPORTED_US: u64 = 1_000;
+
+/// The worst timer lateness a worker process saw in one window (a `T` line): a sleep due at
+/// `woke_us - late_us` woke at `woke_us`, so the process's timers did not fire in between
+/// (it was not scheduled, or was stopped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lateness {
+    /// The worker process.
+    pub worker: u32,
+    /// When the late sleep woke (µs since the epoch, the history's clock).
+    pub woke_us: u64,
+    /// How late it woke, µs.
+    pub late_us: u64,
+}
+
+impl Lateness {
+    /// The line a worker writes for it.
+    pub fn line(&self) -> String {
+        format!("T {} {}", self.woke_us, self.late_us)
+    }
+}
+
 /// The merged records, errors and summaries of every worker of a run.
 #[derive(Debug, Default)]
 pub struct History {
@@ -111,6 +196,15 @@ pub struct History {
     key_index: HashMap<String, u32>,
     /// Every critical section.
     pub records: Vec<Record>,
+    /// Waiting-mix requests per (worker, key).
+    pub waits: BTreeMap<(u32, u32), Waits>,
+    /// Waiting-mix requests that gave up `Busy`.
+    pub gave_up: Vec<GaveUp>,
+    /// Each worker's timer lateness, worst per window, in the order reported.
+    pub lateness: Vec<Lateness>,
+    /// `(worker, deployment, client id)`: the id its client on that deployment puts in its
+    /// owner tokens (`C` lines), by which Redis-side counts are told apart.
+    pub clients: Vec<(u32, String, String)>,
     /// Failed acquisitions and releases by `LockError` variant (`Busy`, `Unavailable`, …).
     pub errors: BTreeMap<String, u64>,
     /// Panics reported by workers (a `P` line) or seen as a worker's abnormal exit.
@@ -127,8 +221,14 @@ impl History {
             .map_or("", String::as_str)
     }
 
-    /// Adds what one worker wrote: `S …` lines ([`Record::line`]), `E <variant> <count>`,
-    /// `P <message>` and a final `DONE`.
+    /// The index of `key`, if a worker named it.
+    pub fn key_id(&self, key: &str) -> Option<u32> {
+        self.key_index.get(key).copied()
+    }
+
+    /// Adds what one worker wrote: `S …` lines ([`Record::line`]), `Q …` ([`Waits::line`]),
+    /// `B …` ([`GaveUp::line`]), `T …` ([`Lateness::line`]), `C <deployment> <client id>`,
+    /// `E <variant> <count>`, `P <message>` and a final `DONE`.
     ///
     /// # Errors
     ///
@@ -179,6 +279,53 @@ impl History {
                         release,
                     });
                 }
+                Some("Q") => {
+                    let key = words.next().ok_or_else(bad)?;
+                    let mut num = || -> Result<u64, String> {
+                        words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)
+                    };
+                    let [requests, grants, busy, cancelled, errors, waited_us] =
+                        [num()?, num()?, num()?, num()?, num()?, num()?];
+                    let key = self.intern(key);
+                    let waits = self.waits.entry((worker, key)).or_default();
+                    waits.requests += requests;
+                    waits.grants += grants;
+                    waits.busy += busy;
+                    waits.cancelled += cancelled;
+                    waits.errors += errors;
+                    waits.waited_us += waited_us;
+                }
+                Some("B") => {
+                    let key = words.next().ok_or_else(bad)?;
+                    let mut num = || -> Result<u64, String> {
+                        words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)
+                    };
+                    let [start_us, end_us] = [num()?, num()?];
+                    let key = self.intern(key);
+                    self.gave_up.push(GaveUp {
+                        worker,
+                        key,
+                        start_us,
+                        end_us,
+                    });
+                }
+                Some("T") => {
+                    let mut num = || -> Result<u64, String> {
+                        words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)
+                    };
+                    let [woke_us, late_us] = [num()?, num()?];
+                    self.lateness.push(Lateness {
+                        worker,
+                        woke_us,
+                        late_us,
+                    });
+                }
+                Some("C") => {
+                    let deployment = words.next().ok_or_else(bad)?;
+                    let id = words.next().ok_or_else(bad)?;
+                    self.clients
+                        .push((worker, deployment.to_owned(), id.to_owned()));
+                }
                 Some("E") => {
                     let variant = words.next().ok_or_else(bad)?;
                     let n: u64 = words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)?;
@@ -215,6 +362,90 @@ pub struct Overlap {
     pub earlier: Record,
     /// The section granted meanwhile.
     pub later: Record,
+}
+
+impl Overlap {
+    /// When the earlier holder was told it had lost the lock: its `lost()`, else its release
+    /// answering `Lost`; `None` if it never was (a silent overlap).
+    pub fn told_us(&self) -> Option<u64> {
+        let first = &self.earlier;
+        if first.lost_us > 0 {
+            Some(first.lost_us)
+        } else {
+            (first.release == Release::Lost).then_some(first.end_us)
+        }
+    }
+
+    /// How long after the later grant the earlier holder was told, µs.
+    pub fn told_late_us(&self) -> Option<u64> {
+        self.told_us()
+            .map(|told| told.saturating_sub(self.later.grant_us))
+    }
+}
+
+/// What an overlap is put down to, in this order of precedence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Cause {
+    /// A nemesis fault that reaches the key was under way or just healed at the later grant.
+    Fault,
+    /// No fault, but the earlier holder's process had its timers fire late, around the moment
+    /// it should have been told, by at least how late it was told (less
+    /// [`SCHEDULING_SLACK_US`]): the machine did not run it, so it could not tell itself.
+    SchedulingDelay,
+    /// Nothing above: for a signalled overlap, a holder told late for no visible reason; a
+    /// silent one is always this.
+    Unexplained,
+}
+
+impl Cause {
+    /// Its name in a report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Cause::Fault => "a nemesis fault nearby",
+            Cause::SchedulingDelay => "scheduling delay (the holder's process ran late)",
+            Cause::Unexplained => "unexplained",
+        }
+    }
+}
+
+/// How much less than the telling's lateness the process's timer lateness may be and still
+/// explain it: the probe's longest sleep (a stall that begins while the probe sleeps shows
+/// as lateness only from the probe's due time, up to one sleep after the stall began) and
+/// 2 ms of measuring.
+pub const SCHEDULING_SLACK_US: u64 = PROBE_SLEEP_MAX_US + 2_000;
+
+/// The worst timer lateness of the earlier holder's process that can explain `overlap`: a
+/// late wake-up reported between the later grant and one lateness window after the holder
+/// was told (a stall that kept it from being told ends when it is told; its worst-of-window
+/// line can be stamped up to a window later). `None` for a silent overlap.
+pub fn holder_lateness_us(history: &History, overlap: &Overlap) -> Option<u64> {
+    let told = overlap.told_us()?;
+    let from = overlap.later.grant_us;
+    let to = told.saturating_add(LATENESS_WINDOW_US);
+    history
+        .lateness
+        .iter()
+        .filter(|l| l.worker == overlap.earlier.worker && (from..=to).contains(&l.woke_us))
+        .map(|l| l.late_us)
+        .max()
+}
+
+/// Puts `overlap` down to a [`Cause`]; `fault_nearby` is the orchestrator's say on whether a
+/// fault reaching the key was around the later grant. A silent overlap is `Unexplained`
+/// whatever happened around it: rlock promises to tell, faults or not, so nothing excuses it.
+pub fn classify(history: &History, overlap: &Overlap, fault_nearby: bool) -> Cause {
+    let Some(late) = overlap.told_late_us() else {
+        return Cause::Unexplained;
+    };
+    if fault_nearby {
+        Cause::Fault
+    } else if holder_lateness_us(history, overlap)
+        .is_some_and(|lateness| lateness + SCHEDULING_SLACK_US >= late)
+    {
+        Cause::SchedulingDelay
+    } else {
+        Cause::Unexplained
+    }
 }
 
 /// What [`check`] found.
@@ -310,17 +541,12 @@ fn check_key(sections: &[Record], verdict: &mut Verdict) {
                 } else {
                     (held, next)
                 };
-                // Told late: by `lost()`, or by its release answering `Lost`.
-                let told_us = if first.lost_us > 0 {
-                    Some(first.lost_us)
-                } else {
-                    (first.release == Release::Lost).then_some(first.end_us)
-                };
                 let overlap = Overlap {
                     earlier: first,
                     later: second,
                 };
-                if let Some(told_us) = told_us {
+                // Told late: by `lost()`, or by its release answering `Lost`.
+                if let Some(told_us) = overlap.told_us() {
                     verdict.signalled_overlaps.push(overlap);
                     verdict
                         .lost_windows_us
@@ -516,6 +742,91 @@ mod tests {
             rec(3, 4, 20, 0, (6, 7, Write::Accepted)),
         ]);
         assert!(check(&concurrent).stale_writes.is_empty());
+    }
+
+    /// A holder told 50 ms after the next grant, with no fault nearby, is put down to a
+    /// scheduling delay only if its own process ran that late around then.
+    #[test]
+    fn a_late_telling_is_a_scheduling_delay_only_when_the_holders_process_ran_late() {
+        let mut earlier = rec(1, 0, 200_000, 150_000, (5, 6, Write::Accepted));
+        earlier.worker = 1;
+        let later = rec(2, 100_000, 120_000, 0, (110_000, 111_000, Write::Accepted));
+        let overlap_in = |lateness: &[(u32, u64, u64)]| {
+            let mut h = History::default();
+            let mut text = format!("{}\n", earlier.line("k"));
+            for &(worker, woke_us, late_us) in lateness.iter().filter(|l| l.0 == 1) {
+                let l = Lateness {
+                    worker,
+                    woke_us,
+                    late_us,
+                };
+                text.push_str(&(l.line() + "\n"));
+            }
+            h.add_worker(1, &(text + "DONE\n")).unwrap();
+            let mut text = format!("{}\n", later.line("k"));
+            for &(worker, woke_us, late_us) in lateness.iter().filter(|l| l.0 == 0) {
+                let l = Lateness {
+                    worker,
+                    woke_us,
+                    late_us,
+                };
+                text.push_str(&(l.line() + "\n"));
+            }
+            h.add_worker(0, &(text + "DONE\n")).unwrap();
+            let v = check(&h);
+            assert_eq!(v.signalled_overlaps.len(), 1, "{v}");
+            let o = v.signalled_overlaps[0];
+            assert_eq!(o.told_late_us(), Some(50_000));
+            (classify(&h, &o, false), classify(&h, &o, true))
+        };
+        // Nothing reported: unexplained, unless a fault was nearby.
+        assert_eq!(overlap_in(&[]), (Cause::Unexplained, Cause::Fault));
+        // Its process woke 45 ms late as it was told (within the slack of 50 ms): explained.
+        assert_eq!(
+            overlap_in(&[(1, 151_000, 45_000)]).0,
+            Cause::SchedulingDelay
+        );
+        // Up to a window after it was told, still explained.
+        assert_eq!(
+            overlap_in(&[(1, 240_000, 60_000)]).0,
+            Cause::SchedulingDelay
+        );
+        // Too little lateness, at the wrong time, or in another process: unexplained.
+        for lateness in [
+            (1, 151_000, 30_000),
+            (1, 99_000, 200_000),
+            (1, 260_000, 200_000),
+            (0, 151_000, 200_000),
+        ] {
+            assert_eq!(
+                overlap_in(&[lateness]).0,
+                Cause::Unexplained,
+                "{lateness:?}"
+            );
+        }
+        // A fault nearby takes precedence.
+        assert_eq!(overlap_in(&[(1, 151_000, 45_000)]).1, Cause::Fault);
+    }
+
+    /// A silent overlap stays a violation, whatever lateness or fault was around it.
+    #[test]
+    fn a_silent_overlap_is_never_explained() {
+        let mut h = history(&[
+            rec(1, 0, 30, 0, (5, 6, Write::Accepted)),
+            rec(2, 10, 20, 0, (15, 16, Write::Accepted)),
+        ]);
+        h.lateness.push(Lateness {
+            worker: 0,
+            woke_us: 15,
+            late_us: 1_000_000,
+        });
+        let v = check(&h);
+        let o = v.silent_overlaps[0];
+        assert_eq!(o.told_us(), None);
+        assert_eq!(holder_lateness_us(&h, &o), None);
+        assert_eq!(classify(&h, &o, true), Cause::Unexplained);
+        assert_eq!(classify(&h, &o, false), Cause::Unexplained);
+        assert_eq!(v.violations(&h).len(), 1);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! cargo run -p rlock-tests --bin soak -- --quick                 # ≈ 1 minute, every fault
 //! cargo run --release -p rlock-tests --bin soak -- --acquisitions 1000000 [--aof]
 //!     [--workers 4] [--tasks 8] [--ttl-ms 500] [--seed N] [--fault-every-ms 1500]
-//!     [--report FILE]
+//!     [--waiters 8] [--wait-ttl-ms 2000] [--report FILE]
 //! cargo run --release -p rlock-tests --bin soak -- --on single,sentinel,cluster
 //!     [--min-replicas 1] …
 //! ```
@@ -17,6 +17,20 @@
 //! (this binary with `--worker`) reaches the lock server through its own [`FaultProxy`].
 //! Its tasks lock a hot key (one of four, contended by everyone) or a cold one of their own,
 //! write once through the store with the section's fence, and log each section.
+//!
+//! The **waiting mix** (`--waiters N` per key and worker, on by default; `0` turns it off)
+//! adds, on each deployment, two keys that many requests wait for at once
+//! (`soak:<name>:wait:<k>`, `fair` on the first), with a ttl of `--wait-ttl-ms` and a budget
+//! of five ttl; one request in eight is cancelled while it waits (a timeout around
+//! `acquire`). Their sections are checked like the others. Each worker reports how its waits
+//! went per key, and a `MONITOR` connection per server counts every queued waiter's check
+//! ins ([`rlock_tests::checkins`]); [`rlock_tests::waits`] judges starvation and the check-in
+//! rate. The deck gains `StallWaiter`: a worker (whose waiters are queued) stopped for longer
+//! than the waiting keys' hand-off lease.
+//!
+//! Every worker also measures its own timer lateness (a probe sleeping 5–10 ms, again and
+//! again) and reports the worst per 100 ms: an overlap with no fault nearby whose earlier
+//! holder's process ran about as late as it was told is put down to scheduling delay.
 //!
 //! `--on` names the deployments the locks live on (default: the one server; `--quick`: all
 //! three). Besides the one server, a Sentinel deployment (a master, two replicas, three
@@ -29,7 +43,7 @@
 //! The nemesis deals its faults from a shuffled deck, so every kind comes up equally often;
 //! everything it does is drawn from `--seed`. The run fails (exit status 1) on a silent
 //! overlap, a stale write accepted, a fence regression, a panic, a worker that did not
-//! finish, or a lock key left behind.
+//! finish, a lock key left behind, a starved waiter, or check ins above their bound.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -39,11 +53,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rlock_runtime::{LockClient, LockError};
+use rlock_runtime::{LockClient, LockError, LockGuard};
 use rlock_tests::RedisServer;
+use rlock_tests::checkins::CheckInCounter;
 use rlock_tests::deploy::{ClusterDeployment, SentinelDeployment};
 use rlock_tests::proxy::FaultProxy;
-use rlock_tests::soak::{self, History, Record, Release, Write};
+use rlock_tests::soak::{self, Cause, History, Record, Release, Write};
+use rlock_tests::waits::{self, Rules};
 
 /// Keeps the highest fence per key; answers 1 when this write's fence is higher (accepted).
 const STORE_SCRIPT: &str = r"
@@ -57,6 +73,23 @@ return 0";
 const STORE_HASH: &str = "fenced-store";
 /// Hot keys: every task of every worker contends for these.
 const HOT_KEYS: u64 = 4;
+/// Keys of the waiting mix per deployment; the even ones are `fair`.
+const WAIT_KEYS: u64 = 2;
+/// A waiting-mix request's budget, in its ttl: generous next to its holds (5–50 ms, one in
+/// 200 spanning renewals for ½–1 ttl), so that honest waits end in a grant.
+const WAIT_BUDGET_TTLS: u32 = 5;
+/// One waiting-mix request in this many is cancelled while it waits.
+const CANCEL_ONE_IN: u64 = 8;
+/// Starvation on a Cluster key after a `ClusterSwitchOver` is an open defect of the runtime,
+/// shown but not failed until it is fixed (RELIABILITY.md, "Open findings of the waiting
+/// mix"): a waiting client whose sharded subscription Redis dropped with the switch-over
+/// subscribes again on the demoted master, now a replica, which accepts it; the new master's
+/// `PUBSUB SHARDNUMSUB` then counts nobody, so every release skips every waiter of the key
+/// and deletes the lock, and grants go to whichever check in finds it free first.
+const CLUSTER_SWITCH_OVER_STARVES: bool = true;
+/// The longest lease a release hands a waiter (the runtime's `HANDOFF_LEASE`): a stalled
+/// waiter handed the lock blocks its key that long, or its ttl if shorter.
+const HANDOFF_LEASE: Duration = Duration::from_secs(2);
 /// Bound of every command the harness sends itself (admin, store).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -124,9 +157,18 @@ struct Config {
     min_replicas: u64,
     report: Option<PathBuf>,
     quick: bool,
+    /// Waiting-mix requests per waiting key and worker (0: no waiting mix).
+    waiters: u64,
+    /// The waiting mix's ttl.
+    wait_ttl: Duration,
 }
 
 impl Config {
+    /// The lease a release hands a waiter of the waiting mix.
+    fn handoff_lease(&self) -> Duration {
+        self.wait_ttl.min(HANDOFF_LEASE)
+    }
+
     fn parse(args: &[String]) -> Result<Config, String> {
         let f = flags(args)?;
         for name in f.keys() {
@@ -143,6 +185,8 @@ impl Config {
                 "on",
                 "min-replicas",
                 "report",
+                "waiters",
+                "wait-ttl-ms",
                 "help",
             ];
             if !known.contains(&name.as_str()) {
@@ -153,7 +197,8 @@ impl Config {
             return Err(
                 "usage: soak [--quick] [--acquisitions N | --duration-s S] [--aof] \
                  [--workers W] [--tasks T] [--ttl-ms MS] [--seed N] [--fault-every-ms MS] \
-                 [--on single,sentinel,cluster] [--min-replicas R] [--report FILE]"
+                 [--on single,sentinel,cluster] [--min-replicas R] [--waiters N] \
+                 [--wait-ttl-ms MS] [--report FILE]"
                     .into(),
             );
         }
@@ -184,6 +229,8 @@ impl Config {
             min_replicas: number(&f, "min-replicas", 0)?.min(2),
             report: f.get("report").map(PathBuf::from),
             quick,
+            waiters: number(&f, "waiters", if quick { 6 } else { 8 })?.min(64),
+            wait_ttl: Duration::from_millis(number(&f, "wait-ttl-ms", 2000)?.clamp(50, 60_000)),
         };
         Ok(config)
     }
@@ -265,6 +312,9 @@ enum Fault {
     Reset,
     /// SIGSTOP of one worker process for 1.5–3 ttl (a GC pause past the lease).
     PauseHolder,
+    /// SIGSTOP of one worker process, whose waiters are queued, for the waiting keys'
+    /// hand-off lease plus 0.5–1.5 s (a stalled waiter, handed locks it cannot take).
+    StallWaiter,
     /// Sentinel: `SENTINEL FAILOVER`, the old master staying up as a replica.
     SentinelSwitchOver,
     /// Sentinel: the master killed, a replica promoted, the old one restarted.
@@ -281,7 +331,7 @@ impl Fault {
     /// `server_faults_on`.
     fn hits(self, deployment: Deployment, server_faults_on: Deployment) -> bool {
         match self {
-            Fault::PauseHolder => true,
+            Fault::PauseHolder | Fault::StallWaiter => true,
             Fault::PauseServer | Fault::ClientPause => deployment == server_faults_on,
             Fault::KillRestart
             | Fault::DebugSleep
@@ -369,6 +419,8 @@ fn orchestrate(config: Config) -> Result<(), String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
 
+    // Every server, from the start: a master now may be a replica later, and the other way.
+    let check_ins = CheckInCounter::start(&locks.ports());
     let per_worker = config.acquisitions.div_ceil(config.workers);
     let started = Instant::now();
     let deadline_us = if config.acquisitions == 0 {
@@ -399,6 +451,8 @@ fn orchestrate(config: Config) -> Result<(), String> {
             .args(["--history", &history.to_string_lossy()])
             .args(["--tasks", &config.tasks.to_string()])
             .args(["--ttl-ms", &config.ttl.as_millis().to_string()])
+            .args(["--waiters", &config.waiters.to_string()])
+            .args(["--wait-ttl-ms", &config.wait_ttl.as_millis().to_string()])
             .args(["--acquisitions", &per_worker.to_string()])
             .args(["--until-us", &deadline_us.to_string()])
             .args(["--seed", &config.seed.wrapping_add(w).to_string()])
@@ -414,9 +468,11 @@ fn orchestrate(config: Config) -> Result<(), String> {
         });
     }
     println!(
-        "soak: {} workers × {} tasks, ttl {:?}, {}, seed {}, on {}",
+        "soak: {} workers × {} tasks (and {} waiters per waiting key), ttl {:?}, {}, seed {}, \
+         on {}",
         config.workers,
         config.tasks,
+        config.waiters,
         config.ttl,
         if config.acquisitions > 0 {
             format!("{} acquisitions", config.acquisitions)
@@ -427,10 +483,14 @@ fn orchestrate(config: Config) -> Result<(), String> {
         deployments(&config),
     );
 
+    let mut faults = locks.faults(&config.on);
+    if config.waiters > 0 {
+        faults.push(Fault::StallWaiter);
+    }
     let mut nemesis = Nemesis {
         rng: fastrand::Rng::with_seed(config.seed),
         deck: Vec::new(),
-        faults: locks.faults(&config.on),
+        faults,
         server_faults_on: if locks.single.is_some() {
             Deployment::Single
         } else if locks.sentinel.is_some() {
@@ -441,6 +501,7 @@ fn orchestrate(config: Config) -> Result<(), String> {
         injected: BTreeMap::new(),
         log: Vec::new(),
         ttl: config.ttl,
+        handoff_lease: config.handoff_lease(),
     };
     let mut exits = vec![None; workers.len()];
     let mut next_fault = Instant::now() + config.fault_every;
@@ -473,7 +534,9 @@ fn orchestrate(config: Config) -> Result<(), String> {
     let elapsed = started.elapsed();
 
     // Leftovers: every lease, queue and mark must have expired once the workers are gone.
-    std::thread::sleep(config.ttl.max(Duration::from_secs(2)) + Duration::from_secs(3));
+    let longest_lease = config.ttl.max(config.wait_ttl).max(Duration::from_secs(2));
+    std::thread::sleep(longest_lease + Duration::from_secs(3));
+    let check_ins = check_ins.finish();
     let orphans = runtime.block_on(async {
         let mut keys = Vec::new();
         for master in locks.masters() {
@@ -521,6 +584,22 @@ fn orchestrate(config: Config) -> Result<(), String> {
             .or_default() += 1;
     }
     problems.extend(verdict.violations(&history));
+    let (check_ins, unattributed) = waits::attribute(&history, &check_ins);
+    let mut waiting = waits::judge(
+        &history,
+        Rules::for_run(config.workers * config.waiters),
+        &check_ins,
+        |key, from_us, to_us| {
+            let key = history.keys.get(key as usize).map_or("", String::as_str);
+            nemesis.faults_during(key, from_us, to_us)
+        },
+    );
+    // The open defect (see `CLUSTER_SWITCH_OVER_STARVES`): shown, not failed.
+    let open_defect: Vec<waits::Starvation>;
+    (open_defect, waiting.starved) = std::mem::take(&mut waiting.starved)
+        .into_iter()
+        .partition(|s| nemesis.switched_over_before(s, &history));
+    problems.extend(waiting.violations(&history));
     if !orphans.is_empty() {
         problems.push(format!("lock keys left behind: {orphans:?}"));
     }
@@ -538,6 +617,24 @@ fn orchestrate(config: Config) -> Result<(), String> {
     }
 
     let mut report = report(&config, &history, &verdict, &nemesis, &orphans, elapsed);
+    report.push_str(&waiting_report(
+        &config,
+        &history,
+        &waiting,
+        &check_ins,
+        unattributed,
+    ));
+    if !open_defect.is_empty() {
+        let _ = writeln!(
+            report,
+            "\nStarvation on Cluster keys after a switch-over (the open defect of RELIABILITY.md, \
+             shown, not failed): {}",
+            open_defect.len()
+        );
+        for s in &open_defect {
+            let _ = writeln!(report, "- {}", s.describe(&history));
+        }
+    }
     if !regressions_after.is_empty() {
         let _ = writeln!(
             report,
@@ -561,8 +658,15 @@ fn orchestrate(config: Config) -> Result<(), String> {
         println!("soak: passed");
         Ok(())
     } else {
+        // The faults beside the histories, to read them against: kind, began, healed (µs).
+        let faults: String = nemesis
+            .log
+            .iter()
+            .map(|(fault, began, healed)| format!("{fault:?} {began} {healed}\n"))
+            .collect();
+        let _ = std::fs::write(dir.join("faults.log"), faults);
         Err(format!(
-            "failed (histories kept in {}):\n  {}",
+            "failed (histories and faults.log kept in {}):\n  {}",
             dir.display(),
             problems.join("\n  ")
         ))
@@ -590,6 +694,22 @@ impl Locks {
         masters.extend(self.sentinel.as_ref().and_then(SentinelDeployment::master));
         masters.extend(self.cluster.iter().flat_map(ClusterDeployment::masters));
         masters
+    }
+
+    /// The ports of every server, masters and replicas.
+    fn ports(&self) -> Vec<u16> {
+        let mut ports: Vec<u16> = self.single.iter().map(RedisServer::port).collect();
+        ports.extend(
+            self.sentinel
+                .iter()
+                .flat_map(|d| d.servers.iter().map(RedisServer::port)),
+        );
+        ports.extend(
+            self.cluster
+                .iter()
+                .flat_map(|d| d.nodes.iter().map(RedisServer::port)),
+        );
+        ports
     }
 
     /// The kinds of fault the deck holds for these deployments.
@@ -632,6 +752,8 @@ struct Nemesis {
     /// Every fault: its kind, when it began and when it was healed (µs since the epoch).
     log: Vec<(Fault, u64, u64)>,
     ttl: Duration,
+    /// The lease a release hands a waiter of the waiting mix.
+    handoff_lease: Duration,
 }
 
 impl Nemesis {
@@ -775,8 +897,12 @@ impl Nemesis {
                     eprintln!("soak: {fault:?}: {e}");
                 }
             }
-            Fault::PauseHolder => {
-                let pause = self.ttl_times(1.5, 3.0);
+            Fault::PauseHolder | Fault::StallWaiter => {
+                let pause = if fault == Fault::PauseHolder {
+                    self.ttl_times(1.5, 3.0)
+                } else {
+                    self.handoff_lease + Duration::from_millis(self.rng.u64(500..=1500))
+                };
                 let worker = &mut workers[victim];
                 if worker.child.try_wait().ok().flatten().is_none() {
                     worker.signal("STOP");
@@ -801,6 +927,38 @@ impl Nemesis {
             .filter(|(_, _, healed)| at_us <= healed.saturating_add(slack_us))
             .map(|(fault, _, _)| *fault)
     }
+
+    /// Whether `starved` is on a Cluster key and a Cluster switch-over came before it ended
+    /// (with [`CLUSTER_SWITCH_OVER_STARVES`]).
+    fn switched_over_before(&self, starved: &waits::Starvation, history: &History) -> bool {
+        let on_cluster = history
+            .keys
+            .get(starved.key() as usize)
+            .and_then(|k| Deployment::of_key(k))
+            == Some(Deployment::Cluster);
+        CLUSTER_SWITCH_OVER_STARVES
+            && on_cluster
+            && self.log.iter().any(|(fault, began, _)| {
+                *fault == Fault::ClusterSwitchOver
+                    && starved.until_us().is_none_or(|until| *began <= until)
+            })
+    }
+
+    /// How many faults that reach `key`'s deployment were under way in `from_us..=to_us`,
+    /// or healed less than a second before it (a feed reconnects within a second).
+    fn faults_during(&self, key: &str, from_us: u64, to_us: u64) -> u64 {
+        let Some(deployment) = Deployment::of_key(key) else {
+            return 0;
+        };
+        self.log
+            .iter()
+            .filter(|(fault, began, healed)| {
+                fault.hits(deployment, self.server_faults_on)
+                    && *began <= to_us
+                    && healed.saturating_add(1_000_000) >= from_us
+            })
+            .count() as u64
+    }
 }
 
 fn report(
@@ -815,12 +973,15 @@ fn report(
     let _ = writeln!(
         o,
         "| run | |\n|---|---|\n| command | `soak {}` |\n| workers × tasks | {} × {} |\n\
-         | ttl | {} ms |\n| deployments | {} |\n| wall time | {:.0} s |\n\
+         | ttl | {} ms (waiting mix: {} ms, {} waiters per key and worker) |\n\
+         | deployments | {} |\n| wall time | {:.0} s |\n\
          | acquisitions | {} ({:.0}/s) |",
         command_line(config),
         config.workers,
         config.tasks,
         config.ttl.as_millis(),
+        config.wait_ttl.as_millis(),
+        config.waiters,
         deployments(config),
         elapsed.as_secs_f64(),
         verdict.sections,
@@ -864,10 +1025,176 @@ fn report(
         "\nHow long after the later grant the earlier holder was told, p50 / p99 / max: {} ms",
         soak::percentiles_ms(&verdict.lost_windows_us)
     );
+    // Overlaps by cause: a fault nearby, else the holder's process running late, else none.
+    let mut by_cause: BTreeMap<Cause, (u64, u64)> = [Cause::Fault, Cause::SchedulingDelay]
+        .into_iter()
+        .map(|c| (c, (0, 0)))
+        .collect();
+    by_cause.insert(Cause::Unexplained, (0, 0));
+    for (overlaps, silent) in [
+        (&verdict.signalled_overlaps, false),
+        (&verdict.silent_overlaps, true),
+    ] {
+        for overlap in overlaps {
+            let nearby = nemesis
+                .cause(overlap.later.grant_us, history.key(&overlap.later))
+                .is_some();
+            let counts = by_cause
+                .entry(soak::classify(history, overlap, nearby))
+                .or_default();
+            if silent {
+                counts.1 += 1;
+            } else {
+                counts.0 += 1;
+            }
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\n| overlaps by cause | holder told late | holder never told |\n|---|---:|---:|"
+    );
+    for (cause, (told, never)) in &by_cause {
+        let _ = writeln!(o, "| {} | {told} | {never} |", cause.describe());
+    }
+    let _ = writeln!(
+        o,
+        "\nTimer lateness of the workers (worst per 100 ms, reported from 1 ms), per worker: \
+         windows ≥ 10 ms / ≥ 100 ms, worst: {}",
+        lateness_summary(config, history)
+    );
     let _ = writeln!(o, "\n| error (`LockError`) | count |\n|---|---:|");
     for (variant, n) in &history.errors {
         let _ = writeln!(o, "| {variant} | {n} |");
     }
+    o
+}
+
+/// Per worker: its windows at least 10 ms and 100 ms late, and its worst lateness.
+fn lateness_summary(config: &Config, history: &History) -> String {
+    let per_worker: Vec<String> = (0..config.workers)
+        .map(|w| {
+            let late: Vec<u64> = history
+                .lateness
+                .iter()
+                .filter(|l| u64::from(l.worker) == w)
+                .map(|l| l.late_us)
+                .collect();
+            let at_least = |us: u64| late.iter().filter(|&&l| l >= us).count();
+            format!(
+                "{w}: {} / {} / {:.1} ms",
+                at_least(10_000),
+                at_least(100_000),
+                late.iter().max().copied().unwrap_or(0) as f64 / 1000.0
+            )
+        })
+        .collect();
+    per_worker.join("; ")
+}
+
+/// Whether a waiting-mix key (`soak:<name>:wait:<k>`) is waited for `fair`ly: even `k`.
+fn fair_key(key: &str) -> bool {
+    key.rsplit(':')
+        .next()
+        .and_then(|k| k.parse::<u64>().ok())
+        .is_some_and(|k| k.is_multiple_of(2))
+}
+
+/// The waiting mix: per waiting client and key, then the rules' verdicts.
+fn waiting_report(
+    config: &Config,
+    history: &History,
+    waiting: &waits::Verdict,
+    check_ins: &BTreeMap<(u32, u32), u64>,
+    unattributed: u64,
+) -> String {
+    let mut o = String::new();
+    if config.waiters == 0 {
+        return o;
+    }
+    let _ = writeln!(
+        o,
+        "\n| waiting client | key | fair | requests | grants | gave up (`Busy`) | cancelled | \
+         other errors | waiting (s) | check ins | per s per waiting request |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    let mut total = waits::Row {
+        worker: 0,
+        key: 0,
+        waits: soak::Waits::default(),
+        checkins: 0,
+    };
+    for row in &waiting.rows {
+        let key = history
+            .keys
+            .get(row.key as usize)
+            .map_or("", String::as_str);
+        let w = &row.waits;
+        let _ = writeln!(
+            o,
+            "| {} | `{key}` | {} | {} | {} | {} | {} | {} | {:.0} | {} | {:.2} |",
+            row.worker,
+            if fair_key(key) { "yes" } else { "no" },
+            w.requests,
+            w.grants,
+            w.busy,
+            w.cancelled,
+            w.errors,
+            w.waited_us as f64 / 1e6,
+            row.checkins,
+            row.rate()
+        );
+        total.waits.requests += w.requests;
+        total.waits.grants += w.grants;
+        total.waits.busy += w.busy;
+        total.waits.cancelled += w.cancelled;
+        total.waits.errors += w.errors;
+        total.waits.waited_us += w.waited_us;
+        total.checkins += row.checkins;
+    }
+    let t = &total.waits;
+    let _ = writeln!(
+        o,
+        "| all | | | {} | {} | {} | {} | {} | {:.0} | {} | {:.2} |",
+        t.requests,
+        t.grants,
+        t.busy,
+        t.cancelled,
+        t.errors,
+        t.waited_us as f64 / 1e6,
+        total.checkins,
+        total.rate()
+    );
+    let elsewhere: u64 = check_ins
+        .iter()
+        .filter(|((w, k), _)| !history.waits.contains_key(&(*w, *k)))
+        .map(|(_, n)| n)
+        .sum();
+    let rules = waiting.rules.unwrap_or_else(|| Rules::for_run(0));
+    let highest = waiting
+        .rows
+        .iter()
+        .filter(|r| r.waits.waited_us as f64 / 1e6 >= rules.min_waiting_s)
+        .map(waits::Row::rate)
+        .fold(0.0, f64::max);
+    let _ = writeln!(
+        o,
+        "\nCheck ins seen by Redis (a queued waiter's `LPOS`): {} on the waiting keys, {elsewhere} \
+         on other keys (the hot keys' waiters), {unattributed} not attributable.\n\
+         Check-in rate: highest {highest:.2}/s per waiting request (bound {}/s, judged from {} s \
+         of waiting); over the bound: {}.\n\
+         Starvation (no grant all run while the others got a round; or `Busy` after more than \
+         (1 + faults) × ({} waiters + busiest grants in {} ms) grants to others): {}; \
+         `Busy` waits not judged, their process having stalled ≥ {} ms: {}.",
+        total.checkins,
+        rules.max_checkins_per_s,
+        rules.min_waiting_s,
+        waiting.too_fast.len(),
+        rules.waiters_per_key,
+        rules.check_interval_us / 1000,
+        waiting.starved.len(),
+        rules.stall_us / 1000,
+        waiting.stalled_waits,
+    );
     o
 }
 
@@ -889,14 +1216,19 @@ fn command_line(config: &Config) -> String {
     if config.on.iter().any(|d| d.fails_over()) {
         let _ = write!(line, " --min-replicas {}", config.min_replicas);
     }
+    if !config.quick {
+        let _ = write!(line, " --waiters {}", config.waiters);
+    }
     let _ = write!(line, " --seed {}", config.seed);
     line
 }
 
 mod worker {
-    //! One worker process: `--tasks` tasks lock, write through the fenced store and log.
+    //! One worker process: `--tasks` tasks lock, write through the fenced store and log; the
+    //! waiting mix's tasks wait for its keys; a probe measures the process's timer lateness.
 
     use super::*;
+    use std::sync::OnceLock;
 
     struct Args {
         id: u64,
@@ -910,6 +1242,9 @@ mod worker {
         until_us: u64,
         seed: u64,
         min_replicas: u32,
+        /// Waiting-mix tasks per waiting key.
+        waiters: u64,
+        wait_ttl: Duration,
     }
 
     pub(super) fn main(args: &[String]) -> Result<(), String> {
@@ -933,6 +1268,8 @@ mod worker {
             until_us: number(&f, "until-us", 0)?,
             seed: number(&f, "seed", 0)?,
             min_replicas: u32::try_from(number(&f, "min-replicas", 0)?).unwrap_or(0),
+            waiters: number(&f, "waiters", 0)?,
+            wait_ttl: Duration::from_millis(number(&f, "wait-ttl-ms", 2000)?),
         };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -946,11 +1283,18 @@ mod worker {
     struct Shared {
         /// A client per deployment, with the name its keys carry.
         clients: Vec<(&'static str, LockClient)>,
+        /// Each client's id, as its owner tokens carry it (`<id>:<n>`), once a grant shows it.
+        client_ids: Vec<OnceLock<String>>,
         store: redis::aio::MultiplexedConnection,
         script: redis::Script,
         acquired: AtomicU64,
+        /// Set once the run is over ([`done`], looked at by the lateness probe every 5–10 ms).
+        over: tokio::sync::watch::Sender<bool>,
         args: Args,
     }
+
+    /// What a task hands back: its lines, and its failures by `LockError` variant.
+    type Output = (String, BTreeMap<&'static str, u64>);
 
     async fn run(args: Args) -> Result<(), String> {
         if args.urls.is_empty() {
@@ -970,15 +1314,25 @@ mod worker {
             .await
             .map_err(|e| format!("store: {e}"))?;
         let shared = Arc::new(Shared {
+            client_ids: clients.iter().map(|_| OnceLock::new()).collect(),
             clients,
             store,
             script: redis::Script::new(STORE_SCRIPT),
             acquired: AtomicU64::new(0),
+            over: tokio::sync::watch::Sender::new(false),
             args,
         });
-        let tasks: Vec<_> = (0..shared.args.tasks)
+        let probe = tokio::spawn(lateness_probe(shared.clone()));
+        let mut tasks: Vec<_> = (0..shared.args.tasks)
             .map(|t| tokio::spawn(task(shared.clone(), t)))
             .collect();
+        for c in 0..shared.clients.len() {
+            for k in 0..WAIT_KEYS {
+                for n in 0..shared.args.waiters {
+                    tasks.push(tokio::spawn(waiting_task(shared.clone(), c, k, n)));
+                }
+            }
+        }
         let mut out = String::new();
         let mut errors: BTreeMap<&'static str, u64> = BTreeMap::new();
         for handle in tasks {
@@ -992,6 +1346,17 @@ mod worker {
                 Err(e) => {
                     let _ = writeln!(out, "P {e}");
                 }
+            }
+        }
+        match probe.await {
+            Ok(lines) => out.push_str(&lines),
+            Err(e) => {
+                let _ = writeln!(out, "P {e}");
+            }
+        }
+        for ((name, _), id) in shared.clients.iter().zip(&shared.client_ids) {
+            if let Some(id) = id.get() {
+                let _ = writeln!(out, "C {name} {id}");
             }
         }
         for (variant, n) in errors {
@@ -1028,6 +1393,12 @@ mod worker {
         }
     }
 
+    /// Resolves once the run is over, to cut the waits still going.
+    async fn run_over(shared: &Shared) {
+        let mut over = shared.over.subscribe();
+        let _ = over.wait_for(|&over| over).await;
+    }
+
     /// The `LockError` variant's name, for the error table.
     fn variant(e: &LockError) -> &'static str {
         match e {
@@ -1044,14 +1415,136 @@ mod worker {
         }
     }
 
-    async fn task(shared: Arc<Shared>, t: u64) -> (String, BTreeMap<&'static str, u64>) {
+    /// Sleeps 5–10 ms again and again until the run is over, and reports the worst lateness
+    /// of each 100 ms window (from 1 ms) as `T` lines, stamped with the history's clock.
+    async fn lateness_probe(shared: Arc<Shared>) -> String {
+        let mut rng = fastrand::Rng::with_seed(shared.args.seed ^ 0x1a7e);
+        let mut out = String::new();
+        let mut worst: Option<soak::Lateness> = None;
+        let report = |worst: Option<soak::Lateness>, out: &mut String| {
+            if let Some(l) = worst.filter(|l| l.late_us >= soak::LATENESS_REPORTED_US) {
+                out.push_str(&l.line());
+                out.push('\n');
+            }
+        };
+        while !done(&shared) {
+            let sleep = Duration::from_micros(rng.u64(5_000..=soak::PROBE_SLEEP_MAX_US));
+            let due = tokio::time::Instant::now() + sleep;
+            tokio::time::sleep_until(due).await;
+            let late_us = u64::try_from(
+                tokio::time::Instant::now()
+                    .saturating_duration_since(due)
+                    .as_micros(),
+            )
+            .unwrap_or(u64::MAX);
+            let sample = soak::Lateness {
+                worker: 0,
+                woke_us: now_us(),
+                late_us,
+            };
+            let window = sample.woke_us / soak::LATENESS_WINDOW_US;
+            match worst {
+                Some(w) if w.woke_us / soak::LATENESS_WINDOW_US == window => {
+                    if late_us > w.late_us {
+                        worst = Some(sample);
+                    }
+                }
+                _ => {
+                    report(worst, &mut out);
+                    worst = Some(sample);
+                }
+            }
+        }
+        report(worst, &mut out);
+        shared.over.send_replace(true);
+        out
+    }
+
+    /// Runs one critical section under `guard`: holds it `hold_ms`, writing once through the
+    /// store at a random moment of it, then releases it. Returns its line.
+    async fn section(
+        shared: &Shared,
+        client: usize,
+        key: &str,
+        guard: LockGuard,
+        hold_ms: u64,
+        rng: &mut fastrand::Rng,
+        errors: &mut BTreeMap<&'static str, u64>,
+    ) -> String {
+        shared.acquired.fetch_add(1, Ordering::Relaxed);
+        let grant_us = now_us();
+        if let Some((id, _)) = guard.token().split_once(':') {
+            let _ = shared.client_ids[client].set(id.to_owned());
+        }
+        let write_at = Duration::from_millis(rng.u64(0..=hold_ms));
+        let rest = Duration::from_millis(hold_ms) - write_at;
+        let fence = guard.fence().map_or(0, |f| f.get());
+        let mut record = Record {
+            worker: 0,
+            key: 0,
+            fence,
+            grant_us,
+            end_us: 0,
+            lost_us: 0,
+            write_sent_us: 0,
+            write_done_us: 0,
+            write: Write::None,
+            release: Release::Ok,
+        };
+        tokio::select! {
+            biased;
+            () = guard.lost() => record.lost_us = now_us(),
+            () = tokio::time::sleep(write_at) => {}
+        }
+        if record.lost_us == 0 {
+            // The write itself is never cut short: its outcome must be known.
+            record.write_sent_us = now_us();
+            let mut store = shared.store.clone();
+            let written: Result<i64, _> = shared
+                .script
+                .key(STORE_HASH)
+                .arg(key)
+                .arg(fence)
+                .invoke_async(&mut store)
+                .await;
+            record.write_done_us = now_us();
+            record.write = match written {
+                Ok(1) => Write::Accepted,
+                Ok(_) => Write::Rejected,
+                Err(_) => Write::None,
+            };
+            if guard.is_lost() {
+                record.lost_us = record.write_done_us;
+            } else {
+                tokio::select! {
+                    biased;
+                    () = guard.lost() => record.lost_us = now_us(),
+                    () = tokio::time::sleep(rest) => {}
+                }
+            }
+        }
+        record.end_us = now_us();
+        record.release = match guard.release().await {
+            Ok(()) if record.lost_us == 0 => Release::Ok,
+            Ok(()) => Release::Lost,
+            Err(LockError::Lost { .. }) => Release::Lost,
+            Err(e) => {
+                *errors.entry(variant(&e)).or_default() += 1;
+                Release::Failed
+            }
+        };
+        record.line(key) + "\n"
+    }
+
+    async fn task(shared: Arc<Shared>, t: u64) -> Output {
         let args = &shared.args;
         let mut rng = fastrand::Rng::with_seed(args.seed ^ (t << 32));
         let mut out = String::new();
         let mut errors = BTreeMap::new();
         let ttl_ms = u64::try_from(args.ttl.as_millis()).unwrap_or(u64::MAX);
         while !done(&shared) {
-            let (on, client) = &shared.clients[rng.usize(..shared.clients.len())];
+            let c = rng.usize(..shared.clients.len());
+            let (on, client) = &shared.clients[c];
             let key = if rng.bool() {
                 format!("soak:{on}:hot:{}", rng.u64(..HOT_KEYS))
             } else {
@@ -1081,74 +1574,108 @@ mod worker {
                     continue;
                 }
             };
-            shared.acquired.fetch_add(1, Ordering::Relaxed);
-            let grant_us = now_us();
             // Mostly short sections; one in 400 spans renewals (and so the faults).
             let hold_ms = if rng.u64(..400) == 0 {
                 rng.u64(ttl_ms / 2..=ttl_ms * 3)
             } else {
                 rng.u64(0..=1)
             };
-            let write_at = Duration::from_millis(rng.u64(0..=hold_ms));
-            let rest = Duration::from_millis(hold_ms) - write_at;
-            let fence = guard.fence().map_or(0, |f| f.get());
-            let mut record = Record {
-                worker: 0,
-                key: 0,
-                fence,
-                grant_us,
-                end_us: 0,
-                lost_us: 0,
-                write_sent_us: 0,
-                write_done_us: 0,
-                write: Write::None,
-                release: Release::Ok,
-            };
-            tokio::select! {
-                biased;
-                () = guard.lost() => record.lost_us = now_us(),
-                () = tokio::time::sleep(write_at) => {}
+            let line = section(&shared, c, &key, guard, hold_ms, &mut rng, &mut errors).await;
+            out.push_str(&line);
+        }
+        (out, errors)
+    }
+
+    /// How one waiting-mix request ended, besides a grant.
+    enum Ended {
+        Granted(LockGuard),
+        Failed(LockError),
+        /// Our timeout around `acquire`, or the end of the run.
+        Cancelled,
+    }
+
+    /// One of the `--waiters` tasks waiting for waiting key `k` of client `c`: requests with
+    /// a budget of [`WAIT_BUDGET_TTLS`] ttl, one in [`CANCEL_ONE_IN`] cancelled before it;
+    /// holds of 5–50 ms, one in 200 of ½–1 ttl (across renewals); up to 20 ms between.
+    async fn waiting_task(shared: Arc<Shared>, c: usize, k: u64, n: u64) -> Output {
+        let args = &shared.args;
+        let mut rng = fastrand::Rng::with_seed(
+            args.seed ^ 0x3a17 ^ ((c as u64) << 48) ^ (k << 40) ^ (n << 32),
+        );
+        let (on, client) = &shared.clients[c];
+        let key = format!("soak:{on}:wait:{k}");
+        let min_replicas = if *on == "single" {
+            0
+        } else {
+            args.min_replicas
+        };
+        let budget = args.wait_ttl * WAIT_BUDGET_TTLS;
+        let wait_ttl_ms = u64::try_from(args.wait_ttl.as_millis()).unwrap_or(u64::MAX);
+        let budget_ms = wait_ttl_ms * u64::from(WAIT_BUDGET_TTLS);
+        let mut out = String::new();
+        let mut errors = BTreeMap::new();
+        let mut waits = soak::Waits::default();
+        while !done(&shared) {
+            let cancel_after = (rng.u64(..CANCEL_ONE_IN) == 0)
+                .then(|| Duration::from_millis(rng.u64(50..=budget_ms / 2)));
+            let mut request = client
+                .lock(key.as_str())
+                .ttl(args.wait_ttl)
+                .wait(budget)
+                .min_replicas(min_replicas)
+                .fenced();
+            if k.is_multiple_of(2) {
+                request = request.fair();
             }
-            if record.lost_us == 0 {
-                // The write itself is never cut short: its outcome must be known.
-                record.write_sent_us = now_us();
-                let mut store = shared.store.clone();
-                let written: Result<i64, _> = shared
-                    .script
-                    .key(STORE_HASH)
-                    .arg(&key)
-                    .arg(fence)
-                    .invoke_async(&mut store)
-                    .await;
-                record.write_done_us = now_us();
-                record.write = match written {
-                    Ok(1) => Write::Accepted,
-                    Ok(_) => Write::Rejected,
-                    Err(_) => Write::None,
-                };
-                if guard.is_lost() {
-                    record.lost_us = record.write_done_us;
-                } else {
-                    tokio::select! {
-                        biased;
-                        () = guard.lost() => record.lost_us = now_us(),
-                        () = tokio::time::sleep(rest) => {}
+            let start_us = now_us();
+            let started = Instant::now();
+            let ended = tokio::select! {
+                result = async {
+                    match cancel_after {
+                        Some(after) => tokio::time::timeout(after, request.acquire()).await.ok(),
+                        None => Some(request.acquire().await),
+                    }
+                } => match result {
+                    Some(Ok(guard)) => Ended::Granted(guard),
+                    Some(Err(e)) => Ended::Failed(e),
+                    None => Ended::Cancelled,
+                },
+                () = run_over(&shared) => Ended::Cancelled,
+            };
+            waits.requests += 1;
+            waits.waited_us += u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            match ended {
+                Ended::Granted(guard) => {
+                    waits.grants += 1;
+                    let hold_ms = if rng.u64(..200) == 0 {
+                        rng.u64(wait_ttl_ms / 2..=wait_ttl_ms)
+                    } else {
+                        rng.u64(5..=50)
+                    };
+                    let line =
+                        section(&shared, c, &key, guard, hold_ms, &mut rng, &mut errors).await;
+                    out.push_str(&line);
+                }
+                Ended::Failed(e) => {
+                    *errors.entry(variant(&e)).or_default() += 1;
+                    if e.is_busy() {
+                        waits.busy += 1;
+                        let gave_up = soak::GaveUp {
+                            worker: 0,
+                            key: 0,
+                            start_us,
+                            end_us: now_us(),
+                        };
+                        out.push_str(&(gave_up.line(&key) + "\n"));
+                    } else {
+                        waits.errors += 1;
                     }
                 }
+                Ended::Cancelled => waits.cancelled += 1,
             }
-            record.end_us = now_us();
-            record.release = match guard.release().await {
-                Ok(()) if record.lost_us == 0 => Release::Ok,
-                Ok(()) => Release::Lost,
-                Err(LockError::Lost { .. }) => Release::Lost,
-                Err(e) => {
-                    *errors.entry(variant(&e)).or_default() += 1;
-                    Release::Failed
-                }
-            };
-            out.push_str(&record.line(&key));
-            out.push('\n');
+            tokio::time::sleep(Duration::from_millis(rng.u64(0..=20))).await;
         }
+        out.push_str(&(waits.line(&key) + "\n"));
         (out, errors)
     }
 }
