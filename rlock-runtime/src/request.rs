@@ -196,8 +196,9 @@ impl<'a> LockRequest<'a> {
     /// it missed, a queue Redis lost). The check also takes the lock if it finds it free
     /// with nobody told (a holder that crashed, an announcement that was lost). The queue's
     /// head is told the holder's remaining lease at each check in; when that ends sooner,
-    /// it checks in at its end plus a few milliseconds. While a key's announcements are not confirmed (the subscription is
-    /// pending, refused by an ACL, or its connection is down), waiters check every 50 ms.
+    /// it checks in at its end plus a few milliseconds. While a key's announcements are not
+    /// confirmed (the subscription is pending, refused by an ACL, or its connection is
+    /// down), waiters check every 50 ms.
     /// A failed attempt (Redis restarting, a timeout) is retried with backoff within the
     /// budget; when the budget runs out, `Busy` is returned only if Redis last said the lock
     /// was busy, else the last error (or [`LockError::Timeout`] when nothing answered).
