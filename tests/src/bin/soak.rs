@@ -81,11 +81,10 @@ const WAIT_BUDGET_TTLS: u32 = 5;
 /// One waiting-mix request in this many is cancelled while it waits.
 const CANCEL_ONE_IN: u64 = 8;
 /// Starvation on a Cluster key after a `ClusterSwitchOver` is an open defect of the runtime,
-/// shown but not failed until it is fixed (RELIABILITY.md, "Open findings of the waiting
-/// mix"): a waiting client whose sharded subscription Redis dropped with the switch-over
-/// subscribes again on the demoted master, now a replica, which accepts it; the new master's
-/// `PUBSUB SHARDNUMSUB` then counts nobody, so every release skips every waiter of the key
-/// and deletes the lock, and grants go to whichever check in finds it free first.
+/// shown but not failed until it is fixed (RELIABILITY.md, "What the waiting mix found"): a
+/// feed that subscribes again while the switch-over settles can land on the demoted master,
+/// now a replica, which accepts the subscription; the new master's `PUBSUB SHARDNUMSUB` then
+/// counts nobody, so releases skip that client's waiters of the key.
 const CLUSTER_SWITCH_OVER_STARVES: bool = true;
 /// The longest lease a release hands a waiter (the runtime's `HANDOFF_LEASE`): a stalled
 /// waiter handed the lock blocks its key that long, or its ttl if shorter.
