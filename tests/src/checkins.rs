@@ -118,12 +118,10 @@ fn watch(port: u16, stop: &AtomicBool) -> Counts {
 /// The (client id, lock key) of a `MONITOR` line that shows a script's `LPOS` of a waiter's
 /// entry in a lock's queue (`{<key>}:waiters`, or `<key>::waiters` for a key with a `}`).
 pub fn parse_lpos(line: &[u8]) -> Option<(String, String)> {
-    let line = std::str::from_utf8(line).ok()?.trim_end();
-    let (source, rest) = line.strip_prefix('+')?.split_once("] ")?;
-    if !source.ends_with(" lua") {
+    let (from_script, args) = monitored(std::str::from_utf8(line).ok()?)?;
+    if !from_script {
         return None;
     }
-    let args = quoted(rest);
     let [command, queue, entry] = args.as_slice() else {
         return None;
     };
@@ -137,6 +135,13 @@ pub fn parse_lpos(line: &[u8]) -> Option<(String, String)> {
     let token = entry.split(' ').next()?;
     let (client, _) = token.split_once(':')?;
     Some((client.to_owned(), key.to_owned()))
+}
+
+/// The arguments of one `MONITOR` line (`+<time> [<db> <client>] "arg" "arg" …`), unescaped,
+/// and whether a script ran the command (`lua` in place of the client).
+pub fn monitored(line: &str) -> Option<(bool, Vec<String>)> {
+    let (source, rest) = line.trim_end().strip_prefix('+')?.split_once("] ")?;
+    Some((source.ends_with(" lua"), quoted(rest)))
 }
 
 /// The double-quoted arguments of a `MONITOR` line, unescaped (`\"`, `\\`; a `\x..` escape

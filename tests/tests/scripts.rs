@@ -11,38 +11,10 @@ use std::time::Duration;
 
 use rlock_runtime::LockClient;
 use rlock_tests::RedisServer;
+use rlock_tests::checkins::monitored;
 use rlock_tests::locking::wait_then_release;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-
-/// The arguments of one `MONITOR` line (`<time> [<db> <client>] "arg" "arg" …`), unescaped,
-/// and whether a script ran it (`lua` in place of the client).
-fn monitored(line: &str) -> Option<(bool, Vec<String>)> {
-    let line = line.strip_prefix('+')?;
-    let (source, rest) = line.split_once("] ")?;
-    let from_script = source.ends_with(" lua");
-    let mut args = Vec::new();
-    let mut chars = rest.chars();
-    while let Some(c) = chars.next() {
-        if c != '"' {
-            continue;
-        }
-        let mut arg = String::new();
-        while let Some(c) = chars.next() {
-            match c {
-                '"' => break,
-                '\\' => {
-                    if let Some(escaped) = chars.next() {
-                        arg.push(escaped);
-                    }
-                }
-                c => arg.push(c),
-            }
-        }
-        args.push(arg);
-    }
-    Some((from_script, args))
-}
 
 /// The commands scripts run that take a key, as their first argument.
 const KEYED: &[&str] = &[
