@@ -117,18 +117,10 @@ pub enum Starvation {
 
 impl Starvation {
     /// The key it happened on (index into [`History::keys`]).
-    pub fn key(&self) -> u32 {
+    fn key(&self) -> u32 {
         match self {
             Starvation::NoGrant { key, .. } => *key,
             Starvation::PassedOver { wait, .. } => wait.key,
-        }
-    }
-
-    /// When it was over: the end of the wait that gave up; `None` for a whole run.
-    pub fn until_us(&self) -> Option<u64> {
-        match self {
-            Starvation::NoGrant { .. } => None,
-            Starvation::PassedOver { wait, .. } => Some(wait.end_us),
         }
     }
 

@@ -226,10 +226,26 @@ async fn a_busy_queue_never_lapses() {
 /// every dead entry and hands the lock to the live waiter at once, within a budget shorter
 /// than one hand-off lease. (`PUBLISH`'s count, which includes pattern subscribers, made
 /// each dead waiter hold the lock for its 2 s hand-off lease; and a release looked at 16
-/// entries at most, then left the lock to the live waiter's next check in.)
+/// entries at most, then left the lock to the live waiter's next check in.) With sharded
+/// pub/sub, `SPUBLISH`'s count is the check.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_waiter_behind_dead_ones_is_handed_the_lock_at_once() {
     let server = RedisServer::start();
+    live_waiter_behind_dead_ones(&server, true).await;
+}
+
+/// The same on a server without sharded pub/sub (before Redis 7): announcements on plain
+/// channels, and `PUBSUB NUMSUB`, which counts no pattern subscriber, as the check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_plain_pub_sub_a_live_waiter_behind_dead_ones_is_handed_the_lock_at_once() {
+    let server = RedisServer::start_without_sharded_pubsub();
+    live_waiter_behind_dead_ones(&server, false).await;
+}
+
+/// Kills 20 waiters of `w:dead`, with a live one behind them, and releases: the live one has
+/// the lock within 1 s. Each waiting client listens on a shard channel if `sharded`, else on
+/// a plain one.
+async fn live_waiter_behind_dead_ones(server: &RedisServer, sharded: bool) {
     let url = server.url();
     let key = "w:dead";
     let queue = "{w:dead}:waiters";
@@ -244,15 +260,17 @@ async fn a_live_waiter_behind_dead_ones_is_handed_the_lock_at_once() {
         dead,
         &one_waiting_section(key, "10000", "60000", false),
     );
-    wait_queue_len(&server, queue, dead).await;
-    wait_listening(&server, key, dead).await;
+    wait_queue_len(server, queue, dead).await;
+    wait_listening(server, key, dead).await;
+    let listening = server.channels("rlock:released:w:dead:*", sharded).await;
+    assert_eq!(listening.len(), dead, "{listening:?}");
     let live = LockClient::connect(&url).await.unwrap();
     let waiting = wait_then_release(&live, key, Duration::from_secs(1));
-    wait_queue_len(&server, queue, dead + 1).await;
+    wait_queue_len(server, queue, dead + 1).await;
     for i in 0..dead {
         doomed.kill(i);
     }
-    wait_listening(&server, key, 1).await;
+    wait_listening(server, key, 1).await;
     guard.release().await.unwrap();
     waiting
         .await

@@ -20,11 +20,11 @@ use std::time::Duration;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{Cmd, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, Value};
+use redis::{Cmd, ProtocolVersion, PushInfo, RedisError, RedisResult, Value};
 use tokio::sync::mpsc;
 
 use super::connection::{Opened, Opener};
-use super::pubsub::{Announcement, Connector, Heard, Session, Subscribed, shard_channel};
+use super::pubsub::{Channels, Connector, Heard, Session, Subscribed, next_pushed, shard_channel};
 use super::redis::Scripted;
 use crate::error::LockError;
 use crate::slot::slot;
@@ -116,7 +116,8 @@ pub(crate) struct ShardedSession {
 impl Connector for ClusterOpener {
     type Session = ShardedSession;
 
-    async fn connect(&self) -> RedisResult<ShardedSession> {
+    /// Always on shard channels, whatever `channels` says.
+    async fn connect(&self, _channels: Channels) -> RedisResult<ShardedSession> {
         let (tx, pushes) = mpsc::unbounded_channel();
         let client = Self::builder(&self.seeds, self.timeout)
             .use_protocol(ProtocolVersion::RESP3)
@@ -148,37 +149,15 @@ impl Session for ShardedSession {
     }
 
     async fn next_heard(&mut self) -> Option<Heard> {
-        loop {
-            let push = self.pushes.recv().await?;
-            match (push.kind, push.data.as_slice()) {
-                (
-                    PushKind::SMessage | PushKind::Message,
-                    [Value::BulkString(channel), Value::BulkString(payload), ..],
-                ) => {
-                    return Some(Heard::Announcement(Announcement {
-                        channel: String::from_utf8_lossy(channel).into_owned(),
-                        payload: payload.clone(),
-                    }));
-                }
-                // Redis ends the sharded subscriptions of a slot that leaves a node (moved, or
-                // the node demoted); it sends the same for the feed's own `SUNSUBSCRIBE`,
-                // which the feed tells apart.
-                (PushKind::SUnsubscribe, [Value::BulkString(channel), ..]) => {
-                    return Some(Heard::Dropped(
-                        String::from_utf8_lossy(channel).into_owned(),
-                    ));
-                }
-                // A node's connection closed: announcements may have been missed, and the
-                // subscriptions must be confirmed again on a fresh connection.
-                (PushKind::Disconnection, _) => return None,
-                _ => {}
-            }
-        }
+        next_pushed(&mut self.pushes).await
     }
 
-    /// With a sample, `PUBSUB SHARDNUMSUB` on the master of its slot: the channel is this
-    /// client's own, so 0 means the subscription is gone (its node was killed and the
-    /// promoted replica never had it), and the feed subscribes everything again.
+    /// With a sample, asks the node this connection takes for the master of its slot for its
+    /// `ROLE` and `PUBSUB SHARDNUMSUB`, in one write. The channel is this client's own, so 0
+    /// means the subscription is gone (its node was killed and the promoted replica never had
+    /// it); and a node that answers as a replica was demoted after this connection read its
+    /// slot map (a switch-over), so its subscriptions hear no release. Either way the feed
+    /// subscribes everything again on a fresh connection.
     async fn ping(&mut self, sample: Option<&str>, timeout: Duration) -> bool {
         let Some(channel) = sample else {
             let ping = redis::cmd("PING");
@@ -186,17 +165,75 @@ impl Session for ShardedSession {
                 tokio::time::timeout(timeout, ping.query_async::<redis::Value>(&mut self.conn));
             return matches!(reply.await, Ok(Ok(_)));
         };
-        let mut numsub = redis::cmd("PUBSUB");
-        numsub.arg("SHARDNUMSUB").arg(channel);
+        let mut check = redis::pipe();
+        check
+            .cmd("ROLE")
+            .cmd("PUBSUB")
+            .arg("SHARDNUMSUB")
+            .arg(channel);
         let route = Route::new(slot(channel), SlotAddr::Master);
-        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-        let reply = tokio::time::timeout(timeout, self.conn.route_command(numsub, routing)).await;
-        // RESP3 answers a map (channel → count); RESP2 a flat array.
-        let count = match reply {
-            Ok(Ok(Value::Map(pairs))) => pairs.into_iter().next().map(|(_, n)| n),
-            Ok(Ok(Value::Array(mut pair))) if pair.len() == 2 => pair.pop(),
-            _ => None,
+        let node = SingleNodeRoutingInfo::SpecificNode(route);
+        let reply = tokio::time::timeout(timeout, self.conn.route_pipeline(check, 0, 2, node));
+        let Ok(Ok(replies)) = reply.await else {
+            return false;
         };
-        count.is_some_and(|n| redis::from_redis_value::<u64>(n).is_ok_and(|n| n > 0))
+        let [role, numsub] = replies.as_slice() else {
+            return false;
+        };
+        is_master(role) && subscribers(numsub).is_some_and(|n| n > 0)
+    }
+}
+
+/// Whether a `ROLE` reply is a master's (`["master", offset, replicas]`).
+fn is_master(role: &Value) -> bool {
+    match role {
+        Value::Array(fields) => fields.first().is_some_and(|first| {
+            redis::from_redis_value_ref::<String>(first).is_ok_and(|r| r == "master")
+        }),
+        _ => false,
+    }
+}
+
+/// The count of a one-channel `PUBSUB SHARDNUMSUB` reply: a map (channel → count) in RESP3,
+/// a flat array in RESP2.
+fn subscribers(reply: &Value) -> Option<u64> {
+    let count = match reply {
+        Value::Map(pairs) => pairs.first().map(|(_, n)| n),
+        Value::Array(pair) if pair.len() == 2 => pair.last(),
+        _ => None,
+    }?;
+    redis::from_redis_value_ref(count).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn only_a_master_role_counts() {
+        let master = Value::Array(vec![bulk("master"), Value::Int(42), Value::Array(vec![])]);
+        let replica = Value::Array(vec![
+            bulk("slave"),
+            bulk("127.0.0.1"),
+            Value::Int(7000),
+            bulk("connected"),
+            Value::Int(42),
+        ]);
+        assert!(is_master(&master));
+        assert!(!is_master(&replica));
+        assert!(!is_master(&Value::Nil));
+    }
+
+    #[test]
+    fn subscriber_counts_read_in_both_protocols() {
+        let resp3 = Value::Map(vec![(bulk("c"), Value::Int(1))]);
+        let resp2 = Value::Array(vec![bulk("c"), Value::Int(0)]);
+        assert_eq!(subscribers(&resp3), Some(1));
+        assert_eq!(subscribers(&resp2), Some(0));
+        assert_eq!(subscribers(&Value::Nil), None);
     }
 }

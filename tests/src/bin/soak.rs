@@ -80,12 +80,6 @@ const WAIT_KEYS: u64 = 2;
 const WAIT_BUDGET_TTLS: u32 = 5;
 /// One waiting-mix request in this many is cancelled while it waits.
 const CANCEL_ONE_IN: u64 = 8;
-/// Starvation on a Cluster key after a `ClusterSwitchOver` is an open defect of the runtime,
-/// shown but not failed until it is fixed (RELIABILITY.md, "What the waiting mix found"): a
-/// feed that subscribes again while the switch-over settles can land on the demoted master,
-/// now a replica, which accepts the subscription; the new master's `PUBSUB SHARDNUMSUB` then
-/// counts nobody, so releases skip that client's waiters of the key.
-const CLUSTER_SWITCH_OVER_STARVES: bool = true;
 /// The longest lease a release hands a waiter (the runtime's `HANDOFF_LEASE`): a stalled
 /// waiter handed the lock blocks its key that long, or its ttl if shorter.
 const HANDOFF_LEASE: Duration = Duration::from_secs(2);
@@ -584,7 +578,7 @@ fn orchestrate(config: Config) -> Result<(), String> {
     }
     problems.extend(verdict.violations(&history));
     let (check_ins, unattributed) = waits::attribute(&history, &check_ins);
-    let mut waiting = waits::judge(
+    let waiting = waits::judge(
         &history,
         Rules::for_run(config.workers * config.waiters),
         &check_ins,
@@ -593,11 +587,6 @@ fn orchestrate(config: Config) -> Result<(), String> {
             nemesis.faults_during(key, from_us, to_us)
         },
     );
-    // The open defect (see `CLUSTER_SWITCH_OVER_STARVES`): shown, not failed.
-    let open_defect: Vec<waits::Starvation>;
-    (open_defect, waiting.starved) = std::mem::take(&mut waiting.starved)
-        .into_iter()
-        .partition(|s| nemesis.switched_over_before(s, &history));
     problems.extend(waiting.violations(&history));
     if !orphans.is_empty() {
         problems.push(format!("lock keys left behind: {orphans:?}"));
@@ -623,17 +612,6 @@ fn orchestrate(config: Config) -> Result<(), String> {
         &check_ins,
         unattributed,
     ));
-    if !open_defect.is_empty() {
-        let _ = writeln!(
-            report,
-            "\nStarvation on Cluster keys after a switch-over (the open defect of RELIABILITY.md, \
-             shown, not failed): {}",
-            open_defect.len()
-        );
-        for s in &open_defect {
-            let _ = writeln!(report, "- {}", s.describe(&history));
-        }
-    }
     if !regressions_after.is_empty() {
         let _ = writeln!(
             report,
@@ -925,22 +903,6 @@ impl Nemesis {
             .find(|(_, began, _)| *began <= at_us)
             .filter(|(_, _, healed)| at_us <= healed.saturating_add(slack_us))
             .map(|(fault, _, _)| *fault)
-    }
-
-    /// Whether `starved` is on a Cluster key and a Cluster switch-over came before it ended
-    /// (with [`CLUSTER_SWITCH_OVER_STARVES`]).
-    fn switched_over_before(&self, starved: &waits::Starvation, history: &History) -> bool {
-        let on_cluster = history
-            .keys
-            .get(starved.key() as usize)
-            .and_then(|k| Deployment::of_key(k))
-            == Some(Deployment::Cluster);
-        CLUSTER_SWITCH_OVER_STARVES
-            && on_cluster
-            && self.log.iter().any(|(fault, began, _)| {
-                *fault == Fault::ClusterSwitchOver
-                    && starved.until_us().is_none_or(|until| *began <= until)
-            })
     }
 
     /// How many faults that reach `key`'s deployment were under way in `from_us..=to_us`,
