@@ -44,28 +44,27 @@ end
 -- Grants the free (or released) `lock` to the first live waiter in `queue`, dropping the
 -- entries of waiters nobody listens for, and names it on its client's channel for the lock
 -- ("<token> <fence or 0>"): `channel` followed by the lock's key for `PUBLISH`, `channel`
--- itself (a shard channel) for `SPUBLISH`, then ':' and the client. Only that client hears
--- it, and it needs no command to take the lock: it has it. The lease is the waiter's handoff
--- lease (its ttl, at most a few seconds, so that a waiter whose process hangs blocks the lock
--- only briefly; a live one renews it at once). `head`, when given, is the queue's first
--- entry, already popped by the caller.
+-- itself (sharded) for `SPUBLISH`, then ':' and the client. Only that client hears it, and it
+-- needs no command to take the lock: it has it. The lease is the waiter's handoff lease (its
+-- ttl, at most a few seconds, so that a waiter whose process hangs blocks the lock only
+-- briefly; a live one renews it at once). `head`, when given, is the queue's first entry,
+-- already popped by the caller.
 --
--- A waiter is live when its client's channel has a subscriber of its own. Nobody can
--- subscribe to a shard channel by pattern, so `SPUBLISH`'s count says it, and the
--- announcement is the check. `PUBLISH`'s count includes pattern subscribers (a monitoring
--- tool's `PSUBSCRIBE *`), so on plain channels `PUBSUB NUMSUB`, which counts exact
--- subscriptions only, asks first. Either way a dead waiter cannot look alive. Every entry of
--- the queue may be looked at (at most its bound), so a live waiter behind any number of dead
--- ones is granted at once. (An announcement to a dead waiter reaches nobody; the script runs
--- whole, so a waiter announced before its grant is written finds it written.)
+-- A waiter is live when its client's channel has a subscriber of its own: `PUBSUB NUMSUB`
+-- (`SHARDNUMSUB`) counts exact subscriptions only, so a monitoring tool subscribed to a
+-- pattern (`PSUBSCRIBE *`, which `PUBLISH`'s count includes) cannot make a dead waiter look
+-- alive. Every entry of the queue may be looked at (at most its bound), so a live waiter
+-- behind any number of dead ones is granted at once.
 --
--- Returns 'handed', false (nobody live), or 'fence' when the first waiter that may be live
--- wants a fence and `fence_key` is nil (a release that did not declare the record): its
--- entry is put back, and the caller calls again with the record declared.
+-- Returns 'handed', false (nobody live), or 'fence' when the first live waiter wants a fence
+-- and `fence_key` is nil (a release that did not declare the record): its entry is put back,
+-- and the caller calls again with the record declared.
 local function hand_off(lock, queue, fence_key, channel, publish, head)
-  local plain = publish == 'PUBLISH'
-  if plain then
+  local numsub = 'NUMSUB'
+  if publish == 'PUBLISH' then
     channel = channel .. lock
+  else
+    numsub = 'SHARDNUMSUB'
   end
   while true do
     head = head or redis.call('LPOP', queue)
@@ -75,10 +74,10 @@ local function hand_off(lock, queue, fence_key, channel, publish, head)
     local token, lease, fenced = entry_of(head)
     if token then
       local to = channel .. ':' .. string.match(token, '^[^:]*')
-      -- pcall: a refused command (an ACL without it) proves nobody dead; the waiter is
+      -- pcall: a refused PUBSUB (an ACL without it) proves nobody dead; the waiter is
       -- granted the lock and finds it on its next check in.
-      local listeners = plain and redis.pcall('PUBSUB', 'NUMSUB', to)
-      if not plain or type(listeners) ~= 'table' or listeners[2] ~= 0 then
+      local listeners = redis.pcall('PUBSUB', numsub, to)
+      if type(listeners) ~= 'table' or listeners[2] ~= 0 then
         local fence = 0
         if fenced == '1' then
           if not fence_key then
@@ -87,11 +86,11 @@ local function hand_off(lock, queue, fence_key, channel, publish, head)
           end
           fence = issue_fence(fence_key, lease)
         end
-        local heard = redis.pcall(publish, to, token .. ' ' .. string.format('%.0f', fence))
-        if plain or heard ~= 0 then
-          redis.call('SET', lock, token, 'PX', lease)
-          return 'handed'
-        end
+        redis.call('SET', lock, token, 'PX', lease)
+        -- pcall: a refused PUBLISH (an ACL without channel rights) must not undo the grant;
+        -- the waiter finds it on its next check in.
+        redis.pcall(publish, to, token .. ' ' .. string.format('%.0f', fence))
+        return 'handed'
       end
     end
     head = nil

@@ -6,9 +6,8 @@
 -- ARGV[1]: owner token
 -- ARGV[2]: 'q' waiters queue (the default when absent); 'm' Redlock: announce ("1") to every
 --          waiter while the mark lives
--- ARGV[3]: with sharded pub/sub (Redis 7, Cluster), the lock's shard release channel
---          (SPUBLISH); absent or empty for plain pub/sub: PUBLISH on 'rlock:released:'
---          followed by the lock key
+-- ARGV[3]: on Redis Cluster, the lock's sharded release channel (SPUBLISH); absent or empty
+--          on one server: PUBLISH on 'rlock:released:' followed by the lock key
 -- ARGV[4]: '1' when the caller leaves the queue (a waiter giving up); its entry's handoff
 --          lease ms and fence flag are ARGV[5] and ARGV[6]
 -- Returns 1 when the lock was ours (deleted or handed on), 0 when it had expired or belongs

@@ -284,8 +284,9 @@ pub async fn wait_queue_len(server: &RedisServer, queue: &str, n: usize) {
 ///
 /// When they never do.
 pub async fn wait_listening(server: &RedisServer, key: &str, n: usize) {
+    let pattern = format!("rlock:released:{key}:*");
     for _ in 0..1000 {
-        if server.listening_clients(key).await.len() == n {
+        if server.channels(&pattern, false).await.len() == n {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -88,22 +88,6 @@ impl RedisServer {
         Self::launch(Path::new("redis-server"), args)
     }
 
-    /// A server without sharded pub/sub, as before Redis 7: its `SPUBLISH`, `SSUBSCRIBE` and
-    /// `SUNSUBSCRIBE` renamed away, so rlock clients announce releases with `PUBLISH`.
-    pub fn start_without_sharded_pubsub() -> RedisServer {
-        Self::start_with_args(&[
-            "--rename-command",
-            "SPUBLISH",
-            "",
-            "--rename-command",
-            "SSUBSCRIBE",
-            "",
-            "--rename-command",
-            "SUNSUBSCRIBE",
-            "",
-        ])
-    }
-
     /// Starts `n` independent servers (for Redlock-style tests), each on its own port.
     pub fn start_many(n: usize) -> Vec<RedisServer> {
         (0..n).map(|_| Self::start()).collect()
@@ -356,21 +340,6 @@ impl RedisServer {
             .query_async(&mut raw)
             .await
             .unwrap_or_else(|e| panic!("PUBSUB on {}: {e}", self.url()))
-    }
-
-    /// The channels on which rlock clients listen for `key`'s hand-offs, one per waiting
-    /// client: `rlock:released:<key>:<client>`, a shard channel on a server with sharded
-    /// pub/sub (Redis 7), a plain one on an older server. (`key` must hold no glob
-    /// character.)
-    ///
-    /// # Panics
-    ///
-    /// When the server does not answer.
-    pub async fn listening_clients(&self, key: &str) -> Vec<String> {
-        let pattern = format!("rlock:released:{key}:*");
-        let mut all = self.channels(&pattern, true).await;
-        all.extend(self.channels(&pattern, false).await);
-        all
     }
 
     /// A `redis::Client` for this server that sends no `CLIENT SETINFO` on connect.

@@ -18,16 +18,6 @@ impl Counts {
         self.by_command.get(command).copied().unwrap_or(0)
     }
 
-    /// Announcements of releases: `PUBLISH` or, with sharded pub/sub, `SPUBLISH`.
-    pub fn announcements(&self) -> u64 {
-        self.calls("publish") + self.calls("spublish")
-    }
-
-    /// Subscriptions: `SUBSCRIBE` or, with sharded pub/sub, `SSUBSCRIBE`.
-    pub fn subscriptions(&self) -> u64 {
-        self.calls("subscribe") + self.calls("ssubscribe")
-    }
-
     pub(crate) fn add(&mut self, command: &str, n: u64) {
         *self.by_command.entry(command.to_owned()).or_insert(0) += n;
         self.total += n;

@@ -552,7 +552,10 @@ async fn a_silently_dead_release_feed_is_replaced() {
     let mut subscribers = 0;
     for _ in 0..100 {
         // The client's own channel for the key (the key's, then `:` and the client).
-        subscribers = server.listening_clients("feed:1").await.len();
+        subscribers = server
+            .channels("rlock:released:feed:1:*", false)
+            .await
+            .len();
         if subscribers == 1 {
             break;
         }

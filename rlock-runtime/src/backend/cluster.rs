@@ -20,11 +20,11 @@ use std::time::Duration;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{Cmd, ProtocolVersion, PushInfo, RedisError, RedisResult, Value};
+use redis::{Cmd, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, Value};
 use tokio::sync::mpsc;
 
 use super::connection::{Opened, Opener};
-use super::pubsub::{Channels, Connector, Heard, Session, Subscribed, next_pushed, shard_channel};
+use super::pubsub::{Announcement, Connector, Heard, Session, Subscribed, shard_channel};
 use super::redis::Scripted;
 use crate::error::LockError;
 use crate::slot::slot;
@@ -116,8 +116,7 @@ pub(crate) struct ShardedSession {
 impl Connector for ClusterOpener {
     type Session = ShardedSession;
 
-    /// Always on shard channels, whatever `channels` says.
-    async fn connect(&self, _channels: Channels) -> RedisResult<ShardedSession> {
+    async fn connect(&self) -> RedisResult<ShardedSession> {
         let (tx, pushes) = mpsc::unbounded_channel();
         let client = Self::builder(&self.seeds, self.timeout)
             .use_protocol(ProtocolVersion::RESP3)
@@ -149,7 +148,32 @@ impl Session for ShardedSession {
     }
 
     async fn next_heard(&mut self) -> Option<Heard> {
-        next_pushed(&mut self.pushes).await
+        loop {
+            let push = self.pushes.recv().await?;
+            match (push.kind, push.data.as_slice()) {
+                (
+                    PushKind::SMessage | PushKind::Message,
+                    [Value::BulkString(channel), Value::BulkString(payload), ..],
+                ) => {
+                    return Some(Heard::Announcement(Announcement {
+                        channel: String::from_utf8_lossy(channel).into_owned(),
+                        payload: payload.clone(),
+                    }));
+                }
+                // Redis ends the sharded subscriptions of a slot that leaves a node (moved, or
+                // the node demoted); it sends the same for the feed's own `SUNSUBSCRIBE`,
+                // which the feed tells apart.
+                (PushKind::SUnsubscribe, [Value::BulkString(channel), ..]) => {
+                    return Some(Heard::Dropped(
+                        String::from_utf8_lossy(channel).into_owned(),
+                    ));
+                }
+                // A node's connection closed: announcements may have been missed, and the
+                // subscriptions must be confirmed again on a fresh connection.
+                (PushKind::Disconnection, _) => return None,
+                _ => {}
+            }
+        }
     }
 
     /// With a sample, asks the node this connection takes for the master of its slot for its

@@ -9,18 +9,16 @@
 //! listener hears `feed_lost` and the feed reconnects and subscribes again.
 //!
 //! The loop is the same for every topology; a [`Session`] is one connection of it: a RESP2
-//! pub/sub connection (`SUBSCRIBE`) or a RESP3 connection (`SSUBSCRIBE`) for one server, or
-//! a cluster connection with RESP3 sharded subscriptions for Redis Cluster.
+//! pub/sub connection (`SUBSCRIBE`) for one server, or a cluster connection with RESP3
+//! sharded subscriptions (`SSUBSCRIBE`) for Redis Cluster.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::aio::{MultiplexedConnection, PubSubSink, PubSubStream};
-use redis::{
-    AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, Value,
-};
+use redis::aio::{PubSubSink, PubSubStream};
+use redis::{RedisError, RedisResult};
 use tokio::sync::mpsc;
 
 use super::connection::is_connection_failure;
@@ -37,7 +35,7 @@ pub(crate) fn release_channel(redis_key: &str) -> String {
     format!("{RELEASE_CHANNEL_PREFIX}{redis_key}")
 }
 
-/// The channel of `redis_key`'s releases on Redis Cluster: in the key's slot (its
+/// The sharded channel of `redis_key`'s releases on Redis Cluster: in the key's slot (its
 /// hash tag, or the whole key, wrapped in braces), so that the release script may `SPUBLISH`
 /// to it and only the key's shard carries it. A key whose hashed part holds a `}` cannot be
 /// wrapped: then the channel is the key itself (channels and keys are separate namespaces).
@@ -48,20 +46,6 @@ pub(crate) fn shard_channel(redis_key: &str) -> String {
     } else {
         format!("{RELEASE_CHANNEL_PREFIX}{{{tag}}}:{redis_key}")
     }
-}
-
-/// Which pub/sub a client's releases are announced on, chosen when it connects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Channels {
-    /// `PUBLISH` and `SUBSCRIBE`, on a server without sharded pub/sub (before Redis 7): a
-    /// release asks `PUBSUB NUMSUB` whether a waiter's client listens, since `PUBLISH`'s count
-    /// includes pattern subscribers.
-    Plain,
-    /// `SPUBLISH` and `SSUBSCRIBE` (Redis 7, and always on Cluster; there on
-    /// [`shard_channel`]s):
-    /// nobody can subscribe to a shard channel by pattern, so `SPUBLISH`'s count alone says
-    /// whether the waiter's client listens, and a release costs one command less.
-    Sharded,
 }
 
 #[derive(Debug)]
@@ -144,12 +128,7 @@ pub(crate) trait Session: Send + Sized + 'static {
 /// Opens sessions, and names each key's channel.
 pub(crate) trait Connector: Send + Sync + 'static {
     type Session: Session;
-    /// Opens a session subscribing on `channels`.
-    fn connect(
-        &self,
-        channels: Channels,
-    ) -> impl Future<Output = RedisResult<Self::Session>> + Send;
-    /// The channel of `redis_key`'s releases.
+    fn connect(&self) -> impl Future<Output = RedisResult<Self::Session>> + Send;
     fn channel(&self, redis_key: &str) -> String;
     /// Changes when the server to subscribe on does (a Sentinel failover); `None` if it never
     /// does.
@@ -161,7 +140,6 @@ pub(crate) trait Connector: Send + Sync + 'static {
 /// Sends subscription changes to the feed task, starting it on first use.
 pub(crate) struct Feed<C: Connector + Clone> {
     connector: C,
-    channels: Channels,
     /// `:<client>` after each key's channel when releases name their waiter on its client's
     /// own channel (waiters queued in Redis); `None` for channels every client shares.
     suffix: Option<String>,
@@ -179,21 +157,19 @@ impl<C: Connector + Clone> std::fmt::Debug for Feed<C> {
 impl<C: Connector + Clone> Feed<C> {
     /// A feed of `listener`. With `client`, it subscribes that client's own channel of each
     /// key (the key's channel, `:` and the client): a release names the waiter it handed the
-    /// lock to there, and since only the waiter's client listens, the release counts nobody
-    /// there when that client is gone and the release skips the waiter (see `scripts/queue.lua`). (On
+    /// lock to there, and since only the waiter's client listens, `PUBSUB NUMSUB` counts 0
+    /// when that client is gone and the release skips the waiter (see `scripts/queue.lua`). (On
     /// Redis Cluster, a key whose channel cannot carry its hash tag, one with a `}` but no
     /// tag, gets a client channel in another slot: the script's `SPUBLISH` is refused, the
     /// waiter is handed the lock unannounced and finds it at its next check in.)
     pub(crate) fn new(
         connector: C,
-        channels: Channels,
         client: Option<&str>,
         timeout: Duration,
         listener: Weak<dyn ReleaseListener>,
     ) -> Self {
         Self {
             connector,
-            channels,
             suffix: client.map(|c| format!(":{c}")),
             timeout,
             listener,
@@ -216,7 +192,6 @@ impl<C: Connector + Clone> Feed<C> {
         let _ = tx.send(op);
         let task = FeedTask {
             connector: self.connector.clone(),
-            channels: self.channels,
             suffix: self.suffix.clone(),
             timeout: self.timeout,
             listener: self.listener.clone(),
@@ -242,7 +217,6 @@ impl<C: Connector + Clone> ReleaseFeed for Feed<C> {
 
 struct FeedTask<C: Connector> {
     connector: C,
-    channels: Channels,
     suffix: Option<String>,
     timeout: Duration,
     listener: Weak<dyn ReleaseListener>,
@@ -290,8 +264,7 @@ impl<C: Connector> FeedTask<C> {
                 }
             }
             failures += 1;
-            let connected =
-                tokio::time::timeout(self.timeout, self.connector.connect(self.channels)).await;
+            let connected = tokio::time::timeout(self.timeout, self.connector.connect()).await;
             let Ok(Ok(session)) = connected else {
                 continue;
             };
@@ -437,80 +410,20 @@ async fn switched(switches: &mut Option<tokio::sync::watch::Receiver<u64>>) {
     }
 }
 
-/// The next announcement or dropped subscription among a RESP3 connection's pushes; `None`
-/// when the connection closed (announcements may have been missed, and the subscriptions
-/// must be confirmed again on a fresh connection).
-pub(crate) async fn next_pushed(pushes: &mut mpsc::UnboundedReceiver<PushInfo>) -> Option<Heard> {
-    loop {
-        let push = pushes.recv().await?;
-        match (push.kind, push.data.as_slice()) {
-            (
-                PushKind::SMessage | PushKind::Message,
-                [Value::BulkString(channel), Value::BulkString(payload), ..],
-            ) => {
-                return Some(Heard::Announcement(Announcement {
-                    channel: String::from_utf8_lossy(channel).into_owned(),
-                    payload: payload.clone(),
-                }));
-            }
-            // Redis Cluster ends the sharded subscriptions of a slot that leaves a node (moved,
-            // or the node demoted); every server sends the same for the feed's own
-            // `SUNSUBSCRIBE`, which the feed tells apart.
-            (PushKind::SUnsubscribe, [Value::BulkString(channel), ..]) => {
-                return Some(Heard::Dropped(
-                    String::from_utf8_lossy(channel).into_owned(),
-                ));
-            }
-            (PushKind::Disconnection, _) => return None,
-            // Confirmations of the feed's own subscriptions.
-            _ => {}
-        }
-    }
-}
-
-/// One server's (or the sentinels' master's) subscribing connection.
-pub(crate) enum ServerSession {
-    /// A RESP2 pub/sub connection ([`Channels::Plain`]).
-    Plain {
-        sink: PubSubSink,
-        stream: PubSubStream,
-    },
-    /// A RESP3 connection holding shard subscriptions ([`Channels::Sharded`]); announcements
-    /// arrive as pushes. (The driver offers `SSUBSCRIBE` on cluster connections only; sent
-    /// as a plain command, one channel at a time, its confirmation is its reply.)
-    Sharded {
-        conn: MultiplexedConnection,
-        pushes: mpsc::UnboundedReceiver<PushInfo>,
-    },
+/// One server's (or the sentinels' master's) RESP2 pub/sub connection.
+pub(crate) struct PubSubSession {
+    sink: PubSubSink,
+    stream: PubSubStream,
 }
 
 impl Connector for Endpoint {
-    type Session = ServerSession;
+    type Session = PubSubSession;
 
-    async fn connect(&self, channels: Channels) -> RedisResult<ServerSession> {
-        let client = self.client().await?;
-        if channels == Channels::Plain {
-            let (sink, stream) = client.get_async_pubsub().await?.split();
-            return Ok(ServerSession::Plain { sink, stream });
-        }
-        let info = client.get_connection_info().clone();
-        let resp3 = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let client = redis::Client::open(info.set_redis_settings(resp3))?;
-        let (tx, pushes) = mpsc::unbounded_channel();
-        // Every call is bounded by the feed's own timeout.
-        let config = AsyncConnectionConfig::new()
-            .set_push_sender(tx)
-            .set_response_timeout(None);
-        let conn = client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?;
-        Ok(ServerSession::Sharded { conn, pushes })
+    async fn connect(&self) -> RedisResult<PubSubSession> {
+        let (sink, stream) = self.client().await?.get_async_pubsub().await?.split();
+        Ok(PubSubSession { sink, stream })
     }
 
-    /// One server has no slots: plain or sharded, the channel is named the same.
     fn channel(&self, redis_key: &str) -> String {
         release_channel(redis_key)
     }
@@ -520,61 +433,39 @@ impl Connector for Endpoint {
     }
 }
 
-impl Session for ServerSession {
+impl Session for PubSubSession {
     async fn subscribe(&mut self, channel: &str, timeout: Duration) -> Subscribed {
-        let reply = match self {
-            Self::Plain { sink, .. } => tokio::time::timeout(timeout, sink.subscribe(channel))
+        Subscribed::from_result(
+            tokio::time::timeout(timeout, self.sink.subscribe(channel))
                 .await
                 .ok(),
-            Self::Sharded { conn, .. } => {
-                let ssubscribe = redis::cmd("SSUBSCRIBE").arg(channel).to_owned();
-                tokio::time::timeout(timeout, ssubscribe.query_async::<Value>(conn))
-                    .await
-                    .ok()
-                    .map(|r| r.map(drop))
-            }
-        };
-        Subscribed::from_result(reply)
+        )
     }
 
     async fn unsubscribe(&mut self, channel: &str, timeout: Duration) -> bool {
-        let reply = match self {
-            Self::Plain { sink, .. } => {
-                tokio::time::timeout(timeout, sink.unsubscribe(channel)).await
-            }
-            Self::Sharded { conn, .. } => {
-                let sunsubscribe = redis::cmd("SUNSUBSCRIBE").arg(channel).to_owned();
-                tokio::time::timeout(timeout, sunsubscribe.query_async::<Value>(conn))
-                    .await
-                    .map(|r| r.map(drop))
-            }
-        };
-        matches!(reply, Ok(Ok(())))
+        matches!(
+            tokio::time::timeout(timeout, self.sink.unsubscribe(channel)).await,
+            Ok(Ok(()))
+        )
     }
 
     async fn next_heard(&mut self) -> Option<Heard> {
-        match self {
-            // One server never drops a subscription on its own.
-            Self::Plain { stream, .. } => stream.next().await.map(|msg| {
-                Heard::Announcement(Announcement {
-                    channel: msg.get_channel_name().to_owned(),
-                    payload: msg.get_payload_bytes().to_vec(),
-                })
-            }),
-            Self::Sharded { pushes, .. } => next_pushed(pushes).await,
-        }
+        // One server never drops a subscription on its own.
+        self.stream.next().await.map(|msg| {
+            Heard::Announcement(Announcement {
+                channel: msg.get_channel_name().to_owned(),
+                payload: msg.get_payload_bytes().to_vec(),
+            })
+        })
     }
 
     async fn ping(&mut self, _sample: Option<&str>, timeout: Duration) -> bool {
         // A server that goes away takes this connection, and its subscriptions, with it.
         // Any reply will do: a subscribed RESP2 connection answers `["pong", ""]`, not `PONG`.
-        let reply = match self {
-            Self::Plain { sink, .. } => tokio::time::timeout(timeout, sink.ping::<Value>()).await,
-            Self::Sharded { conn, .. } => {
-                tokio::time::timeout(timeout, redis::cmd("PING").query_async::<Value>(conn)).await
-            }
-        };
-        matches!(reply, Ok(Ok(_)))
+        matches!(
+            tokio::time::timeout(timeout, self.sink.ping::<redis::Value>()).await,
+            Ok(Ok(_))
+        )
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use redis::{
     Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, RedisWrite, Script, ServerErrorKind,
-    ToRedisArgs, Value,
+    ToRedisArgs,
 };
 
 use std::collections::BTreeMap;
@@ -21,9 +21,7 @@ use futures_util::future::join_all;
 
 use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
-use super::pubsub::{
-    Channels, Connector, Feed, RELEASE_CHANNEL_PREFIX, release_channel, shard_channel,
-};
+use super::pubsub::{Connector, Feed, RELEASE_CHANNEL_PREFIX, shard_channel};
 use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, QueueAsk, ReleaseListener, millis};
 use crate::error::LockError;
 use crate::key::Companion;
@@ -156,8 +154,6 @@ pub(crate) struct Scripted<O: Opener> {
     /// Waiters queue here and releases hand the lock on; off for a Redlock master, whose
     /// releases announce to every waiter instead.
     queue: bool,
-    /// Where releases are announced: read from the server at connect (see [`Channels`]).
-    channels: Channels,
 }
 
 /// One Redis server, or the master the sentinels name.
@@ -206,40 +202,9 @@ impl RedisNode {
 impl<O: Opener> Scripted<O> {
     /// Opens the command connection; `timeout` bounds connecting and every later command.
     pub(crate) async fn connect(opener: O, timeout: Duration) -> Result<Self, LockError> {
-        let mut store = Self::lazy(opener, timeout);
+        let store = Self::lazy(opener, timeout);
         store.load_scripts().await?;
-        store.channels = store.server_channels().await?;
         Ok(store)
-    }
-
-    /// Sharded pub/sub when the server has it (Redis 7 and later; every cluster): `COMMAND
-    /// INFO` names each of its commands, or answers nil for one it lacks (an older server, or
-    /// one whose configuration renamed it away). A server that refuses to say (an ACL
-    /// without `command|info`) gets plain pub/sub, which every server has.
-    async fn server_channels(&self) -> Result<Channels, LockError> {
-        if O::CLUSTER {
-            return Ok(Channels::Sharded);
-        }
-        let commands: Vec<Value> = self
-            .conn
-            .call("connect", self.conn.timeout(), |mut c| async move {
-                let info = redis::cmd("COMMAND")
-                    .arg("INFO")
-                    .arg(&["SPUBLISH", "SSUBSCRIBE", "SUNSUBSCRIBE"])
-                    .query_async(&mut c)
-                    .await;
-                match info {
-                    // An error reply (`NOPERM`): the connection is fine.
-                    Err(e) if e.code().is_some() => Ok(Vec::new()),
-                    other => other,
-                }
-            })
-            .await?;
-        Ok(if commands.len() == 3 && !commands.contains(&Value::Nil) {
-            Channels::Sharded
-        } else {
-            Channels::Plain
-        })
     }
 
     /// A store whose connection opens on first use (a Redlock master may be down at start).
@@ -249,7 +214,6 @@ impl<O: Opener> Scripted<O> {
             opener,
             conn,
             queue: true,
-            channels: Channels::Plain,
         }
     }
 
@@ -261,22 +225,13 @@ impl<O: Opener> Scripted<O> {
     }
 
     /// The release channel of `key` as the scripts take it, and the command that publishes
-    /// on it: for plain pub/sub the channel's prefix (the script appends the key, which saves
-    /// an allocation per call), for sharded pub/sub the whole channel.
-    fn channel(&self, key: &str) -> (Cow<'static, str>, &'static str) {
-        match self.channels {
-            Channels::Sharded => (Cow::Owned(Self::sharded_channel(key)), "SPUBLISH"),
-            Channels::Plain => (Cow::Borrowed(RELEASE_CHANNEL_PREFIX), "PUBLISH"),
-        }
-    }
-
-    /// `key`'s channel for `SPUBLISH`: on a cluster in the key's slot, on one server named
-    /// as a plain one.
-    fn sharded_channel(key: &str) -> String {
+    /// on it: on one server the channel's prefix (the script appends the key, which saves an
+    /// allocation per call), on a cluster the whole sharded channel.
+    fn channel(key: &str) -> (Cow<'static, str>, &'static str) {
         if O::CLUSTER {
-            shard_channel(key)
+            (Cow::Owned(shard_channel(key)), "SPUBLISH")
         } else {
-            release_channel(key)
+            (Cow::Borrowed(RELEASE_CHANNEL_PREFIX), "PUBLISH")
         }
     }
 
@@ -302,12 +257,11 @@ impl<O: Opener> Scripted<O> {
         leaving: Option<bool>,
         fence_record: bool,
     ) -> Result<bool, LockError> {
-        // The common release (a queue, not leaving, no fence) takes the lock and its queue as
-        // keys, and on plain pub/sub the token alone: each key and argument costs Redis
+        // The common release (one server, a queue, not leaving, no fence) takes the token
+        // alone, and the lock and its queue as keys: each key and argument costs Redis
         // strings to parse and to build for Lua, a key most of all. The fence record is
         // declared when the script asks for it (a fenced waiter is next).
-        let common = self.queue && leaving.is_none() && !fence_record;
-        let plain = self.channels == Channels::Plain;
+        let common = !O::CLUSTER && self.queue && leaving.is_none() && !fence_record;
         let mut release = if common {
             let queue = Companion::waiters(lease.key);
             let mut call = RELEASE.start(2, lease.key.len() + queue.len());
@@ -317,12 +271,13 @@ impl<O: Opener> Scripted<O> {
             Self::keyed(&RELEASE, lease, self.queue)
         };
         release.arg(lease.token);
-        if !(common && plain) {
+        if !common {
             release.arg(if self.queue { "q" } else { "m" });
-            match self.channels {
-                Channels::Sharded => release.arg(Self::sharded_channel(lease.key)),
-                Channels::Plain => release.arg(""),
-            };
+            if O::CLUSTER {
+                release.arg(shard_channel(lease.key));
+            } else {
+                release.arg("");
+            }
         }
         if let Some(fenced) = leaving {
             release.arg("1").arg(handoff_lease(lease)).arg(flag(fenced));
@@ -340,9 +295,6 @@ impl<O: Opener> Scripted<O> {
             outcome = Box::pin(async {
                 let mut again = Self::keyed(&RELEASE, lease, true);
                 again.arg(lease.token);
-                if let Channels::Sharded = self.channels {
-                    again.arg("q").arg(Self::sharded_channel(lease.key));
-                }
                 self.invoke::<i64>(operation, self.conn.timeout(), &again)
                     .await
             })
@@ -377,13 +329,7 @@ impl<O: Opener> Scripted<O> {
     {
         // With a queue, releases name their waiter on its client's own channel.
         let client = self.queue.then_some(client);
-        Feed::new(
-            self.opener.clone(),
-            self.channels,
-            client,
-            self.conn.timeout(),
-            listener,
-        )
+        Feed::new(self.opener.clone(), client, self.conn.timeout(), listener)
     }
 
     /// Runs a script call within `limit`.
@@ -444,7 +390,7 @@ impl<O: Opener> Scripted<O> {
             .arg(millis(lease.ttl))
             .arg(flag(ask.fence));
         if let Some(queue) = queue {
-            let (channel, publish) = self.channel(lease.key);
+            let (channel, publish) = Self::channel(lease.key);
             acquire
                 .arg("q")
                 .arg(millis(WAITERS_QUEUE_LEASE))
