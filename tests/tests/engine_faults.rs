@@ -454,7 +454,11 @@ async fn every_call_in_flight_on_a_silenced_connection_times_out() {
 }
 
 /// A client dropped after its last lock closes its connections, idle ones too: rlock runs
-/// their reply readers and deadline watches itself now, and none of them may outlive it.
+/// their reply readers and deadline watches itself now, and none of them may outlive it. The
+/// lock is held long enough for the watchdog to look at it, so the watchdog's task is asleep
+/// until the hold's renewal when the client goes: it must not keep the client's engine, and
+/// its connections, alive until it wakes (ttl/3, 10 s here; it did whenever its first look
+/// came before the release, which a loaded machine made likely).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_client_closes_its_idle_connections() {
     let server = RedisServer::start();
@@ -471,7 +475,9 @@ async fn a_dropped_client_closes_its_idle_connections() {
     }
     let before = connected(&mut raw).await;
     let client = client_for(&server, Duration::from_secs(1)).await;
-    lock_and_release(&client, "bye:1", Duration::ZERO).await;
+    let guard = client.lock("bye:1").acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    guard.release().await.unwrap();
     assert!(connected(&mut raw).await > before);
     // Past a slice of the timeout without a call: the connection's watch is idle.
     tokio::time::sleep(Duration::from_millis(300)).await;

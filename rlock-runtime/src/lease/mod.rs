@@ -81,7 +81,8 @@ pub(crate) struct Engine {
     tokens: TokenSource,
     pub(crate) counters: Counters,
     pub(crate) queues: Arc<WaitQueues>,
-    pub(crate) watchdog: Watchdog,
+    /// Shared with its task, which holds the engine itself only during a pass.
+    pub(crate) watchdog: Arc<Watchdog>,
     /// How late this client's timers fire; the holds' margins follow it.
     pub(crate) lateness: Lateness,
 }
@@ -95,7 +96,7 @@ impl Engine {
             tokens,
             counters: Counters::default(),
             queues,
-            watchdog: Watchdog::default(),
+            watchdog: Arc::default(),
             lateness: Lateness::default(),
         })
     }

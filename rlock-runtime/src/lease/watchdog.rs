@@ -56,7 +56,7 @@ impl Watchdog {
             (start, !start && state.plan(next))
         };
         if start {
-            let task = run(engine.clone());
+            let task = run(Arc::downgrade(engine), engine.watchdog.clone());
             if !crate::driver::spawn(task) {
                 self.state().running = false;
                 hold.lose();
@@ -132,7 +132,7 @@ impl Hasher for IdHasher {
 
 /// If the task ends abnormally (a panic), its holds cannot be watched: they are lost.
 struct Running {
-    engine: Arc<Engine>,
+    watchdog: Arc<Watchdog>,
     armed: bool,
 }
 
@@ -140,7 +140,7 @@ impl Drop for Running {
     fn drop(&mut self) {
         if self.armed {
             let holds: Vec<_> = {
-                let mut state = self.engine.watchdog.state();
+                let mut state = self.watchdog.state();
                 state.running = false;
                 state
                     .holds
@@ -155,22 +155,27 @@ impl Drop for Running {
     }
 }
 
-async fn run(engine: Arc<Engine>) {
+/// The task. Between passes it keeps only a weak reference to the engine: every hold keeps
+/// the engine alive, so once the client and its last hold are dropped, the engine (and its
+/// connections) goes at once, not when the task next wakes (up to a renewal period later),
+/// and the task ends when it does.
+async fn run(engine: Weak<Engine>, watchdog: Arc<Watchdog>) {
     let mut running = Running {
-        engine: engine.clone(),
+        watchdog: watchdog.clone(),
         armed: true,
     };
-    let watchdog = &engine.watchdog;
     loop {
         let now = Instant::now();
         // Listen before surveying, so a change made during the survey is not missed.
         let changed = watchdog.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
+        let strong = engine.upgrade();
         let holds: Vec<Arc<Hold>> = {
             let mut state = watchdog.state();
             state.holds.retain(|_, h| h.strong_count() > 0);
-            if state.holds.is_empty() {
+            // (No engine: the client and all its holds are gone.)
+            if state.holds.is_empty() || strong.is_none() {
                 // Cleared under the lock `watch` takes, so a hold registered right after this
                 // starts a new task.
                 state.running = false;
@@ -211,14 +216,20 @@ async fn run(engine: Arc<Engine>) {
             }
             state.next_pass = next;
         }
-        for chunk in renew.chunks(RENEW_BATCH) {
-            tokio::spawn(renew_batch(engine.clone(), chunk.to_vec(), now));
+        if let Some(strong) = strong {
+            for chunk in renew.chunks(RENEW_BATCH) {
+                tokio::spawn(renew_batch(strong.clone(), chunk.to_vec(), now));
+            }
         }
+        // Nothing strong across the wait: a hold keeps its engine.
+        drop(renew);
         match next {
             Some(next) => {
                 tokio::select! {
                     () = tokio::time::sleep_until(next) => {
-                        engine.lateness.record(next, Instant::now());
+                        if let Some(engine) = engine.upgrade() {
+                            engine.lateness.record(next, Instant::now());
+                        }
                     }
                     () = changed => {}
                 }
