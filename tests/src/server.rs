@@ -342,6 +342,28 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("PUBSUB on {}: {e}", self.url()))
     }
 
+    /// Waits (at most 20 s) until this replica's link to its master is up.
+    ///
+    /// # Panics
+    ///
+    /// When it never is, or the server does not answer.
+    pub async fn wait_linked(&self) {
+        let mut raw = self.raw().await;
+        let mut info = String::new();
+        for _ in 0..200 {
+            info = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut raw)
+                .await
+                .unwrap_or_else(|e| panic!("INFO on {}: {e}", self.url()));
+            if info.contains("master_link_status:up") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the replica on {} did not sync: {info}", self.url());
+    }
+
     /// A `redis::Client` for this server that sends no `CLIENT SETINFO` on connect.
     pub fn redis_client(&self) -> redis::Client {
         let info = self

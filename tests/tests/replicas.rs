@@ -18,23 +18,8 @@ async fn master_and_replica() -> (RedisServer, RedisServer) {
     let master = RedisServer::start();
     let replica =
         RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &master.port().to_string()]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut raw = replica.raw().await;
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        if info.contains("master_link_status:up") {
-            return (master, replica);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the replica did not sync: {info}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    replica.wait_linked().await;
+    (master, replica)
 }
 
 /// Asks for `key` with `needed` replicas, which must be refused after `acked` confirmed.

@@ -425,7 +425,7 @@ async fn a_waiter_heard_through_a_replica_is_never_told_it_holds_the_lock() {
     let key = "w:moved";
     let a = RedisServer::start();
     let b = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &a.port().to_string()]);
-    wait_linked(&b).await;
+    b.wait_linked().await;
     let holder = LockClient::connect(&a.url()).await.unwrap();
     let _held = holder
         .lock(key)
@@ -461,7 +461,7 @@ async fn a_waiter_heard_through_a_replica_is_never_told_it_holds_the_lock() {
         .query_async(&mut raw_a)
         .await
         .unwrap();
-    wait_linked(&a).await;
+    a.wait_linked().await;
     wait_listening(&a, key, 1).await;
 
     // The holder's lock, released on the new master: its queue's only waiter does not
@@ -475,21 +475,4 @@ async fn a_waiter_heard_through_a_replica_is_never_told_it_holds_the_lock() {
         ),
         Err(e) => eprintln!("the waiter was not granted the lock: {e}"),
     }
-}
-
-/// Waits (at most 10 s) until `replica`'s link to its master is up.
-async fn wait_linked(replica: &RedisServer) {
-    let mut raw = replica.raw().await;
-    for _ in 0..1000 {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        if info.contains("master_link_status:up") {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the replica on port {} never linked", replica.port());
 }
