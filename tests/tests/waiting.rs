@@ -321,8 +321,8 @@ async fn a_dead_redis_is_not_a_busy_lock() {
     }
 }
 
-/// How long the cancellation fuzz runs (`RLOCK_FUZZ_SECS` overrides: the run is 20 s,
-/// 20 times).
+/// How long the cancellation fuzz runs: 5 s in the suite; `RLOCK_FUZZ_SECS` sets it (a long
+/// check is 20 runs of 20 s, all leaving nothing behind).
 fn fuzz_duration() -> Duration {
     let secs = std::env::var("RLOCK_FUZZ_SECS")
         .ok()
