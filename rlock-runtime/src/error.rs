@@ -23,6 +23,19 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// }
 /// # }
 /// ```
+///
+/// A failure with a cause (a [`LockError::Unavailable`]) keeps the cause as its
+/// [`source`](std::error::Error::source) and out of its message, so that a report printing
+/// the whole chain (anyhow's `{:#}`, an error recorded as a `tracing` field) names it once:
+///
+/// ```
+/// use rlock_runtime::LockError;
+/// use std::error::Error as _;
+///
+/// let err = LockError::Unavailable { operation: "acquire", source: "connection refused".into() };
+/// assert!(!err.to_string().contains("connection refused"));
+/// assert_eq!(err.source().map(|cause| cause.to_string()).as_deref(), Some("connection refused"));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
@@ -61,7 +74,13 @@ pub enum LockError {
     },
 
     /// Redis answered with an error or the connection failed.
-    #[error("Redis is unavailable during `{operation}`: {source}; check the server and the URL")]
+    ///
+    /// The driver's error is the [`source`](std::error::Error::source), not part of the
+    /// message, so a report that prints the chain shows it once.
+    #[error(
+        "Redis is unavailable during `{operation}`; check that the server is up and that the \
+         client's URL points at it"
+    )]
     Unavailable {
         /// What rlock was doing.
         operation: &'static str,
@@ -144,5 +163,40 @@ impl LockError {
                 | Self::QuorumNotReached { .. }
                 | Self::NotReplicated { .. }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// Every message of the chain, outermost first, as error reports print them.
+    fn chain(err: &LockError) -> Vec<String> {
+        let mut messages = vec![err.to_string()];
+        let mut next = err.source();
+        while let Some(cause) = next {
+            messages.push(cause.to_string());
+            next = cause.source();
+        }
+        messages
+    }
+
+    #[test]
+    fn a_cause_is_the_source_and_not_repeated_in_the_message() {
+        let err = LockError::Unavailable {
+            operation: "acquire",
+            source: "connection refused (os error 111)".into(),
+        };
+        let message = err.to_string();
+        assert!(!message.contains("connection refused"), "{message}");
+        assert!(message.contains("`acquire`"), "{message}");
+        assert!(message.contains("check that the server is up"), "{message}");
+        assert_eq!(
+            err.source().map(ToString::to_string).as_deref(),
+            Some("connection refused (os error 111)")
+        );
+        let report = chain(&err).join(": ");
+        assert_eq!(report.matches("connection refused").count(), 1, "{report}");
     }
 }

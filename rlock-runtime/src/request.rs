@@ -391,7 +391,11 @@ impl Waiting<'_> {
                 Ok(Outcome::Unanswered) => queued = false,
                 Err(e) if e.is_backend() => {
                     failures += 1;
-                    trace::debug_event!(key = self.key.as_str(), error = %e, "rlock: attempt failed; retrying within the wait budget");
+                    trace::debug_event!(
+                        key = self.key.as_str(),
+                        error = &e as &(dyn std::error::Error + 'static),
+                        "rlock: attempt failed; retrying within the wait budget"
+                    );
                     last = LastAnswer::Failed(e);
                     // The attempt may have landed or not: its token is withdrawn in the
                     // background, and this waiter queues again under a new one.
@@ -529,7 +533,11 @@ impl Waiting<'_> {
                     Ok(Outcome::Unanswered) => {}
                     Err(e) if e.is_backend() => {
                         failures += 1;
-                        trace::debug_event!(key = self.key.as_str(), error = %e, "rlock: attempt failed; retrying within the wait budget");
+                        trace::debug_event!(
+                            key = self.key.as_str(),
+                            error = &e as &(dyn std::error::Error + 'static),
+                            "rlock: attempt failed; retrying within the wait budget"
+                        );
                         last = LastAnswer::Failed(e);
                     }
                     Err(e) => return Err(e),

@@ -1,4 +1,7 @@
 //! `tracing` events when the `tracing` feature is on (the default), nothing otherwise.
+//!
+//! Errors go in as `&dyn Error` values, not `%` (Display): a `LockError` leaves its cause to
+//! `source()`, and subscribers print an error value's sources.
 
 macro_rules! debug_event {
     ($($arg:tt)*) => {

@@ -280,7 +280,11 @@ async fn renew_batch(engine: Arc<Engine>, batch: Vec<(Arc<Hold>, Duration)>, sen
             }
             engine.counters.add(Count::RenewFailure, 1);
             crate::facade::renew_failed();
-            crate::trace::warn_event!(error = %_e, leases = batch.len(), "rlock: lease renewal failed");
+            crate::trace::warn_event!(
+                error = _e as &(dyn std::error::Error + 'static),
+                leases = batch.len(),
+                "rlock: lease renewal failed"
+            );
         }
     }
     // The task planned its next pass while these were in flight, without their next
