@@ -1,16 +1,17 @@
 //! Code generation: the annotated function with its block wrapped in `run_locked`.
 //!
 //! The signature is emitted as written and only the block is replaced, so callers, trait
-//! impls and docs see the same function. The user's statements are moved as tokens into an
-//! `async move` block (never re-printed), so errors and panics inside it keep pointing at the
-//! user's code.
+//! impls and docs see the same function. The body's tokens, as the user wrote them (see
+//! `item`), are moved into an `async move` block, so errors and panics inside it keep
+//! pointing at the user's code.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned as _;
-use syn::{Ident, ItemFn, LitStr, Path, Type};
+use syn::{Ident, LitStr, Path, Type};
 
 use crate::args::{Args, OnLost};
+use crate::item::LockedFn;
 use crate::resolve::{KeyPart, Value};
 
 /// The runtime crate's path: `crate = "…"`, else the name it has in the user's Cargo.toml.
@@ -30,16 +31,20 @@ fn runtime_path(explicit: Option<&Path>) -> Path {
     }
 }
 
-pub(crate) fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart]) -> TokenStream {
+pub(crate) fn generate(
+    func: &LockedFn,
+    args: &Args,
+    ret_ty: &Type,
+    key: &[KeyPart],
+) -> TokenStream {
     let krate = runtime_path(args.krate.as_ref());
     let private = quote!(#krate::__private);
-    // `modifiers` (`default fn`) never parse on a free function.
-    let ItemFn {
+    let LockedFn {
         attrs,
+        inner_attrs,
         vis,
         sig,
-        block,
-        ..
+        body,
     } = func;
 
     // Type checks, reported on the user's own tokens (the sqlx trick).
@@ -145,14 +150,13 @@ pub(crate) fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart
         }
     };
 
-    // The body's statements, not its block: a block as the async block's tail would draw
+    // The body's contents, not its block: a block as the async block's tail would draw
     // `unused_braces` on every one-line body, and the fix the lint suggests breaks the code.
-    let stmts = &block.stmts;
     let body = quote! {
         move |__rlock_fence: u64| async move {
             #fake_return
             #fence
-            #(#stmts)*
+            #body
         }
     };
     // The return type's one requirement (`LockResult`) is named here, on the return type's own
@@ -161,6 +165,7 @@ pub(crate) fn generate(func: &ItemFn, args: &Args, ret_ty: &Type, key: &[KeyPart
 
     quote! {
         #(#attrs)*
+        #inner_attrs
         #vis #sig {
             #[allow(unreachable_code, clippy::unit_arg)]
             if false {

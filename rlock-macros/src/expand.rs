@@ -5,11 +5,11 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
-use syn::ItemFn;
 
 use crate::args::Args;
 use crate::codegen::generate;
 use crate::errors::Errors;
+use crate::item::LockedFn;
 use crate::resolve::resolve_key;
 use crate::signature::Bindings;
 use crate::validate::{check_async, return_type};
@@ -26,7 +26,9 @@ pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStr
 }
 
 fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
-    let func: ItemFn = syn::parse2(item.clone()).map_err(|_| {
+    // Only attributes, visibility and signature are parsed (see `item`): a failure here is
+    // about the item's shape, never about its body.
+    let func: LockedFn = syn::parse2(item.clone()).map_err(|_| {
         syn::Error::new_spanned(
             &item,
             "#[distributed_lock] applies to an `async fn` with a body: a free function, \
@@ -279,6 +281,17 @@ mod tests {
             let out = expand_str(&format!("key = {key:?}"), item);
             assert!(!out.contains("compile_error"), "{key}: {out}");
         }
+    }
+
+    #[test]
+    fn a_body_that_does_not_parse_is_left_to_rustc() {
+        let out = expand_str(
+            r#"key = "order:<user_id>""#,
+            "async fn f(user_id: u64) -> Result<(), E> { #![allow(unused)] let x = ; Ok(()) }",
+        );
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(out.starts_with("# [allow (unused)] async fn f"), "{out}");
+        assert!(out.contains("let x = ; Ok (()) } ,"), "{out}");
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //!
 //! Depend on `rlock-runtime`, which re-exports the attribute and holds everything the
 //! generated code calls; this crate only parses, checks and expands. The layout follows
-//! tracing-attributes and thiserror-impl: `args` parses the options, `duration` and
-//! `template` their values, `signature` collects the names a signature binds, `validate`
+//! tracing-attributes and thiserror-impl: `item` reads the function (its body kept as
+//! tokens), `args` parses the options, `duration` and `template` their values, `signature`
+//! collects the names a signature binds, `validate`
 //! checks the signature, `resolve` the key against it, `codegen` writes the code, and
 //! `expand` runs them all, reporting every error together (`errors`).
 
@@ -14,6 +15,7 @@ mod errors;
 mod expand;
 #[cfg(test)]
 mod fuzz;
+mod item;
 mod limits;
 mod resolve;
 mod signature;

@@ -1,4 +1,5 @@
-//! Attributes, docs, visibility and `#[must_use]` are kept; `crate = "…"` points at a re-export.
+//! Attributes, docs, visibility and `#[must_use]` are kept, and so are the body's inner
+//! attributes; `crate = "…"` points at a re-export.
 
 #![deny(warnings)]
 #![deny(unused_must_use)]
@@ -25,6 +26,14 @@ mod service {
         Ok(event)
     }
 
+    /// The body's inner attributes apply to the whole function.
+    #[distributed_lock(key = "note:<id>")]
+    pub async fn note(id: u64) -> Result<u64, LockError> {
+        #![allow(unused_variables)]
+        let unused = id;
+        Ok(id)
+    }
+
     #[cfg(any())]
     #[distributed_lock(key = "never:<compiled>")]
     pub async fn compiled_out(compiled: u64) -> Result<u64, LockError> {
@@ -35,4 +44,5 @@ mod service {
 fn main() {
     let _future = service::create_order(1);
     let _booked = service::book(2);
+    let _noted = service::note(3);
 }
