@@ -38,7 +38,8 @@ pub(crate) fn generate(
     key: &[KeyPart],
 ) -> TokenStream {
     let krate = runtime_path(args.krate.as_ref());
-    let private = quote!(#krate::__private);
+    let module = crate::private::module();
+    let private = quote!(#krate::#module);
     let LockedFn {
         attrs,
         inner_attrs,

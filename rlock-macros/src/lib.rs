@@ -6,7 +6,8 @@
 //! tokens), `args` parses the options, `duration` and `template` their values, `signature`
 //! collects the names a signature binds, `validate`
 //! checks the signature, `resolve` the key against it, `codegen` writes the code, and
-//! `expand` runs them all, reporting every error together (`errors`).
+//! `expand` runs them all, reporting every error together (`errors`). `limits` and `private`
+//! are definitions the runtime takes from here through hidden macros.
 
 mod args;
 mod codegen;
@@ -17,6 +18,7 @@ mod expand;
 mod fuzz;
 mod item;
 mod limits;
+mod private;
 mod resolve;
 mod signature;
 mod suggest;
@@ -411,4 +413,13 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn __limit(name: TokenStream) -> TokenStream {
     limits::expand(name.into()).into()
+}
+
+/// Declares `rlock-runtime`'s support module under its versioned name
+/// (`__private_module!(crate::private)` → `pub mod __private_0_1 { pub use crate::private::*; }`),
+/// the name generated code calls through. Not for users: it may change in any release.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __private_module(source: TokenStream) -> TokenStream {
+    private::expand_module(source.into()).into()
 }

@@ -3,7 +3,9 @@
 //! and run.
 //!
 //! Regenerate the expected messages with `TRYBUILD=overwrite cargo test -p rlock-tests --test ui`
-//! and read the diff before committing it.
+//! and read the diff before committing it. Some messages name the runtime's support module,
+//! whose name carries the version's major and minor numbers (`__private_0_1`): a release that
+//! changes them renames it there too.
 
 #[test]
 fn ui() {
