@@ -1,9 +1,14 @@
-//! Durations written as text (`500ms`, `10s`, `1m30s`, `2h`), parsed while the macro expands.
+//! Durations written as text (`500ms`, `10s`, `1m30s`, `2h`): the one grammar of rlock, which
+//! the attribute parses its options with while it expands and `rlock-runtime` its environment
+//! variables with at run time.
 //!
 //! The grammar is one or more `<number><unit>` parts, units `h`, `m`, `s` and `ms`, each used at
 //! most once and from the largest to the smallest, with no spaces or signs. Keeping it this
 //! strict means a duration reads the same way everywhere and `1m30s` can never be mistaken for
 //! `1ms30`.
+//!
+//! The runtime compiles this file's items too (through `__duration_grammar!`, see `grammar`),
+//! so they use nothing but `core` and `std`, and its tests stay in a `#[cfg(test)] mod`.
 
 /// A duration in whole milliseconds, the resolution Redis works with (`PX`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

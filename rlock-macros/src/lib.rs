@@ -4,10 +4,10 @@
 //! generated code calls; this crate only parses, checks and expands. The layout follows
 //! tracing-attributes and thiserror-impl: `item` reads the function (its body kept as
 //! tokens), `args` parses the options, `duration` and `template` their values, `signature`
-//! collects the names a signature binds, `validate`
-//! checks the signature, `resolve` the key against it, `codegen` writes the code, and
-//! `expand` runs them all, reporting every error together (`errors`). `limits` and `private`
-//! are definitions the runtime takes from here through hidden macros.
+//! collects the names a signature binds, `validate` checks the signature, `resolve` the key
+//! against it, `codegen` writes the code, and `expand` runs them all, reporting every error
+//! together (`errors`). `limits`, `private` and `grammar` (the duration parser's own source)
+//! are what the runtime takes from here through hidden macros.
 
 mod args;
 mod codegen;
@@ -16,6 +16,7 @@ mod errors;
 mod expand;
 #[cfg(test)]
 mod fuzz;
+mod grammar;
 mod item;
 mod limits;
 mod private;
@@ -86,10 +87,11 @@ use proc_macro::TokenStream;
 ///
 /// Durations are string literals checked at compile time: a number and a unit (`ms`, `s`, `m`,
 /// `h`), combinable from the largest unit to the smallest, each unit at most once: `500ms`,
-/// `10s`, `1m30s`, `2h`, `1h30m`. Limits: `ttl` from `10ms` to `24h` (renewal runs every
-/// ttl/3, so a shorter lease cannot be kept; a longer one is a leak, not a lease: keep `ttl`
-/// short and let renewal extend it), `wait` from `0s` to `24h`, `max_hold` from `1ms` to
-/// `168h` (7 days) and at least `ttl`.
+/// `10s`, `1m30s`, `2h`, `1h30m` (`LockClient::from_env` reads durations with the same
+/// grammar). Limits: `ttl` from `10ms` to `24h` (renewal runs every ttl/3, so a shorter lease
+/// cannot be kept; a longer one is a leak, not a lease: keep `ttl` short and let renewal
+/// extend it), `wait` from `0s` to `24h`, `max_hold` from `1ms` to `168h` (7 days) and at
+/// least `ttl`.
 ///
 /// ## `key`
 ///
@@ -413,6 +415,15 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn __limit(name: TokenStream) -> TokenStream {
     limits::expand(name.into()).into()
+}
+
+/// The items of the duration grammar (`parse`, `Millis`) that `#[distributed_lock]` checks its
+/// `ttl`, `wait` and `max_hold` with, as source, so that `rlock-runtime` reads durations from
+/// the environment with the very same parser. Not for users: it may change in any release.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __duration_grammar(input: TokenStream) -> TokenStream {
+    grammar::expand(input.into()).into()
 }
 
 /// Declares `rlock-runtime`'s support module under its versioned name

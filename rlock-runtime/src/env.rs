@@ -1,8 +1,6 @@
 //! A client configured from the environment, as twelve-factor services and containers are:
 //! the URL of any topology, and the client-wide defaults.
 
-use std::time::Duration;
-
 use crate::client::{LockClient, LockClientBuilder};
 use crate::error::LockError;
 use crate::options::OnLost;
@@ -26,9 +24,12 @@ impl LockClientBuilder {
     /// | `RLOCK_COMMAND_TIMEOUT` | [`command_timeout`](Self::command_timeout) | `2s` |
     /// | `RLOCK_MIN_REPLICAS` | [`min_replicas`](Self::min_replicas) | `1` |
     ///
-    /// Durations are whole numbers with a unit, `ms`, `s`, `m` or `h`, and may be combined
-    /// (`1m30s`). An unset or empty variable leaves the default; a malformed one is an
-    /// [`LockError::InvalidConfig`] naming it.
+    /// Durations are written as the attribute's `ttl` and `wait` are, and read by the same
+    /// parser: a whole number and a unit, `ms`, `s`, `m` or `h`, units combined from the
+    /// largest to the smallest and each used at most once (`500ms`, `10s`, `1m30s`, `2h`; not
+    /// `30s1m`, `1s1s`, `1.5s` or `10 s`). Values are read without surrounding whitespace. An
+    /// unset or empty variable leaves the default; a malformed one is an
+    /// [`LockError::InvalidConfig`] naming it and saying how to write it.
     ///
     /// ```no_run
     /// use rlock_runtime::LockClient;
@@ -56,7 +57,9 @@ impl LockClientBuilder {
         }
         let duration = |name: &str| {
             var(name)
-                .map(|text| parse_duration(&text).map_err(|why| invalid(name, &text, &why)))
+                .map(|text| {
+                    crate::duration::parse(text.trim()).map_err(|why| invalid(name, &text, &why))
+                })
                 .transpose()
         };
         if let Some(ttl) = duration("RLOCK_DEFAULT_TTL")? {
@@ -121,43 +124,10 @@ fn invalid(name: &str, value: &str, why: &str) -> LockError {
     LockError::InvalidConfig(format!("{name}=`{value}`: {why}"))
 }
 
-/// `1500ms`, `10s`, `2m`, `1h`, `1m30s`.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    const HOW: &str = "write a whole number with a unit, `ms`, `s`, `m` or `h`, such as `10s` \
-                       or `1m30s`";
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return Err(HOW.into());
-    }
-    let mut total = Duration::ZERO;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let number: u64 = rest[..digits].parse().map_err(|_| HOW.to_string())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let part = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(number),
-            "s" => Duration::from_secs(number),
-            "m" => number.checked_mul(60).map(Duration::from_secs).ok_or(HOW)?,
-            "h" => number
-                .checked_mul(3600)
-                .map(Duration::from_secs)
-                .ok_or(HOW)?,
-            _ => return Err(HOW.into()),
-        };
-        total = total.checked_add(part).ok_or(HOW)?;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn from(vars: &[(&str, &str)]) -> Result<LockClientBuilder, LockError> {
         LockClientBuilder::from_vars(|name| {
@@ -168,21 +138,35 @@ mod tests {
     }
 
     #[test]
-    fn durations_take_units_and_combine() {
-        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration(" 1m30s "), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+    fn durations_follow_the_attributes_grammar() {
+        let ttl = |text: &str| {
+            from(&[
+                ("REDIS_URL", "redis://127.0.0.1/"),
+                ("RLOCK_DEFAULT_TTL", text),
+            ])
+        };
+        for good in ["1500ms", "1m30s", " 1m30s\n", "2h", "1h2m3s4ms", "0s"] {
+            assert!(ttl(good).is_ok(), "{good:?}");
+        }
+        // Units from the largest to the smallest, each once: `30s1m` is not `1m30s`.
+        let err = ttl("30s1m").unwrap_err().to_string();
+        assert!(err.contains("RLOCK_DEFAULT_TTL=`30s1m`"), "{err}");
+        assert!(
+            err.contains("write them from the largest to the smallest, as in `1m30s`"),
+            "{err}"
+        );
         for bad in [
-            "",
             "10",
             "s",
             "1.5s",
             "10 s",
             "-1s",
             "1d",
+            "1s1s",
             "99999999999999999999h",
         ] {
-            assert!(parse_duration(bad).is_err(), "{bad:?}");
+            let err = ttl(bad).unwrap_err().to_string();
+            assert!(err.contains(&format!("RLOCK_DEFAULT_TTL=`{bad}`")), "{err}");
         }
     }
 

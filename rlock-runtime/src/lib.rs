@@ -180,6 +180,7 @@ mod admin;
 mod backend;
 mod client;
 mod driver;
+mod duration;
 mod env;
 mod error;
 mod facade;
