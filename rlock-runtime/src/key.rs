@@ -312,7 +312,7 @@ mod tests {
     use super::*;
 
     // The Redis Cluster slot of a key (CRC16/XMODEM of its hash tag, modulo 16384).
-    use crate::slot::slot as cluster_slot;
+    use crate::util::slot::slot as cluster_slot;
 
     /// Redis Cluster's rule: a `{` followed later by a `}` with at least one byte between them.
     fn has_hash_tag(key: &str) -> bool {

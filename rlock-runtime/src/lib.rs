@@ -170,51 +170,31 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-// Layers, each importing only those below it (see DESIGN.md):
-// façade: client, request, guard, run, scope, options, error, admin, env, http
-// lease:  lease/ (the hold's state machine, the watchdog)
-// wait:   wait/ (per-key queues, announcement state, timers)
-// backend: backend/ (lease operations per topology, connections, the release feed)
-// leaves: key, fence, token, metrics, facade, tuning, driver, trace, slot, shard, lateness
-mod admin;
+// The layers, each a folder importing only the ones below it (ARCHITECTURE.md maps them):
+// api/ (the façade) → lease/ → wait/ → backend/, with metrics/, util/, key and error as
+// leaves every layer may use.
+mod api;
 mod backend;
-mod client;
-mod driver;
-mod duration;
-mod env;
 mod error;
-mod facade;
-mod fence;
-mod guard;
-mod http;
 pub mod key;
-mod lateness;
 mod lease;
 mod metrics;
-mod options;
-mod request;
-mod run;
-mod scope;
-mod shard;
-mod slot;
-mod token;
-mod trace;
-mod tuning;
+mod util;
 mod wait;
 
 use std::sync::RwLock;
 
-pub use admin::LockInfo;
-pub use client::{
+pub use api::admin::LockInfo;
+pub use api::client::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_TTL, LockClient, LockClientBuilder, MAX_COMMAND_TIMEOUT,
 };
+pub use api::guard::LockGuard;
+pub use api::options::{LockOptions, MAX_HOLD, MAX_TTL, OnLost};
+pub use api::request::LockRequest;
 pub use error::{BoxError, LockError};
-pub use fence::Fence;
-pub use guard::LockGuard;
 pub use key::{IntoLockKey, KeyBuilder, LockKey};
 pub use metrics::LockMetrics;
-pub use options::{LockOptions, MAX_HOLD, MAX_TTL, OnLost};
-pub use request::LockRequest;
+pub use util::fence::Fence;
 
 #[doc(inline)]
 pub use rlock_macros::distributed_lock;
@@ -262,7 +242,7 @@ pub fn installed() -> Option<LockClient> {
 mod private {
     use std::sync::Arc;
 
-    pub use crate::run::Outcome;
+    pub use crate::api::run::Outcome;
     pub use crate::{KeyBuilder, LockClient, LockError, LockKey, LockOptions, OnLost};
     pub use ::core::time::Duration;
 
@@ -327,7 +307,7 @@ mod private {
     /// Acquires, runs the body with the fence, releases (see `LockClient::with_lock`).
     /// The macro passes `<ReturnType as LockResult>::OUTCOME` as `outcome`, named on the
     /// function's return type so that a wrong one is reported there, once.
-    pub use crate::run::run_locked;
+    pub use crate::api::run::run_locked;
 }
 
 // The support module under the versioned name generated code uses (`__private_0_1`), which

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use crate::api::client::LockClient;
 use crate::backend::{Lease, LeaseStore};
-use crate::client::LockClient;
 use crate::error::LockError;
 use crate::key::IntoLockKey;
 use crate::metrics::Count;
@@ -106,7 +106,7 @@ impl LockClient {
         let deleted = engine.backend.release(lease, false).await?;
         if deleted {
             engine.counters.add(Count::ForcedUnlock, 1);
-            crate::trace::warn_event!(key = key.as_str(), "rlock: lock forcibly unlocked");
+            crate::util::trace::warn_event!(key = key.as_str(), "rlock: lock forcibly unlocked");
             for hold in engine.watchdog.holds_of(&redis_key) {
                 if hold.token() == token {
                     hold.lose();

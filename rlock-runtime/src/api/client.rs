@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::api::options::OnLost;
 use crate::backend::Backend;
 use crate::backend::cluster::{ClusterOpener, ClusterStore};
 use crate::backend::endpoint::Endpoint;
@@ -16,7 +17,6 @@ use crate::error::LockError;
 use crate::key::LockKey;
 use crate::lease::Engine;
 use crate::metrics::LockMetrics;
-use crate::options::OnLost;
 
 /// The lease length when neither the lock nor the client names one (Redisson's watchdog
 /// default).

@@ -1,9 +1,9 @@
 //! A client configured from the environment, as twelve-factor services and containers are:
 //! the URL of any topology, and the client-wide defaults.
 
-use crate::client::{LockClient, LockClientBuilder};
+use crate::api::client::{LockClient, LockClientBuilder};
+use crate::api::options::OnLost;
 use crate::error::LockError;
-use crate::options::OnLost;
 
 /// The variables [`LockClientBuilder::from_env`] reads, with what each sets.
 const VARIABLES: &str = "RLOCK_URL (or REDIS_URL), RLOCK_NAMESPACE, RLOCK_DEFAULT_TTL, \
@@ -58,7 +58,8 @@ impl LockClientBuilder {
         let duration = |name: &str| {
             var(name)
                 .map(|text| {
-                    crate::duration::parse(text.trim()).map_err(|why| invalid(name, &text, &why))
+                    crate::api::duration::parse(text.trim())
+                        .map_err(|why| invalid(name, &text, &why))
                 })
                 .transpose()
         };

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::api::options::check_ttl;
 use crate::error::LockError;
-use crate::fence::Fence;
 use crate::key::LockKey;
 use crate::lease::Hold;
-use crate::options::check_ttl;
+use crate::util::fence::Fence;
 
 /// Proof that this task holds a lock. Release it with [`release`](Self::release) to learn
 /// whether the lease was still ours; dropping it releases in the background.

@@ -86,12 +86,12 @@ impl axum_core::response::IntoResponse for LockError {
         let status =
             http::StatusCode::from_u16(self.http_status()).unwrap_or(http::StatusCode::CONFLICT);
         if self.is_busy() {
-            crate::trace::debug_event!(
+            crate::util::trace::debug_event!(
                 error = &self as &(dyn std::error::Error + 'static),
                 "rlock: answered HTTP 409"
             );
         } else {
-            crate::trace::warn_event!(
+            crate::util::trace::warn_event!(
                 error = &self as &(dyn std::error::Error + 'static),
                 status = status.as_u16(),
                 "rlock: lock error answered over HTTP"

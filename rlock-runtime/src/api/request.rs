@@ -5,20 +5,21 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::api::client::LockClient;
+use crate::api::guard::LockGuard;
+use crate::api::options::{LockOptions, check_max_hold, check_ttl};
+use crate::api::scope;
 use crate::backend::QueueEntry;
-use crate::client::LockClient;
 use crate::error::LockError;
-use crate::guard::LockGuard;
 use crate::key::{IntoLockKey, LockKey};
 use crate::lease::{Engine, Grant, Hold, LeasePlan, Outcome, Try};
 use crate::metrics::Count;
-use crate::options::{LockOptions, check_max_hold, check_ttl};
-use crate::tuning::{
+use crate::util::trace;
+use crate::util::tuning::{
     HANDOFF_LEASE, WAIT_FOREVER, WAIT_RETRY_MAX, WAIT_RETRY_MIN, WAITER_CHECK_INTERVAL, backoff,
 };
 use crate::wait::Ticket;
 use crate::wait::timers::fallback_pause;
-use crate::{scope, trace};
 
 impl LockClient {
     /// Starts a lock request for `key`; finish it with [`LockRequest::acquire`].
@@ -239,7 +240,7 @@ impl<'a> LockRequest<'a> {
             .acquire(),
         )
         .await?;
-        crate::facade::acquired(plan.label, started);
+        crate::metrics::export::acquired(plan.label, started);
         Ok(LockGuard::new(hold, false))
     }
 }
@@ -274,7 +275,7 @@ fn plan(client: &LockClient, key: &LockKey, options: &LockOptions) -> Result<Lea
         fenced: options.fenced,
         min_replicas,
         fair: options.fair,
-        label: options.label.unwrap_or(crate::facade::UNLABELLED),
+        label: options.label.unwrap_or(crate::metrics::export::UNLABELLED),
     })
 }
 
@@ -292,7 +293,7 @@ impl Waiting<'_> {
     fn busy(&self) -> LockError {
         let waited = self.started.elapsed();
         self.engine.counters.add(Count::Busy, 1);
-        crate::facade::busy(self.plan.label, waited);
+        crate::metrics::export::busy(self.plan.label, waited);
         trace::debug_event!(key = self.key.as_str(), ?waited, "rlock: busy");
         LockError::Busy {
             key: self.key.as_str().to_owned(),

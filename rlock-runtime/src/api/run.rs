@@ -2,12 +2,12 @@
 
 use std::future::Future;
 
-use crate::client::LockClient;
+use crate::api::client::LockClient;
+use crate::api::options::{LockOptions, OnLost};
+use crate::api::scope;
 use crate::error::LockError;
-use crate::fence::Fence;
 use crate::key::{IntoLockKey, LockKey};
-use crate::options::{LockOptions, OnLost};
-use crate::scope;
+use crate::util::fence::Fence;
 
 impl LockClient {
     /// Runs `body` while holding `key`, then releases it.

@@ -27,8 +27,8 @@ use super::connection::{Opened, Opener};
 use super::pubsub::{Announcement, Connector, Heard, Session, Subscribed, shard_channel};
 use super::redis::Scripted;
 use crate::error::LockError;
-use crate::slot::slot;
-use crate::tuning::{CLUSTER_RETRIES, CLUSTER_RETRY_MAX_MS, CLUSTER_RETRY_MIN_MS};
+use crate::util::slot::slot;
+use crate::util::tuning::{CLUSTER_RETRIES, CLUSTER_RETRY_MAX_MS, CLUSTER_RETRY_MIN_MS};
 
 /// A cluster, reached through its seed nodes.
 pub(crate) type ClusterStore = Scripted<ClusterOpener>;

@@ -180,7 +180,7 @@ impl Home {
         match Handle::try_current() {
             Ok(runtime)
                 if runtime.runtime_flavor() == RuntimeFlavor::MultiThread
-                    && !crate::driver::is(&runtime) =>
+                    && !crate::util::driver::is(&runtime) =>
             {
                 Home::Caller(runtime.id())
             }
@@ -191,7 +191,7 @@ impl Home {
     /// The runtime to open this home's connection on.
     fn runtime(self) -> Option<Handle> {
         match self {
-            Home::Driver => crate::driver::handle().cloned(),
+            Home::Driver => crate::util::driver::handle().cloned(),
             Home::Caller(_) => Handle::try_current().ok(),
         }
     }
@@ -411,7 +411,9 @@ impl<O: Opener> Connection<O> {
             .slots
             .retain(|slot| slot.live.generation != generation);
         if slots.slots.len() < before {
-            crate::trace::warn_event!("rlock: Redis connection stopped answering; replacing it");
+            crate::util::trace::warn_event!(
+                "rlock: Redis connection stopped answering; replacing it"
+            );
         }
     }
 

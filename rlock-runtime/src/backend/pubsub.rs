@@ -24,8 +24,8 @@ use tokio::sync::mpsc;
 use super::connection::is_connection_failure;
 use super::endpoint::Endpoint;
 use super::{Handoff, ReleaseFeed, ReleaseListener};
-use crate::slot::hashed_part;
-use crate::tuning::{FEED_HEALTH_INTERVAL, FEED_RETRY_MAX, FEED_RETRY_MIN, backoff};
+use crate::util::slot::hashed_part;
+use crate::util::tuning::{FEED_HEALTH_INTERVAL, FEED_RETRY_MAX, FEED_RETRY_MIN, backoff};
 
 /// Prefix of the channels on which the release script announces a key's release.
 pub(crate) const RELEASE_CHANNEL_PREFIX: &str = "rlock:released:";
@@ -199,7 +199,7 @@ impl<C: Connector + Clone> Feed<C> {
             wanted: HashSet::new(),
             keys_by_channel: HashMap::new(),
         };
-        if crate::driver::spawn(task.run()) {
+        if crate::util::driver::spawn(task.run()) {
             *ops = Some(tx);
         }
     }
@@ -312,7 +312,7 @@ impl<C: Connector> FeedTask<C> {
                 true
             }
             Subscribed::Refused(_e) => {
-                crate::trace::warn_event!(key, error = %_e, "rlock: Redis refused the release subscription; waiters re-check on a short timer");
+                crate::util::trace::warn_event!(key, error = %_e, "rlock: Redis refused the release subscription; waiters re-check on a short timer");
                 listener.refused(key);
                 true
             }
@@ -376,13 +376,13 @@ impl<C: Connector> FeedTask<C> {
                     // the feed gave up itself is no longer among the confirmed.)
                     Some(Heard::Dropped(channel)) => {
                         if confirmed.contains(&channel) {
-                            crate::trace::debug_event!(channel = channel.as_str(), "rlock: Redis dropped a release subscription (its slot moved); the feed reconnects");
+                            crate::util::trace::debug_event!(channel = channel.as_str(), "rlock: Redis dropped a release subscription (its slot moved); the feed reconnects");
                             return Stop::Failed;
                         }
                     }
                 },
                 () = switched(&mut switches) => {
-                    crate::trace::warn_event!("rlock: the master changed; the release feed moves to it");
+                    crate::util::trace::warn_event!("rlock: the master changed; the release feed moves to it");
                     return Stop::Failed;
                 }
                 _ = health.tick(), if !self.wanted.is_empty() => {
@@ -390,7 +390,7 @@ impl<C: Connector> FeedTask<C> {
                     checks = checks.wrapping_add(1);
                     let sample = confirmed.get(checks % confirmed.len().max(1));
                     if !session.ping(sample.map(String::as_str), self.timeout).await {
-                        crate::trace::warn_event!("rlock: release feed stopped answering; reconnecting");
+                        crate::util::trace::warn_event!("rlock: release feed stopped answering; reconnecting");
                         return Stop::Failed;
                     }
                 }

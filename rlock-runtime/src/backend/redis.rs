@@ -25,8 +25,8 @@ use super::pubsub::{Connector, Feed, RELEASE_CHANNEL_PREFIX, shard_channel};
 use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, QueueAsk, ReleaseListener, millis};
 use crate::error::LockError;
 use crate::key::Companion;
-use crate::slot::slot;
-use crate::tuning::{
+use crate::util::slot::slot;
+use crate::util::tuning::{
     HANDOFF_LEASE, REPLICA_WAIT_DIVISOR, WAITERS_MARK_SLACK, WAITERS_QUEUE_LEASE, WAITERS_QUEUE_MAX,
 };
 

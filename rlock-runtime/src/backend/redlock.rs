@@ -4,7 +4,7 @@
 //! counts a majority (`N/2 + 1`):
 //! - **acquire**: granted when a majority granted it within the lease's validity, which is
 //!   `ttl − elapsed − drift` with drift `0.01·ttl + 2 ms` on the monotonic clock. The hold's
-//!   own lower bound ([`lease_margin`](crate::tuning::lease_margin), counted from before the
+//!   own lower bound ([`lease_margin`](crate::util::tuning::lease_margin), counted from before the
 //!   fan-out) is exactly that validity. Otherwise the token is deleted on every master, and
 //!   the attempt is `Busy`, or `NoQuorum` when too many masters failed to answer.
 //! - **renew / extend**: ours when a majority confirms, lost when a majority denies, unknown
@@ -25,7 +25,7 @@ use super::endpoint::Endpoint;
 use super::redis::RedisNode;
 use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, ReleaseFeed, ReleaseListener};
 use crate::error::LockError;
-use crate::tuning::{REDLOCK_NODE_TIMEOUT_DIVISOR, lease_margin};
+use crate::util::tuning::{REDLOCK_NODE_TIMEOUT_DIVISOR, lease_margin};
 
 #[derive(Debug)]
 pub(crate) struct Redlock {
@@ -133,7 +133,7 @@ impl Redlock {
             };
             join_all(nodes.iter().map(|n| n.release(lease, false))).await;
         };
-        if !crate::driver::spawn(release) {
+        if !crate::util::driver::spawn(release) {
             join_all(self.nodes.iter().map(|n| n.release(lease, false))).await;
         }
     }

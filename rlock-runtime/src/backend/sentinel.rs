@@ -17,7 +17,7 @@ use redis::sentinel::SentinelClient;
 use redis::{ConnectionAddr, RedisResult};
 use tokio::sync::watch;
 
-use crate::tuning::{FEED_HEALTH_INTERVAL, FEED_RETRY_MAX, FEED_RETRY_MIN, backoff};
+use crate::util::tuning::{FEED_HEALTH_INTERVAL, FEED_RETRY_MAX, FEED_RETRY_MIN, backoff};
 
 /// The channel on which sentinels announce a new master.
 const SWITCH_CHANNEL: &str = "+switch-master";
@@ -48,7 +48,10 @@ impl SentinelMaster {
         for sentinel in sentinels {
             // Without a driver there is nothing to watch with; failed commands still move
             // the connections to the new master.
-            let _ = crate::driver::spawn(watch_sentinel(sentinel.clone(), Arc::downgrade(&master)));
+            let _ = crate::util::driver::spawn(watch_sentinel(
+                sentinel.clone(),
+                Arc::downgrade(&master),
+            ));
         }
         master
     }
@@ -113,7 +116,7 @@ impl SentinelMaster {
         }
         *last = Some(new_master);
         self.switches.send_modify(|n| *n += 1);
-        crate::trace::warn_event!(
+        crate::util::trace::warn_event!(
             service = %self.service,
             "rlock: the sentinels switched the master; reconnecting"
         );

@@ -14,7 +14,7 @@
 //! through in time: in each case the connection is no use to the calls behind it either, and
 //! cutting them all at once is what the per-call timers would have done one by one.
 //!
-//! The counts are kept in per-thread shards ([`crate::shard`]), so that a runtime's workers
+//! The counts are kept in per-thread shards ([`crate::util::shard`]), so that a runtime's workers
 //! do not fight over one cache line on every command.
 
 use std::future::Future;
@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::shard::{self, SHARDS};
+use crate::util::shard::{self, SHARDS};
 
 /// How many slices a command timeout is cut into (fewer, of a millisecond each, for a
 /// timeout under 16 ms: a timer tick is no finer): a call is cut at most one slice early.

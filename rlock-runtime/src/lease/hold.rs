@@ -32,11 +32,11 @@ use uuid::Uuid;
 use super::{Engine, Grant, LeasePlan, Resend};
 use crate::backend::{Lease, LeaseStore};
 use crate::error::LockError;
-use crate::fence::Fence;
 use crate::key::LockKey;
 use crate::metrics::Count;
-use crate::shard::Numbers;
-use crate::tuning::{lease_margin, renew_after, renew_retry, renew_window};
+use crate::util::fence::Fence;
+use crate::util::shard::Numbers;
+use crate::util::tuning::{lease_margin, renew_after, renew_retry, renew_window};
 
 /// Hold ids, drawn per thread (every acquisition takes one).
 static HOLD_IDS: Numbers = Numbers::new();
@@ -81,7 +81,7 @@ struct State {
     in_flight: Option<InFlight>,
     /// The shortest ttl of an extend whose reply never came: it may land at any time.
     unsettled_extend: Option<Duration>,
-    /// How late the client's timers may fire (its [`Lateness`](crate::lateness::Lateness)
+    /// How late the client's timers may fire (its [`Lateness`](crate::util::lateness::Lateness)
     /// allowance when a reply was last counted): the margin grows by it, and renewals go out
     /// as much earlier.
     lateness: Duration,
@@ -338,9 +338,9 @@ impl Hold {
         if first {
             // Counted before the waiters of `lost()` are woken.
             self.engine.counters.add(Count::Lost, 1);
-            crate::facade::ended(self.label, self.granted_at, true);
+            crate::metrics::export::ended(self.label, self.granted_at, true);
             self.lost.notify_waiters();
-            crate::trace::warn_event!(
+            crate::util::trace::warn_event!(
                 key = self.key.as_str(),
                 fence = ?self.fence,
                 "rlock: lease lost"
@@ -563,7 +563,7 @@ impl Hold {
     /// Counts a release that deleted our lock, in the counters and the exported metrics.
     fn count_release(&self) {
         self.engine.released(&self.redis_key, Count::Released);
-        crate::facade::ended(self.label, self.granted_at, false);
+        crate::metrics::export::ended(self.label, self.granted_at, false);
     }
 
     /// A hold not yet finished is released now. One already lost stays lost: `lost()` has
@@ -587,7 +587,7 @@ impl Hold {
             return;
         }
         let hold = self.clone();
-        crate::driver::spawn(async move {
+        crate::util::driver::spawn(async move {
             let _ = hold.release().await;
         });
     }

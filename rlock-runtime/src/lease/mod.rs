@@ -14,10 +14,12 @@ use uuid::Uuid;
 use crate::backend::{Attempt, AttemptAsks, Backend, Lease, LeaseStore, QueueAsk, QueueEntry};
 use crate::error::LockError;
 use crate::key::LockKey;
-use crate::lateness::Lateness;
 use crate::metrics::{Count, Counters};
-use crate::token::TokenSource;
-use crate::tuning::{ORPHAN_HORIZON, ORPHAN_RETRY_MAX, ORPHAN_RETRY_MIN, ORPHAN_SETTLE, backoff};
+use crate::util::lateness::Lateness;
+use crate::util::token::TokenSource;
+use crate::util::tuning::{
+    ORPHAN_HORIZON, ORPHAN_RETRY_MAX, ORPHAN_RETRY_MIN, ORPHAN_SETTLE, backoff,
+};
 use crate::wait::{Busy, WaitQueues};
 
 pub(crate) use hold::Hold;
@@ -305,7 +307,7 @@ impl Engine {
         let hold = Hold::new(self.clone(), key.clone(), redis_key.to_owned(), grant, plan);
         self.counters.add(Count::Acquired, 1);
         self.watchdog.watch(self, &hold);
-        crate::trace::debug_event!(key = key.as_str(), fence = ?hold.fence(), "rlock: acquired");
+        crate::util::trace::debug_event!(key = key.as_str(), fence = ?hold.fence(), "rlock: acquired");
         hold
     }
 
@@ -351,7 +353,7 @@ impl Engine {
     fn released(&self, redis_key: &str, count: Count) {
         self.queues.released_here(redis_key);
         self.counters.add(count, 1);
-        crate::trace::debug_event!(key = redis_key, "rlock: released");
+        crate::util::trace::debug_event!(key = redis_key, "rlock: released");
     }
 }
 
@@ -428,7 +430,7 @@ impl Drop for Resend<'_> {
         let engine = self.engine.clone();
         let (key, token, count) = (self.redis_key.to_owned(), self.token.to_owned(), self.count);
         let (queued, fenced) = (self.queued, self.fenced);
-        crate::driver::spawn(async move {
+        crate::util::driver::spawn(async move {
             let started = Instant::now();
             // When Redis first answered that the token is not (or no longer) there.
             let mut answered = None;

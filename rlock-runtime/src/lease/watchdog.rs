@@ -1,6 +1,6 @@
 //! The watchdog: one task per client, on the driver, that keeps every hold alive and watched.
 //!
-//! Each lease is renewed about every ttl/3 ([`renew_after`](crate::tuning::renew_after)). To
+//! Each lease is renewed about every ttl/3 ([`renew_after`](crate::util::tuning::renew_after)). To
 //! batch, a round renews every lease due within the next ttl/6 too, in calls of up to
 //! [`RENEW_BATCH`] keys, all sent at once, so thousands of locks cost a few dozen commands per
 //! period. The task also watches deadlines: a hold whose lease can no longer be proven
@@ -22,7 +22,7 @@ use super::Engine;
 use super::hold::{Due, Hold};
 use crate::backend::{Lease, LeaseStore};
 use crate::metrics::Count;
-use crate::tuning::{RENEW_BATCH, RENEW_REPLY_DIVISOR};
+use crate::util::tuning::{RENEW_BATCH, RENEW_REPLY_DIVISOR};
 
 #[derive(Debug, Default)]
 pub(crate) struct Watchdog {
@@ -57,7 +57,7 @@ impl Watchdog {
         };
         if start {
             let task = run(Arc::downgrade(engine), engine.watchdog.clone());
-            if !crate::driver::spawn(task) {
+            if !crate::util::driver::spawn(task) {
                 self.state().running = false;
                 hold.lose();
             }
@@ -272,15 +272,15 @@ async fn renew_batch(engine: Arc<Engine>, batch: Vec<(Arc<Hold>, Duration)>, sen
             }
             let n = ours.iter().filter(|&&ok| ok == Some(true)).count();
             engine.counters.add(Count::Renewed, n as u64);
-            crate::trace::debug_event!(renewed = n, "rlock: leases renewed");
+            crate::util::trace::debug_event!(renewed = n, "rlock: leases renewed");
         }
         Err(_e) => {
             for (hold, ttl) in &batch {
                 settled(hold, *ttl, None);
             }
             engine.counters.add(Count::RenewFailure, 1);
-            crate::facade::renew_failed();
-            crate::trace::warn_event!(
+            crate::metrics::export::renew_failed();
+            crate::util::trace::warn_event!(
                 error = _e as &(dyn std::error::Error + 'static),
                 leases = batch.len(),
                 "rlock: lease renewal failed"

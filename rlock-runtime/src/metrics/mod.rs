@@ -1,9 +1,12 @@
-//! Counters a user can read from a client.
+//! What a client counts: counters a user can read ([`LockMetrics`]), and their export
+//! through the `metrics` facade ([`export`]).
+
+pub(crate) mod export;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::shard::{self, Padded, SHARDS};
+use crate::util::shard::{self, Padded, SHARDS};
 
 /// What one client has done since it was built; read with [`LockClient::metrics`].
 ///
@@ -48,7 +51,7 @@ pub struct LockMetrics {
     pub master_switches: u64,
 }
 
-/// The client's counters, one set per thread shard ([`crate::shard`]): every lock bumps two.
+/// The client's counters, one set per thread shard ([`crate::util::shard`]): every lock bumps two.
 #[derive(Debug, Default)]
 pub(crate) struct Counters([Padded<Set>; SHARDS]);
 

@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use crate::backend::{
     Backend, Handoff, Lease, LeaseStore, QueueAsk, QueueEntry, ReleaseFeed, ReleaseListener,
 };
-use crate::tuning::{SUBSCRIPTION_LINGER, WAIT_COURTESY, WAITER_CHECK_INTERVAL};
+use crate::util::tuning::{SUBSCRIPTION_LINGER, WAIT_COURTESY, WAITER_CHECK_INTERVAL};
 
 /// Whether a key's release announcements reach this client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,7 +215,7 @@ impl WaitQueues {
             return;
         }
         let this = Arc::downgrade(self);
-        let scheduled = crate::driver::spawn(async move {
+        let scheduled = crate::util::driver::spawn(async move {
             tokio::time::sleep(SUBSCRIPTION_LINGER).await;
             let Some(this) = this.upgrade() else { return };
             this.sweeping.store(false, Ordering::Release);
@@ -442,7 +442,7 @@ impl Ticket {
     fn withdraw(&self, entry: QueueEntry) {
         let backend = self.queues.backend.clone();
         let (key, token) = (self.redis_key.clone(), self.token());
-        crate::driver::spawn(async move {
+        crate::util::driver::spawn(async move {
             let lease = Lease {
                 key: &key,
                 token: &token,

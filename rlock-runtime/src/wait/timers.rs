@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::tuning::{
+use crate::util::tuning::{
     WAIT_EXPIRY_JITTER_DIVISOR, WAIT_EXPIRY_JITTER_MAX, WAIT_MIN_PAUSE, WAIT_POLL_PAUSE,
     WAIT_UNKNOWN_LEASE_PAUSE,
 };
