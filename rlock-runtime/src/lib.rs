@@ -73,7 +73,7 @@
 //! - **Renewal**: while a hold lives, one watchdog task per client renews every lease about
 //!   every ttl/3, batching up to 200 keys per script call. A renewal never shortens a lease in
 //!   Redis. `max_hold` caps the total hold: then the hold is released and counted as lost.
-//!   The watchdog, background releases and the release feed run on rlock's own driver
+//!   The watchdog, background releases and the release feed run on rlock's own background
 //!   threads, so a caller's runtime that ends takes none of them with it. A multi-thread
 //!   runtime's own commands go over a connection opened on it (no thread hop per reply),
 //!   which only its tasks use and which ends with it.
@@ -131,10 +131,10 @@
 //!   reset): the first command that times out condemns the connection and the next opens a new
 //!   one; the release feed notices within its health `PING` interval plus a command timeout.
 //! - **A runtime that ends**: the watchdog, release feed and background releases run on
-//!   rlock's driver threads, so one client can be shared by many runtimes, such as per-test
+//!   rlock's background threads, so one client can be shared by many runtimes, such as per-test
 //!   runtimes with an installed client. The only thing of the client on a caller's runtime is
 //!   a multi-thread runtime's own command connection, used by its tasks alone; a
-//!   current-thread runtime's commands go through the driver's.
+//!   current-thread runtime's commands go through the background runtime's.
 //! - **Failover** of a replicated Redis (Sentinel, Cluster): replication is asynchronous, so a
 //!   lock granted just before the master failed may be missing on the promoted replica, and
 //!   two holders can coexist until the first holder's next renewal finds the key gone and

@@ -6,13 +6,13 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::api::options::OnLost;
+use crate::api::url::{CLUSTER_SCHEME, Deployment, REDLOCK_SCHEME, SENTINEL_SCHEME, joined};
 use crate::backend::Backend;
 use crate::backend::cluster::{ClusterOpener, ClusterStore};
 use crate::backend::endpoint::Endpoint;
 use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::RedisNode;
 use crate::backend::redlock::Redlock;
-use crate::backend::sentinel::SentinelMaster;
+use crate::backend::scripted::RedisNode;
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::lease::Engine;
@@ -409,28 +409,34 @@ impl LockClientBuilder {
             LockError::InvalidConfig("no Redis URL given; call `.url(\"redis://…\")`".into())
         })?;
         self.check()?;
-        if let Some(sentinel) = sentinel_parts(&url)? {
-            let endpoint = sentinel.endpoint(self.tls_roots())?;
-            let node = RedisNode::connect(endpoint, self.command_timeout).await?;
-            return Ok(self.build(Backend::Redis(Arc::new(node))));
-        }
-        if let Some(seeds) = cluster_seeds(&url)? {
-            let opener = ClusterOpener::new(seeds, self.command_timeout)?;
-            let store = ClusterStore::connect(opener, self.command_timeout).await?;
-            return Ok(self.build(Backend::Cluster(Arc::new(store))));
-        }
-        if let Some(masters) = redlock_masters(&url)? {
-            let clients = masters
-                .iter()
-                .map(|m| RedisNode::client(m))
-                .collect::<Result<Vec<_>, _>>()?;
-            let redlock = Redlock::connect(clients, self.command_timeout).await?;
-            return Ok(self.build(Backend::Redlock(Arc::new(redlock))));
-        }
-        let client = RedisNode::client_with_roots(&url, self.tls_roots())?;
-        let backend =
-            RedisNode::connect(Endpoint::Fixed(Arc::new(client)), self.command_timeout).await?;
-        Ok(self.build(Backend::Redis(Arc::new(backend))))
+        let backend = match Deployment::of(&url)? {
+            Deployment::Sentinel(sentinel) => {
+                let endpoint = sentinel.endpoint(self.tls_roots())?;
+                let node = RedisNode::connect(endpoint, self.command_timeout).await?;
+                Backend::Redis(Arc::new(node))
+            }
+            Deployment::Cluster(seeds) => {
+                let opener = ClusterOpener::new(seeds, self.command_timeout)?;
+                let store = ClusterStore::connect(opener, self.command_timeout).await?;
+                Backend::Cluster(Arc::new(store))
+            }
+            Deployment::Redlock(masters) => {
+                let clients = masters
+                    .iter()
+                    .map(|m| RedisNode::client(m))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let redlock = Redlock::connect(clients, self.command_timeout).await?;
+                Backend::Redlock(Arc::new(redlock))
+            }
+            Deployment::Server(url) => {
+                let client = RedisNode::client_with_roots(&url, self.tls_roots())?;
+                let endpoint = Endpoint::Fixed(Arc::new(client));
+                Backend::Redis(Arc::new(
+                    RedisNode::connect(endpoint, self.command_timeout).await?,
+                ))
+            }
+        };
+        Ok(self.build(backend))
     }
 
     /// Builds an in-process client (the URL, if any, is ignored).
@@ -488,241 +494,5 @@ impl LockClientBuilder {
                 default_on_lost: self.default_on_lost,
             }),
         }
-    }
-}
-
-/// `scheme`, the nodes joined by commas, then `tail`: a multi-node URL.
-fn joined<S: Into<String>>(scheme: &str, nodes: impl IntoIterator<Item = S>, tail: &str) -> String {
-    let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
-    format!("{scheme}{}{tail}", nodes.join(","))
-}
-
-/// The scheme of a Sentinel URL.
-const SENTINEL_SCHEME: &str = "redis+sentinel://";
-/// The scheme of a Sentinel URL whose sentinels and servers are reached over TLS.
-const SENTINEL_TLS_SCHEME: &str = "rediss+sentinel://";
-
-/// What a `redis+sentinel://` URL names.
-#[derive(Debug, PartialEq, Eq)]
-struct SentinelParts {
-    sentinels: Vec<String>,
-    service: String,
-    /// `redis://[auth@]x/[db]`: the master's credentials and database, on a placeholder host.
-    master: String,
-    /// `rediss+sentinel://`: sentinels and servers over TLS.
-    tls: bool,
-}
-
-impl SentinelParts {
-    /// The sentinels and the master, trusting the PEM `roots` for TLS when given.
-    fn endpoint(&self, roots: Option<&[u8]>) -> Result<Endpoint, LockError> {
-        use redis::IntoConnectionInfo;
-        use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
-        let invalid = |e: redis::RedisError| {
-            LockError::InvalidConfig(format!("unusable Sentinel URL: {e}; {SENTINEL_FORM}"))
-        };
-        let scheme = if self.tls { "rediss" } else { "redis" };
-        let mut sentinels = Vec::new();
-        let mut watched = Vec::new();
-        for sentinel in &self.sentinels {
-            let url = format!("{scheme}://{sentinel}/");
-            let client = RedisNode::client_with_roots(&url, roots)?;
-            sentinels.push(client.get_connection_info().addr().clone());
-            watched.push(client);
-        }
-        let master = self
-            .master
-            .as_str()
-            .into_connection_info()
-            .map_err(invalid)?;
-        let master = master.redis_settings();
-        let mut builder =
-            SentinelClientBuilder::new(sentinels, &self.service, SentinelServerType::Master)
-                .map_err(invalid)?
-                .set_client_to_redis_db(master.db());
-        if let Some(username) = master.username() {
-            builder = builder.set_client_to_redis_username(username);
-        }
-        if let Some(password) = master.password() {
-            builder = builder.set_client_to_redis_password(password);
-        }
-        #[cfg(feature = "tls")]
-        if self.tls {
-            builder = builder.set_client_to_redis_tls_mode(redis::TlsMode::Secure);
-            if let Some(roots) = roots {
-                let certificates = || redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(roots.to_vec()),
-                };
-                builder = builder
-                    .set_client_to_redis_certificates(certificates())
-                    .set_client_to_sentinel_certificates(certificates());
-            }
-        }
-        let client = builder.build().map_err(invalid)?;
-        Ok(Endpoint::Sentinel(SentinelMaster::watched(
-            client,
-            self.service.clone(),
-            watched,
-        )))
-    }
-}
-
-/// The expected form, for error messages.
-const SENTINEL_FORM: &str = "expected redis+sentinel://[user:password@]host1:port1,host2:port2/service[/db] \
-     (rediss+sentinel://… for TLS)";
-
-/// The parts of a `redis+sentinel://` or `rediss+sentinel://` URL (`None` for any other URL).
-fn sentinel_parts(url: &str) -> Result<Option<SentinelParts>, LockError> {
-    let (rest, tls) = match (
-        url.strip_prefix(SENTINEL_SCHEME),
-        url.strip_prefix(SENTINEL_TLS_SCHEME),
-    ) {
-        (Some(rest), _) => (rest, false),
-        (None, Some(rest)) => (rest, true),
-        (None, None) => return Ok(None),
-    };
-    let bad = |what: &str| {
-        LockError::InvalidConfig(format!("unusable Sentinel URL: {what}; {SENTINEL_FORM}"))
-    };
-    let (auth, rest) = match rest.rsplit_once('@') {
-        Some((auth, rest)) => (format!("{auth}@"), rest),
-        None => (String::new(), rest),
-    };
-    let (hosts, path) = rest.split_once('/').ok_or_else(|| bad("no service name"))?;
-    let (service, db) = path.split_once('/').unwrap_or((path, ""));
-    if service.is_empty() {
-        return Err(bad("no service name"));
-    }
-    let sentinels: Vec<String> = hosts.split(',').map(str::to_owned).collect();
-    if sentinels.iter().any(String::is_empty) {
-        return Err(bad("an empty sentinel address"));
-    }
-    Ok(Some(SentinelParts {
-        sentinels,
-        service: service.to_owned(),
-        master: format!("redis://{auth}master/{db}"),
-        tls,
-    }))
-}
-
-/// The scheme of a Redlock URL.
-const REDLOCK_SCHEME: &str = "redlock://";
-/// The scheme of a Redis Cluster URL.
-const CLUSTER_SCHEME: &str = "redis+cluster://";
-
-/// The masters of a `redlock://` URL as `redis://` URLs (`None` for any other URL).
-/// `redlock://[user:password@]h1:p1,h2:p2[/db]`, or a list of full URLs (what
-/// [`LockClientBuilder::redlock`] makes).
-fn redlock_masters(url: &str) -> Result<Option<Vec<String>>, LockError> {
-    let Some(rest) = url.strip_prefix(REDLOCK_SCHEME) else {
-        return Ok(None);
-    };
-    node_urls(
-        rest,
-        "Redlock",
-        "redlock://[user:password@]host1:port1,host2:port2,host3:port3[/db]",
-    )
-    .map(Some)
-}
-
-/// The seed nodes of a `redis+cluster://` URL as `redis://` URLs (`None` for any other URL).
-fn cluster_seeds(url: &str) -> Result<Option<Vec<String>>, LockError> {
-    let Some(rest) = url.strip_prefix(CLUSTER_SCHEME) else {
-        return Ok(None);
-    };
-    node_urls(
-        rest,
-        "cluster",
-        "redis+cluster://[user:password@]host1:port1,host2:port2",
-    )
-    .map(Some)
-}
-
-/// `[auth@]h1:p1,h2:p2[/db]` (or a comma-separated list of full URLs) as one `redis://` URL
-/// per node, each with the same credentials and database.
-fn node_urls(rest: &str, what: &str, form: &str) -> Result<Vec<String>, LockError> {
-    if rest.contains("://") {
-        // Full URLs, as the builder's methods join them.
-        return Ok(rest.split(',').map(str::to_owned).collect());
-    }
-    let (auth, hosts) = match rest.rsplit_once('@') {
-        Some((auth, hosts)) => (format!("{auth}@"), hosts),
-        None => (String::new(), rest),
-    };
-    let (hosts, db) = hosts.split_once('/').unwrap_or((hosts, ""));
-    if hosts.split(',').any(str::is_empty) {
-        return Err(LockError::InvalidConfig(format!(
-            "unusable {what} URL: an empty node address; expected {form}"
-        )));
-    }
-    Ok(hosts
-        .split(',')
-        .map(|h| format!("redis://{auth}{h}/{db}"))
-        .collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{cluster_seeds, redlock_masters, sentinel_parts};
-
-    #[test]
-    fn sentinel_urls_name_the_sentinels_the_service_and_the_masters_auth() {
-        assert_eq!(sentinel_parts("redis://h:1/").unwrap(), None);
-        let p = sentinel_parts("redis+sentinel://u:p@s1:1,s2:2/mymaster/2")
-            .unwrap()
-            .unwrap();
-        assert_eq!(p.sentinels, ["s1:1", "s2:2"]);
-        assert_eq!(p.service, "mymaster");
-        assert_eq!(p.master, "redis://u:p@master/2");
-        assert!(!p.tls);
-        let p = sentinel_parts("rediss+sentinel://s1:1/m").unwrap().unwrap();
-        assert!(p.tls);
-        for bad in [
-            "redis+sentinel://s1:1",
-            "redis+sentinel://s1:1/",
-            "redis+sentinel://s1:1,,s2:2/m",
-        ] {
-            let e = sentinel_parts(bad).unwrap_err().to_string();
-            assert!(e.contains("expected redis+sentinel://"), "{bad}: {e}");
-        }
-    }
-
-    #[test]
-    fn cluster_urls_name_the_seeds() {
-        assert_eq!(cluster_seeds("redlock://a:1").unwrap(), None);
-        assert_eq!(
-            cluster_seeds("redis+cluster://u:p@a:1,b:2")
-                .unwrap()
-                .unwrap(),
-            ["redis://u:p@a:1/", "redis://u:p@b:2/"]
-        );
-        let bad = cluster_seeds("redis+cluster://a:1,")
-            .unwrap_err()
-            .to_string();
-        assert!(bad.contains("expected redis+cluster://"), "{bad}");
-    }
-
-    #[test]
-    fn redlock_urls_name_each_master() {
-        assert_eq!(redlock_masters("redis://h:1/").unwrap(), None);
-        assert_eq!(
-            redlock_masters("redlock://a:1,b:2,c:3").unwrap().unwrap(),
-            ["redis://a:1/", "redis://b:2/", "redis://c:3/"]
-        );
-        assert_eq!(
-            redlock_masters("redlock://u:p@a:1,b:2/3").unwrap().unwrap(),
-            ["redis://u:p@a:1/3", "redis://u:p@b:2/3"]
-        );
-        assert_eq!(
-            redlock_masters("redlock://redis://a:1/,rediss://b:2/")
-                .unwrap()
-                .unwrap(),
-            ["redis://a:1/", "rediss://b:2/"]
-        );
-        let bad = redlock_masters("redlock://a:1,,b:2")
-            .unwrap_err()
-            .to_string();
-        assert!(bad.contains("expected redlock://"), "{bad}");
     }
 }

@@ -18,7 +18,7 @@ use crate::util::fence::Fence;
 /// only decrements the hold count. The lock is deleted when the last guard of the hold goes.
 ///
 /// Dropping an unreleased guard (an early `return`, a panic, a cancelled future) releases
-/// it in the background, on rlock's own driver thread, so it works inside or outside any
+/// it in the background, on rlock's own background thread, so it works inside or outside any
 /// runtime. `Drop` never blocks.
 ///
 /// ```

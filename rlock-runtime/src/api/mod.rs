@@ -12,3 +12,4 @@ pub(crate) mod options;
 pub(crate) mod request;
 pub(crate) mod run;
 pub(crate) mod scope;
+pub(crate) mod url;

@@ -2,7 +2,7 @@
 //! `TRYAGAIN` and refreshes the slot map after a failover or a resharding).
 //!
 //! The lease scripts run unchanged: each script's keys share one slot (the fence key is
-//! `{<lock key>}:fence`), renewals are batched per slot ([`Scripted`](super::redis::Scripted)),
+//! `{<lock key>}:fence`), renewals are batched per slot ([`Scripted`](super::scripted::Scripted)),
 //! and releases are announced on sharded channels (`SPUBLISH` in the key's slot) to which the
 //! feed subscribes with `SSUBSCRIBE` over RESP3, so a release reaches only its shard, not the
 //! whole cluster bus. Needs Redis 7 (sharded pub/sub).
@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 
 use super::connection::{Opened, Opener};
 use super::pubsub::{Announcement, Connector, Heard, Session, Subscribed, shard_channel};
-use super::redis::Scripted;
+use super::scripted::Scripted;
 use crate::error::LockError;
 use crate::util::slot::slot;
 use crate::util::tuning::{CLUSTER_RETRIES, CLUSTER_RETRY_MAX_MS, CLUSTER_RETRY_MIN_MS};

@@ -19,9 +19,9 @@
 //! it and used only by its tasks; its workers read the replies whatever its tasks do, and
 //! when it ends, so does every user of that connection. rlock's own tasks, and callers on a
 //! current-thread runtime (which runs its tasks only inside `block_on`), share one opened on
-//! the driver. The price: a runtime whose workers are all stalled past the command timeout
+//! the background runtime. The price: a runtime whose workers are all stalled past the command timeout
 //! (blocking calls in async code) finds its commands timed out and its connection replaced,
-//! where replies read on the driver would have been waiting for it; its own tasks stall
+//! where replies read on the background runtime would have been waiting for it; its own tasks stall
 //! all the same, and a grant that comes back too late is never handed out.
 
 use std::future::Future;
@@ -168,8 +168,8 @@ struct Live<C> {
 /// The runtime a connection's replies are read on, and whose tasks use it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Home {
-    /// The driver: rlock's own tasks, callers on a current-thread runtime, or outside one.
-    Driver,
+    /// The background runtime: rlock's own tasks, callers on a current-thread runtime, or outside one.
+    Background,
     /// A caller's multi-thread runtime.
     Caller(tokio::runtime::Id),
 }
@@ -180,39 +180,39 @@ impl Home {
         match Handle::try_current() {
             Ok(runtime)
                 if runtime.runtime_flavor() == RuntimeFlavor::MultiThread
-                    && !crate::util::driver::is(&runtime) =>
+                    && !crate::util::background::is(&runtime) =>
             {
                 Home::Caller(runtime.id())
             }
-            _ => Home::Driver,
+            _ => Home::Background,
         }
     }
 
     /// The runtime to open this home's connection on.
     fn runtime(self) -> Option<Handle> {
         match self {
-            Home::Driver => crate::util::driver::handle().cloned(),
+            Home::Background => crate::util::background::handle().cloned(),
             Home::Caller(_) => Handle::try_current().ok(),
         }
     }
 }
 
 /// One live connection and where it lives.
-struct Slot<C> {
+struct Homed<C> {
     home: Home,
     live: Live<C>,
     /// Set when the task that opened it was dropped: its runtime ended, and the task reading
     /// the connection's replies with it.
     ended: Arc<AtomicBool>,
-    /// Dropping it (with the slot) ends that task.
+    /// Dropping it (with the entry) ends that task.
     _keep: tokio::sync::oneshot::Sender<()>,
 }
 
 /// The connections, one per home.
-struct Slots<C> {
+struct Homes<C> {
     /// The last generation handed out.
     generations: u64,
-    slots: Vec<Slot<C>>,
+    connections: Vec<Homed<C>>,
 }
 
 /// Aborts its task when dropped.
@@ -236,7 +236,7 @@ impl Drop for SetOnDrop {
 pub(crate) struct Connection<O: Opener> {
     opener: O,
     timeout: Duration,
-    slots: Mutex<Slots<O::Conn>>,
+    homes: Mutex<Homes<O::Conn>>,
     /// Held while a new connection is being opened.
     opening: tokio::sync::Mutex<()>,
 }
@@ -255,9 +255,9 @@ impl<O: Opener> Connection<O> {
         Self {
             opener,
             timeout,
-            slots: Mutex::new(Slots {
+            homes: Mutex::new(Homes {
                 generations: 0,
-                slots: Vec::new(),
+                connections: Vec::new(),
             }),
             opening: tokio::sync::Mutex::new(()),
         }
@@ -267,22 +267,22 @@ impl<O: Opener> Connection<O> {
         self.timeout
     }
 
-    fn slots(&self) -> MutexGuard<'_, Slots<O::Conn>> {
-        // Only whole values are stored: a poisoned slot list is intact.
-        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    fn homes(&self) -> MutexGuard<'_, Homes<O::Conn>> {
+        // Only whole values are stored: a poisoned list is intact.
+        self.homes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// `home`'s live connection, if its runtime still runs and it still goes to the current
     /// master.
     fn usable(&self, home: Home) -> Option<Live<O::Conn>> {
-        let slots = self.slots();
-        let live = slots
-            .slots
+        let homes = self.homes();
+        let live = homes
+            .connections
             .iter()
             .find(|s| s.home == home && !s.ended.load(Ordering::Acquire))?
             .live
             .clone();
-        drop(slots);
+        drop(homes);
         if live.switches == self.opener.master_switches() {
             return Some(live);
         }
@@ -313,19 +313,19 @@ impl<O: Opener> Connection<O> {
                 operation: "connect",
                 timeout: self.timeout,
             })??;
-        let mut slots = self.slots();
+        let mut homes = self.homes();
         // Connections of runtimes that ended are forgotten here, off the commands' path.
-        slots
-            .slots
-            .retain(|slot| !slot.ended.load(Ordering::Acquire));
-        slots.generations += 1;
+        homes
+            .connections
+            .retain(|homed| !homed.ended.load(Ordering::Acquire));
+        homes.generations += 1;
         let live = Live {
-            generation: slots.generations,
+            generation: homes.generations,
             switches,
             conn,
             watch,
         };
-        slots.slots.push(Slot {
+        homes.connections.push(Homed {
             home,
             live: live.clone(),
             ended,
@@ -343,7 +343,7 @@ impl<O: Opener> Connection<O> {
     async fn open(&self, home: Home) -> Result<Opening<O::Conn>, LockError> {
         let Some(runtime) = home.runtime() else {
             let source = match home {
-                Home::Driver => "rlock's driver thread could not start",
+                Home::Background => "rlock's background thread could not start",
                 Home::Caller(_) => "the calling task is no longer on a Tokio runtime",
             };
             return Err(LockError::Unavailable {
@@ -405,12 +405,12 @@ impl<O: Opener> Connection<O> {
     /// Forgets connection `generation` (if it is still a live one): the next call from its
     /// runtime opens a new one.
     fn condemn(&self, generation: u64) {
-        let mut slots = self.slots();
-        let before = slots.slots.len();
-        slots
-            .slots
-            .retain(|slot| slot.live.generation != generation);
-        if slots.slots.len() < before {
+        let mut homes = self.homes();
+        let before = homes.connections.len();
+        homes
+            .connections
+            .retain(|homed| homed.live.generation != generation);
+        if homes.connections.len() < before {
             crate::util::trace::warn_event!(
                 "rlock: Redis connection stopped answering; replacing it"
             );

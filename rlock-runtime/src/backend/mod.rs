@@ -11,8 +11,8 @@ pub(crate) mod connection;
 pub(crate) mod endpoint;
 pub(crate) mod memory;
 pub(crate) mod pubsub;
-pub(crate) mod redis;
 pub(crate) mod redlock;
+pub(crate) mod scripted;
 pub(crate) mod sentinel;
 pub(crate) mod watch;
 
@@ -202,7 +202,7 @@ pub(crate) trait LeaseStore {
 /// The backends, as an enum rather than a trait object: the set is closed and known here.
 #[derive(Debug, Clone)]
 pub(crate) enum Backend {
-    Redis(Arc<redis::RedisNode>),
+    Redis(Arc<scripted::RedisNode>),
     Cluster(Arc<cluster::ClusterStore>),
     Redlock(Arc<redlock::Redlock>),
     Memory(memory::MemoryBackend),

@@ -2,7 +2,7 @@
 //! subscribed to the release channel of every key that has a waiter and to no other (with a
 //! queue in Redis, the client's own channel of the key: see [`Feed::new`]).
 //!
-//! The feed runs on the driver (never on a caller's runtime) and tells its listener, per key,
+//! The feed runs on the background runtime (never on a caller's runtime) and tells its listener, per key,
 //! whether announcements are confirmed: a subscription Redis refused (an ACL user without
 //! channel rights) or one not yet confirmed leaves the key's waiters on short re-checks. A
 //! `PING` every [`FEED_HEALTH_INTERVAL`] notices a connection that went silent; then the
@@ -186,7 +186,7 @@ impl<C: Connector + Clone> Feed<C> {
             },
             None => op,
         };
-        // No live feed task: start one. If the driver cannot run it, no key is ever
+        // No live feed task: start one. If the background runtime cannot run it, no key is ever
         // confirmed and waiters keep to their short re-checks.
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(op);
@@ -199,7 +199,7 @@ impl<C: Connector + Clone> Feed<C> {
             wanted: HashSet::new(),
             keys_by_channel: HashMap::new(),
         };
-        if crate::util::driver::spawn(task.run()) {
+        if crate::util::background::spawn(task.run()) {
             *ops = Some(tx);
         }
     }

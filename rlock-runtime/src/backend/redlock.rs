@@ -22,7 +22,7 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use super::endpoint::Endpoint;
-use super::redis::RedisNode;
+use super::scripted::RedisNode;
 use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, ReleaseFeed, ReleaseListener};
 use crate::error::LockError;
 use crate::util::tuning::{REDLOCK_NODE_TIMEOUT_DIVISOR, lease_margin};
@@ -117,8 +117,8 @@ impl Redlock {
 
     /// Deletes the token on every master, for an acquisition that failed, in the background:
     /// the caller's answer does not wait for a master that does not answer (a stopped one
-    /// would hold a zero-wait `Busy` for another command timeout). Where the driver cannot
-    /// run it, here and now.
+    /// would hold a zero-wait `Busy` for another command timeout). Where the background runtime
+    /// cannot run it, here and now.
     async fn release_everywhere(&self, lease: Lease<'_>) {
         let (nodes, key, token) = (
             self.nodes.clone(),
@@ -133,7 +133,7 @@ impl Redlock {
             };
             join_all(nodes.iter().map(|n| n.release(lease, false))).await;
         };
-        if !crate::util::driver::spawn(release) {
+        if !crate::util::background::spawn(release) {
             join_all(self.nodes.iter().map(|n| n.release(lease, false))).await;
         }
     }

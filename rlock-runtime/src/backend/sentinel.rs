@@ -2,7 +2,7 @@
 //! followed as soon as they announce a failover.
 //!
 //! Each sentinel publishes `+switch-master <service> <old-ip> <old-port> <new-ip> <new-port>`
-//! when it adopts a new master. A watcher on the driver subscribes to that channel on every
+//! when it adopts a new master. A watcher on the background runtime subscribes to that channel on every
 //! sentinel and counts the switches it hears for this service; the command connection and the
 //! release feed compare that count with the one they were opened under and reconnect when it
 //! moved. Without it, a connection to the old master would be replaced only once a command on
@@ -17,7 +17,82 @@ use redis::sentinel::SentinelClient;
 use redis::{ConnectionAddr, RedisResult};
 use tokio::sync::watch;
 
+use super::endpoint::Endpoint;
+use super::scripted::RedisNode;
+use crate::error::LockError;
 use crate::util::tuning::{FEED_HEALTH_INTERVAL, FEED_RETRY_MAX, FEED_RETRY_MIN, backoff};
+
+/// The expected form of a Sentinel URL, for error messages.
+pub(crate) const SENTINEL_FORM: &str = "expected redis+sentinel://[user:password@]host1:port1,host2:port2/service[/db] \
+     (rediss+sentinel://… for TLS)";
+
+/// A deployment managed by Sentinel, as its URL names it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct SentinelDeployment {
+    /// `host:port` of each sentinel.
+    pub(crate) sentinels: Vec<String>,
+    /// The name the sentinels know the master by.
+    pub(crate) service: String,
+    /// `redis://[auth@]x/[db]`: the master's credentials and database, on a placeholder host.
+    pub(crate) master: String,
+    /// `rediss+sentinel://`: sentinels and servers over TLS.
+    pub(crate) tls: bool,
+}
+
+impl SentinelDeployment {
+    /// The sentinels and the master, trusting the PEM `roots` for TLS when given.
+    pub(crate) fn endpoint(&self, roots: Option<&[u8]>) -> Result<Endpoint, LockError> {
+        use redis::IntoConnectionInfo;
+        use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+        let invalid = |e: redis::RedisError| {
+            LockError::InvalidConfig(format!("unusable Sentinel URL: {e}; {SENTINEL_FORM}"))
+        };
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        let mut sentinels = Vec::new();
+        let mut watched = Vec::new();
+        for sentinel in &self.sentinels {
+            let url = format!("{scheme}://{sentinel}/");
+            let client = RedisNode::client_with_roots(&url, roots)?;
+            sentinels.push(client.get_connection_info().addr().clone());
+            watched.push(client);
+        }
+        let master = self
+            .master
+            .as_str()
+            .into_connection_info()
+            .map_err(invalid)?;
+        let master = master.redis_settings();
+        let mut builder =
+            SentinelClientBuilder::new(sentinels, &self.service, SentinelServerType::Master)
+                .map_err(invalid)?
+                .set_client_to_redis_db(master.db());
+        if let Some(username) = master.username() {
+            builder = builder.set_client_to_redis_username(username);
+        }
+        if let Some(password) = master.password() {
+            builder = builder.set_client_to_redis_password(password);
+        }
+        #[cfg(feature = "tls")]
+        if self.tls {
+            builder = builder.set_client_to_redis_tls_mode(redis::TlsMode::Secure);
+            if let Some(roots) = roots {
+                let certificates = || redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(roots.to_vec()),
+                };
+                builder = builder
+                    .set_client_to_redis_certificates(certificates())
+                    .set_client_to_sentinel_certificates(certificates());
+            }
+        }
+        let client = builder.build().map_err(invalid)?;
+        Ok(Endpoint::Sentinel(SentinelMaster::watched(
+            client,
+            self.service.clone(),
+            watched,
+        )))
+    }
+}
 
 /// The channel on which sentinels announce a new master.
 const SWITCH_CHANNEL: &str = "+switch-master";
@@ -46,9 +121,9 @@ impl SentinelMaster {
             announced: Mutex::new(None),
         });
         for sentinel in sentinels {
-            // Without a driver there is nothing to watch with; failed commands still move
+            // Without the background runtime there is nothing to watch with; failed commands still move
             // the connections to the new master.
-            let _ = crate::util::driver::spawn(watch_sentinel(
+            let _ = crate::util::background::spawn(watch_sentinel(
                 sentinel.clone(),
                 Arc::downgrade(&master),
             ));

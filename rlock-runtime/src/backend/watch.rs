@@ -14,7 +14,7 @@
 //! through in time: in each case the connection is no use to the calls behind it either, and
 //! cutting them all at once is what the per-call timers would have done one by one.
 //!
-//! The counts are kept in per-thread shards ([`crate::util::shard`]), so that a runtime's workers
+//! The counts are kept in per-thread stripes ([`crate::util::stripe`]), so that a runtime's workers
 //! do not fight over one cache line on every command.
 
 use std::future::Future;
@@ -24,17 +24,17 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::util::shard::{self, SHARDS};
+use crate::util::stripe::{self, STRIPES};
 
 /// How many slices a command timeout is cut into (fewer, of a millisecond each, for a
 /// timeout under 16 ms: a timer tick is no finer): a call is cut at most one slice early.
 const SLICES: u64 = 16;
-/// Counters per shard: two timeouts' worth, so that the task, even a whole timeout late,
+/// Counters per stripe: two timeouts' worth, so that the task, even a whole timeout late,
 /// never judges a counter that newer calls have already reused.
-const SLOTS: usize = 2 * SLICES as usize;
+const BUCKETS: usize = 2 * SLICES as usize;
 
 #[repr(align(64))]
-struct Shard([AtomicU32; SLOTS]);
+struct Stripe([AtomicU32; BUCKETS]);
 
 /// The deadline keeper of one connection; see the module's docs.
 pub(crate) struct Watch {
@@ -43,7 +43,7 @@ pub(crate) struct Watch {
     slice: Duration,
     /// Slices per command timeout: [`SLICES`], or fewer for a timeout under 16 ms.
     span: u64,
-    shards: [Shard; SHARDS],
+    stripes: [Stripe; STRIPES],
     /// Set when the task cut the connection for an overdue call.
     cut: AtomicBool,
     /// The task sleeps while no call is outstanding; the first call after that wakes it.
@@ -93,7 +93,7 @@ impl Watch {
             // Never zero: a slice of zero would make every call overdue.
             slice: (timeout / span as u32).max(Duration::from_micros(1)),
             span,
-            shards: std::array::from_fn(|_| Shard(std::array::from_fn(|_| AtomicU32::new(0)))),
+            stripes: std::array::from_fn(|_| Stripe(std::array::from_fn(|_| AtomicU32::new(0)))),
             cut: AtomicBool::new(false),
             idle: AtomicBool::new(false),
             wake: Notify::new(),
@@ -112,15 +112,15 @@ impl Watch {
         nanos(at.saturating_duration_since(self.origin)) / nanos(self.slice).max(1)
     }
 
-    fn slot(slice: u64) -> usize {
-        // Lossless: the remainder is below SLOTS.
-        (slice % SLOTS as u64) as usize
+    fn bucket(slice: u64) -> usize {
+        // Lossless: the remainder is below BUCKETS.
+        (slice % BUCKETS as u64) as usize
     }
 
     /// Counts a call from now until the returned guard is dropped.
     pub(crate) fn start(&self) -> Pending<'_> {
-        let slot = Self::slot(self.slice_of(Instant::now()));
-        let counter = &self.shards[shard::this_thread()].0[slot];
+        let bucket = Self::bucket(self.slice_of(Instant::now()));
+        let counter = &self.stripes[stripe::this_thread()].0[bucket];
         // SeqCst with the task's store of `idle` and its recount: either this call sees the
         // task idle and wakes it, or the task's recount sees this call.
         counter.fetch_add(1, Ordering::SeqCst);
@@ -135,16 +135,16 @@ impl Watch {
         self.cut.load(Ordering::Acquire)
     }
 
-    /// Calls started in `slot`'s slice, outstanding.
-    fn outstanding_in(&self, slot: usize) -> u32 {
-        self.shards
+    /// Calls started in `bucket`'s slice, outstanding.
+    fn outstanding_in(&self, bucket: usize) -> u32 {
+        self.stripes
             .iter()
-            .map(|shard| shard.0[slot].load(Ordering::SeqCst))
+            .map(|stripe| stripe.0[bucket].load(Ordering::SeqCst))
             .sum()
     }
 
     fn outstanding(&self) -> bool {
-        (0..SLOTS).any(|slot| self.outstanding_in(slot) > 0)
+        (0..BUCKETS).any(|bucket| self.outstanding_in(bucket) > 0)
     }
 
     /// Runs the connection's reply reader (`reader`) and keeps its calls' deadlines, until
@@ -181,12 +181,12 @@ impl Watch {
                 _ = tick.tick(), if !idle => {
                     let now = self.slice_of(Instant::now());
                     // Calls of slice `s` have run at least `span - 1` slices once `now`
-                    // reaches `s + span`. A counter older than `SLOTS` slices holds newer
+                    // reaches `s + span`. A counter older than `BUCKETS` slices holds newer
                     // calls by now: those slices are not judged (only a task a whole timeout
                     // late skips any, and while idle there are none to judge).
                     if let Some(newest) = now.checked_sub(self.span) {
-                        let oldest = unjudged.max(now.saturating_sub(SLOTS as u64 - 1));
-                        if (oldest..=newest).any(|slice| self.outstanding_in(Self::slot(slice)) > 0) {
+                        let oldest = unjudged.max(now.saturating_sub(BUCKETS as u64 - 1));
+                        if (oldest..=newest).any(|slice| self.outstanding_in(Self::bucket(slice)) > 0) {
                             self.cut.store(true, Ordering::Release);
                             return Ended::Cut;
                         }

@@ -35,7 +35,7 @@ use crate::error::LockError;
 use crate::key::LockKey;
 use crate::metrics::Count;
 use crate::util::fence::Fence;
-use crate::util::shard::Numbers;
+use crate::util::stripe::Numbers;
 use crate::util::tuning::{lease_margin, renew_after, renew_retry, renew_window};
 
 /// Hold ids, drawn per thread (every acquisition takes one).
@@ -576,7 +576,7 @@ impl Hold {
     }
 
     /// Releases without waiting (the last guard was dropped, or `max_hold` passed): in
-    /// process at once, otherwise on the driver. If even that cannot run, the lease expires.
+    /// process at once, otherwise on the background runtime. If even that cannot run, the lease expires.
     pub(crate) fn release_in_background(self: &Arc<Self>) {
         if let Some(memory) = self.engine.backend.in_process() {
             self.finish_release();
@@ -587,7 +587,7 @@ impl Hold {
             return;
         }
         let hold = self.clone();
-        crate::util::driver::spawn(async move {
+        crate::util::background::spawn(async move {
             let _ = hold.release().await;
         });
     }

@@ -3,6 +3,7 @@
 //! ([`hold`]), and keeps holds alive and watched ([`watchdog`]).
 
 pub(crate) mod hold;
+pub(crate) mod waiting;
 pub(crate) mod watchdog;
 
 use std::sync::Arc;
@@ -430,7 +431,7 @@ impl Drop for Resend<'_> {
         let engine = self.engine.clone();
         let (key, token, count) = (self.redis_key.to_owned(), self.token.to_owned(), self.count);
         let (queued, fenced) = (self.queued, self.fenced);
-        crate::util::driver::spawn(async move {
+        crate::util::background::spawn(async move {
             let started = Instant::now();
             // When Redis first answered that the token is not (or no longer) there.
             let mut answered = None;

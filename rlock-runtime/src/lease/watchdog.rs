@@ -1,4 +1,4 @@
-//! The watchdog: one task per client, on the driver, that keeps every hold alive and watched.
+//! The watchdog: one task per client, on the background runtime, that keeps every hold alive and watched.
 //!
 //! Each lease is renewed about every ttl/3 ([`renew_after`](crate::util::tuning::renew_after)). To
 //! batch, a round renews every lease due within the next ttl/6 too, in calls of up to
@@ -6,7 +6,7 @@
 //! period. The task also watches deadlines: a hold whose lease can no longer be proven
 //! ([`Hold::survey`]) is marked lost, and one past its `max_hold` is marked lost and released.
 //!
-//! It runs on the driver, not on the runtime of whoever acquired first, so a runtime that ends
+//! It runs on the background runtime, not on the runtime of whoever acquired first, so a runtime that ends
 //! takes no hold's renewal with it. If it cannot run at all, the holds it would watch are
 //! reported lost at once.
 
@@ -57,7 +57,7 @@ impl Watchdog {
         };
         if start {
             let task = run(Arc::downgrade(engine), engine.watchdog.clone());
-            if !crate::util::driver::spawn(task) {
+            if !crate::util::background::spawn(task) {
                 self.state().running = false;
                 hold.lose();
             }
@@ -124,7 +124,7 @@ impl Hasher for IdHasher {
     fn write_u64(&mut self, id: u64) {
         // Fibonacci hashing mixes every bit of the id into the high bits; folding them down
         // mixes the low bits too (hashbrown picks buckets by the low ones, and ids drawn by
-        // one thread all share their lowest bits: see `shard::Numbers`).
+        // one thread all share their lowest bits: see `stripe::Numbers`).
         let mixed = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         self.0 = mixed ^ (mixed >> 32);
     }

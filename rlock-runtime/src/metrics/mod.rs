@@ -6,7 +6,7 @@ pub(crate) mod export;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::util::shard::{self, Padded, SHARDS};
+use crate::util::stripe::{self, Padded, STRIPES};
 
 /// What one client has done since it was built; read with [`LockClient::metrics`].
 ///
@@ -51,9 +51,9 @@ pub struct LockMetrics {
     pub master_switches: u64,
 }
 
-/// The client's counters, one set per thread shard ([`crate::util::shard`]): every lock bumps two.
+/// The client's counters, one set per thread stripe ([`crate::util::stripe`]): every lock bumps two.
 #[derive(Debug, Default)]
-pub(crate) struct Counters([Padded<Set>; SHARDS]);
+pub(crate) struct Counters([Padded<Set>; STRIPES]);
 
 #[derive(Debug, Default)]
 struct Set {
@@ -84,7 +84,7 @@ pub(crate) enum Count {
 impl Counters {
     /// This thread's set.
     fn here(&self) -> &Set {
-        &self.0[shard::this_thread()].0
+        &self.0[stripe::this_thread()].0
     }
 
     pub(crate) fn add(&self, count: Count, n: u64) {

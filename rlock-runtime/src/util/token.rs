@@ -2,7 +2,7 @@
 
 use uuid::Uuid;
 
-use crate::util::shard::Numbers;
+use crate::util::stripe::Numbers;
 
 /// Issues tokens `<client uuid>:<n>`: unguessable (122 random bits per client) and unique per
 /// acquisition attempt, so a stale release can never match a newer hold.

@@ -215,7 +215,7 @@ impl WaitQueues {
             return;
         }
         let this = Arc::downgrade(self);
-        let scheduled = crate::util::driver::spawn(async move {
+        let scheduled = crate::util::background::spawn(async move {
             tokio::time::sleep(SUBSCRIPTION_LINGER).await;
             let Some(this) = this.upgrade() else { return };
             this.sweeping.store(false, Ordering::Release);
@@ -442,7 +442,7 @@ impl Ticket {
     fn withdraw(&self, entry: QueueEntry) {
         let backend = self.queues.backend.clone();
         let (key, token) = (self.redis_key.clone(), self.token());
-        crate::util::driver::spawn(async move {
+        crate::util::background::spawn(async move {
             let lease = Lease {
                 key: &key,
                 token: &token,

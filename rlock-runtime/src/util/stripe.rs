@@ -1,16 +1,16 @@
-//! Per-thread shards of the counters every lock touches.
+//! Per-thread stripes of the counters every lock touches.
 //!
 //! A counter that every acquisition bumps (a token's number, a hold's id, the client's
 //! metrics, a connection's calls in flight) is a cache line that a runtime's workers take from
-//! one another on every lock. Split into a few shards, each on a line of its own, with each
-//! thread counting in its own shard (threads are given shards in turn), they stop fighting
-//! over it; whoever reads the total adds the shards up.
+//! one another on every lock. Split into a few stripes, each on a line of its own, with each
+//! thread counting in its own stripe (threads are given stripes in turn), they stop fighting
+//! over it; whoever reads the total adds the stripes up.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-/// Shards per counter; threads beyond this many share them.
-pub(crate) const SHARDS: usize = 4;
+/// Stripes per counter; threads beyond this many share them.
+pub(crate) const STRIPES: usize = 4;
 
 /// A value on a cache line of its own.
 #[derive(Debug, Default)]
@@ -18,44 +18,44 @@ pub(crate) const SHARDS: usize = 4;
 pub(crate) struct Padded<T>(pub(crate) T);
 
 thread_local! {
-    /// This thread's shard, given on first use.
+    /// This thread's stripe, given on first use.
     static SHARD: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
-/// The next thread's shard.
-static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+/// The next thread's stripe.
+static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
 
-/// The calling thread's shard, in `0..SHARDS`.
+/// The calling thread's stripe, in `0..STRIPES`.
 pub(crate) fn this_thread() -> usize {
     SHARD
-        .try_with(|shard| match shard.get() {
+        .try_with(|stripe| match stripe.get() {
             Some(index) => index,
             None => {
-                let index = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS;
-                shard.set(Some(index));
+                let index = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
+                stripe.set(Some(index));
                 index
             }
         })
-        // A thread being torn down counts in the first shard.
+        // A thread being torn down counts in the first stripe.
         .unwrap_or(0)
 }
 
-/// Numbers unique across shards, each thread drawing from its own: shard `k` gives `k + 1`,
-/// `k + 1 + SHARDS`, … (so they start at 1 and never repeat, but are not in order).
+/// Numbers unique across stripes, each thread drawing from its own: stripe `k` gives `k + 1`,
+/// `k + 1 + STRIPES`, … (so they start at 1 and never repeat, but are not in order).
 #[derive(Debug, Default)]
-pub(crate) struct Numbers([Padded<AtomicU64>; SHARDS]);
+pub(crate) struct Numbers([Padded<AtomicU64>; STRIPES]);
 
 impl Numbers {
     pub(crate) const fn new() -> Self {
-        Self([const { Padded(AtomicU64::new(0)) }; SHARDS])
+        Self([const { Padded(AtomicU64::new(0)) }; STRIPES])
     }
 
     /// A number never given before.
     pub(crate) fn next(&self) -> u64 {
-        let shard = this_thread();
-        let drawn = self.0[shard].0.fetch_add(1, Ordering::Relaxed);
-        // Lossless: a shard index is below SHARDS.
-        drawn * SHARDS as u64 + shard as u64 + 1
+        let stripe = this_thread();
+        let drawn = self.0[stripe].0.fetch_add(1, Ordering::Relaxed);
+        // Lossless: a shard index is below STRIPES.
+        drawn * STRIPES as u64 + stripe as u64 + 1
     }
 }
 

@@ -16,16 +16,16 @@ use tokio::runtime::{Builder, Handle};
 
 static DRIVER: OnceLock<Option<Handle>> = OnceLock::new();
 
-/// Worker threads of the driver.
+/// Worker threads of the background runtime.
 const DRIVER_THREADS: usize = 2;
 
-/// The driver's runtime, started on first use; `None` only if its thread could not start.
+/// The background runtime, started on first use; `None` only if its thread could not start.
 pub(crate) fn handle() -> Option<&'static Handle> {
     DRIVER
         .get_or_init(|| {
             let runtime = Builder::new_multi_thread()
                 .worker_threads(DRIVER_THREADS)
-                .thread_name("rlock-driver")
+                .thread_name("rlock-background")
                 .enable_all()
                 .build()
                 .ok()?;
@@ -37,24 +37,24 @@ pub(crate) fn handle() -> Option<&'static Handle> {
         .as_ref()
 }
 
-/// Runs `task` on the driver. `false` when it cannot run (the driver thread could not start):
+/// Runs `task` on the background runtime. `false` when it cannot run (its thread could not start):
 /// the caller must then treat what the task would have done as not done.
 pub(crate) fn spawn(task: impl Future<Output = ()> + Send + 'static) -> bool {
     match handle() {
-        Some(driver) => {
-            driver.spawn(task);
+        Some(runtime) => {
+            runtime.spawn(task);
             true
         }
         None => false,
     }
 }
 
-/// Whether `runtime` is the driver.
+/// Whether `runtime` is the background runtime.
 pub(crate) fn is(runtime: &Handle) -> bool {
     DRIVER
         .get()
         .and_then(Option::as_ref)
-        .is_some_and(|driver| driver.id() == runtime.id())
+        .is_some_and(|background| background.id() == runtime.id())
 }
 
 #[cfg(test)]
@@ -69,6 +69,6 @@ mod tests {
             let _ = tx.send(std::thread::current().name().map(str::to_owned));
         }));
         let name = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
-        assert_eq!(name.as_deref(), Some("rlock-driver"));
+        assert_eq!(name.as_deref(), Some("rlock-background"));
     }
 }
