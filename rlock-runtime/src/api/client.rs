@@ -7,12 +7,12 @@ use uuid::Uuid;
 
 use crate::api::options::OnLost;
 use crate::api::url::{CLUSTER_SCHEME, Deployment, REDLOCK_SCHEME, SENTINEL_SCHEME, joined};
-use crate::backend::Backend;
 use crate::backend::cluster::{ClusterOpener, ClusterStore};
 use crate::backend::endpoint::Endpoint;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redlock::Redlock;
 use crate::backend::scripted::RedisNode;
+use crate::backend::{Backend, LeaseStore as _};
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::lease::Engine;

@@ -9,6 +9,7 @@ use crate::api::client::LockClient;
 use crate::api::guard::LockGuard;
 use crate::api::options::{LockOptions, check_max_hold, check_ttl};
 use crate::api::scope;
+use crate::backend::{Feature, LeaseStore as _};
 use crate::error::LockError;
 use crate::key::{IntoLockKey, LockKey};
 use crate::lease::LeasePlan;
@@ -244,12 +245,12 @@ fn plan(client: &LockClient, key: &LockKey, options: &LockOptions) -> Result<Lea
     let ttl = options.ttl.unwrap_or(client.shared().default_ttl);
     check_ttl(key, ttl)?;
     if options.fenced
-        && let Some(why) = client.shared().engine.backend.refuses_fences()
+        && let Some(why) = client.shared().engine.backend.refuses(Feature::Fences)
     {
         return Err(LockError::InvalidConfig(format!("lock `{key}`: {why}")));
     }
     if options.fair
-        && let Some(why) = client.shared().engine.backend.refuses_fair()
+        && let Some(why) = client.shared().engine.backend.refuses(Feature::FairWaiting)
     {
         return Err(LockError::InvalidConfig(format!("lock `{key}`: {why}")));
     }
@@ -258,7 +259,7 @@ fn plan(client: &LockClient, key: &LockKey, options: &LockOptions) -> Result<Lea
     }
     let min_replicas = options.min_replicas.unwrap_or(client.shared().min_replicas);
     if min_replicas > 0
-        && let Some(why) = client.shared().engine.backend.refuses_replica_acks()
+        && let Some(why) = client.shared().engine.backend.refuses(Feature::ReplicaAcks)
     {
         return Err(LockError::InvalidConfig(format!("lock `{key}`: {why}")));
     }

@@ -143,8 +143,37 @@ pub(crate) trait ReleaseFeed: Send + Sync + std::fmt::Debug {
     fn unsubscribe(&self, key: &str);
 }
 
+/// What a lock may ask for that not every topology can give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Feature {
+    /// Fencing tokens that only grow per key.
+    Fences,
+    /// Fair waiting: never taken past a live waiter queued earlier.
+    FairWaiting,
+    /// A grant confirmed by replicas (`min_replicas`).
+    ReplicaAcks,
+}
+
 /// The lease operations every backend offers, each atomic on the server.
 pub(crate) trait LeaseStore {
+    /// Why `feature` cannot be had on this topology, if it cannot (a sentence for the
+    /// configuration error). Every topology offers every feature unless it says otherwise.
+    fn refuses(&self, feature: Feature) -> Option<&'static str> {
+        let _ = feature;
+        None
+    }
+
+    /// Whether waiters queue in Redis and releases hand the lock to the first of them (one
+    /// server, Sentinel, Cluster); otherwise every client's first waiter is woken and tries.
+    fn queues_in_redis(&self) -> bool {
+        false
+    }
+
+    /// How many master switches the sentinels announced (0 off Sentinel).
+    fn master_switches(&self) -> u64 {
+        0
+    }
+
     /// Takes the lock if it is free: value and expiry in one atomic step, with a fencing
     /// token issued in the same step when asked.
     fn acquire(
@@ -227,20 +256,6 @@ impl Backend {
         }
     }
 
-    /// Whether waiters queue in Redis and releases hand the lock to the first of them (one
-    /// server, Sentinel, Cluster); otherwise every client's first waiter is woken and tries.
-    pub(crate) fn queues_in_redis(&self) -> bool {
-        matches!(self, Self::Redis(_) | Self::Cluster(_))
-    }
-
-    /// How many master switches the sentinels announced (0 off Sentinel).
-    pub(crate) fn master_switches(&self) -> u64 {
-        match self {
-            Self::Redis(b) => b.master_switches(),
-            Self::Cluster(_) | Self::Redlock(_) | Self::Memory(_) => 0,
-        }
-    }
-
     /// Whether calls complete in process, without I/O (a release can be done from `Drop`).
     pub(crate) fn in_process(&self) -> Option<&memory::MemoryBackend> {
         match self {
@@ -248,59 +263,40 @@ impl Backend {
             Self::Redis(_) | Self::Cluster(_) | Self::Redlock(_) => None,
         }
     }
+}
 
-    /// Why replica acknowledgement cannot be asked for here, if it cannot.
-    pub(crate) fn refuses_replica_acks(&self) -> Option<&'static str> {
-        match self {
-            Self::Redlock(_) => Some(
-                "min_replicas does not apply to Redlock, whose masters are independent; \
-                 a majority of masters is what makes its grants survive a failure",
-            ),
-            Self::Redis(_) | Self::Cluster(_) | Self::Memory(_) => None,
+/// `$body` with `$store` bound to the backend's own store, whichever it is: one arm per
+/// topology, written once (as tokio's `match_flavor!`).
+macro_rules! each {
+    ($backend:expr, $store:ident => $body:expr) => {
+        match $backend {
+            Backend::Redis($store) => $body,
+            Backend::Cluster($store) => $body,
+            Backend::Redlock($store) => $body,
+            Backend::Memory($store) => $body,
         }
-    }
-
-    /// Why fair waiting cannot be had here, if it cannot.
-    pub(crate) fn refuses_fair(&self) -> Option<&'static str> {
-        match self {
-            Self::Redlock(_) => Some(
-                "fair waiting is not available on Redlock: its masters are independent and \
-                 keep no common queue; use a single Redis, Sentinel or Cluster for fair locks",
-            ),
-            Self::Redis(_) | Self::Cluster(_) | Self::Memory(_) => None,
-        }
-    }
-
-    /// Why fencing tokens cannot be issued here, if they cannot.
-    pub(crate) fn refuses_fences(&self) -> Option<&'static str> {
-        match self {
-            Self::Redlock(_) => Some(
-                "fencing tokens are not safe on Redlock: each master would issue its own, and a \
-                 master restarted without persistence lets a majority issue a token lower than \
-                 one already given; use a single Redis (or Sentinel) for fenced locks",
-            ),
-            Self::Redis(_) | Self::Cluster(_) | Self::Memory(_) => None,
-        }
-    }
+    };
 }
 
 impl LeaseStore for Backend {
+    fn refuses(&self, feature: Feature) -> Option<&'static str> {
+        each!(self, b => b.refuses(feature))
+    }
+
+    fn queues_in_redis(&self) -> bool {
+        each!(self, b => b.queues_in_redis())
+    }
+
+    fn master_switches(&self) -> u64 {
+        each!(self, b => b.master_switches())
+    }
+
     async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
-        match self {
-            Self::Redis(b) => b.acquire(lease, ask).await,
-            Self::Cluster(b) => b.acquire(lease, ask).await,
-            Self::Redlock(b) => b.acquire(lease, ask).await,
-            Self::Memory(b) => b.acquire(lease, ask).await,
-        }
+        each!(self, b => b.acquire(lease, ask).await)
     }
 
     async fn release(&self, lease: Lease<'_>, fenced: bool) -> Result<bool, LockError> {
-        match self {
-            Self::Redis(b) => b.release(lease, fenced).await,
-            Self::Cluster(b) => b.release(lease, fenced).await,
-            Self::Redlock(b) => b.release(lease, fenced).await,
-            Self::Memory(b) => b.release(lease, fenced).await,
-        }
+        each!(self, b => b.release(lease, fenced).await)
     }
 
     async fn renew(
@@ -308,48 +304,23 @@ impl LeaseStore for Backend {
         batch: &[Lease<'_>],
         limit: Duration,
     ) -> Result<Vec<Option<bool>>, LockError> {
-        match self {
-            Self::Redis(b) => b.renew(batch, limit).await,
-            Self::Cluster(b) => b.renew(batch, limit).await,
-            Self::Redlock(b) => b.renew(batch, limit).await,
-            Self::Memory(b) => b.renew(batch, limit).await,
-        }
+        each!(self, b => b.renew(batch, limit).await)
     }
 
     async fn withdraw(&self, lease: Lease<'_>, fenced: bool) -> Result<bool, LockError> {
-        match self {
-            Self::Redis(b) => b.withdraw(lease, fenced).await,
-            Self::Cluster(b) => b.withdraw(lease, fenced).await,
-            Self::Redlock(b) => b.withdraw(lease, fenced).await,
-            Self::Memory(b) => b.withdraw(lease, fenced).await,
-        }
+        each!(self, b => b.withdraw(lease, fenced).await)
     }
 
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
-        match self {
-            Self::Redis(b) => b.extend(lease).await,
-            Self::Cluster(b) => b.extend(lease).await,
-            Self::Redlock(b) => b.extend(lease).await,
-            Self::Memory(b) => b.extend(lease).await,
-        }
+        each!(self, b => b.extend(lease).await)
     }
 
     async fn inspect(&self, key: &str) -> Result<Holder, LockError> {
-        match self {
-            Self::Redis(b) => b.inspect(key).await,
-            Self::Cluster(b) => b.inspect(key).await,
-            Self::Redlock(b) => b.inspect(key).await,
-            Self::Memory(b) => b.inspect(key).await,
-        }
+        each!(self, b => b.inspect(key).await)
     }
 
     async fn confirm_replicas(&self, lease: Lease<'_>, replicas: u32) -> Result<u32, LockError> {
-        match self {
-            Self::Redis(b) => b.confirm_replicas(lease, replicas).await,
-            Self::Cluster(b) => b.confirm_replicas(lease, replicas).await,
-            Self::Redlock(b) => b.confirm_replicas(lease, replicas).await,
-            Self::Memory(b) => b.confirm_replicas(lease, replicas).await,
-        }
+        each!(self, b => b.confirm_replicas(lease, replicas).await)
     }
 }
 

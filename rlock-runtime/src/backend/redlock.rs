@@ -23,7 +23,9 @@ use tokio::time::Instant;
 
 use super::endpoint::Endpoint;
 use super::scripted::RedisNode;
-use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, ReleaseFeed, ReleaseListener};
+use super::{
+    Attempt, AttemptAsks, Feature, Holder, Lease, LeaseStore, ReleaseFeed, ReleaseListener,
+};
 use crate::error::LockError;
 use crate::util::tuning::{REDLOCK_NODE_TIMEOUT_DIVISOR, lease_margin};
 
@@ -153,6 +155,24 @@ fn tally<I: IntoIterator<Item = Result<bool, LockError>>>(results: I) -> (Tally,
 }
 
 impl LeaseStore for Redlock {
+    fn refuses(&self, feature: Feature) -> Option<&'static str> {
+        Some(match feature {
+            Feature::ReplicaAcks => {
+                "min_replicas does not apply to Redlock, whose masters are independent; \
+                 a majority of masters is what makes its grants survive a failure"
+            }
+            Feature::FairWaiting => {
+                "fair waiting is not available on Redlock: its masters are independent and \
+                 keep no common queue; use a single Redis, Sentinel or Cluster for fair locks"
+            }
+            Feature::Fences => {
+                "fencing tokens are not safe on Redlock: each master would issue its own, and \
+                 a master restarted without persistence lets a majority issue a token lower \
+                 than one already given; use a single Redis (or Sentinel) for fenced locks"
+            }
+        })
+    }
+
     async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
         let started = Instant::now();
         // Masters are independent: each would hand the lock to its own queue's head, so
@@ -295,9 +315,8 @@ impl LeaseStore for Redlock {
         Ok(Holder::default())
     }
 
-    /// Refused before any lock is taken ([`Backend::refuses_replica_acks`]).
+    /// Refused before any lock is taken ([`Feature::ReplicaAcks`]).
     ///
-    /// [`Backend::refuses_replica_acks`]: super::Backend::refuses_replica_acks
     async fn confirm_replicas(&self, _lease: Lease<'_>, _replicas: u32) -> Result<u32, LockError> {
         Ok(0)
     }

@@ -317,11 +317,6 @@ impl<O: Opener> Scripted<O> {
         Ok(())
     }
 
-    /// How many times the server behind the connections changed (a Sentinel failover).
-    pub(crate) fn master_switches(&self) -> u64 {
-        self.opener.master_switches()
-    }
-
     /// A release feed on its own subscribing connection.
     pub(crate) fn release_feed(&self, client: &str, listener: Weak<dyn ReleaseListener>) -> Feed<O>
     where
@@ -483,6 +478,15 @@ fn handoff_lease(lease: Lease<'_>) -> u64 {
 }
 
 impl<O: Opener> LeaseStore for Scripted<O> {
+    fn queues_in_redis(&self) -> bool {
+        self.queue
+    }
+
+    /// How many times the server behind the connections changed (a Sentinel failover).
+    fn master_switches(&self) -> u64 {
+        self.opener.master_switches()
+    }
+
     async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
         self.acquire_within(lease, ask, self.conn.timeout()).await
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Engine, Grant, Hold, LeasePlan, Outcome, Try};
-use crate::backend::QueueEntry;
+use crate::backend::{LeaseStore as _, QueueEntry};
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::metrics::Count;

@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::ticket::Ticket;
-use crate::backend::{Backend, Handoff, ReleaseFeed, ReleaseListener};
+use crate::backend::{Backend, Handoff, LeaseStore as _, ReleaseFeed, ReleaseListener};
 use crate::util::tuning::SUBSCRIPTION_LINGER;
 
 /// Whether a key's release announcements reach this client.
