@@ -20,11 +20,16 @@ use std::time::Duration;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{Cmd, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, Value};
+use redis::{
+    Cmd, ErrorKind, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, ServerErrorKind,
+    Value,
+};
 use tokio::sync::mpsc;
 
 use super::connection::{Opened, Opener};
-use super::pubsub::{Announcement, Connector, Heard, Session, Subscribed, shard_channel};
+use super::pubsub::{
+    Announcement, Announcing, Connector, Heard, Session, Subscribed, shard_channel,
+};
 use super::scripted::Scripted;
 use crate::error::LockError;
 use crate::util::slot::slot;
@@ -65,7 +70,24 @@ impl ClusterOpener {
 
 impl Opener for ClusterOpener {
     type Conn = ClusterConnection;
-    const CLUSTER: bool = true;
+
+    /// `SPUBLISH` in the key's slot: only the key's shard carries it.
+    fn announcing(key: &str) -> Announcing {
+        Announcing::Sharded(shard_channel(key))
+    }
+
+    fn renewal_group(key: &str) -> u16 {
+        slot(key)
+    }
+
+    /// `TRYAGAIN`: the keys of one call are split between the two nodes of a slot migration.
+    fn splits_batch(e: &RedisError) -> bool {
+        matches!(e.kind(), ErrorKind::Server(ServerErrorKind::TryAgain))
+    }
+
+    fn redirects(e: &RedisError) -> bool {
+        e.kind() == ErrorKind::Server(ServerErrorKind::Ask)
+    }
 
     async fn open(&self, _timeout: Duration) -> RedisResult<Opened<ClusterConnection>> {
         // The cluster client reads each node's replies in tasks of its own.

@@ -35,6 +35,7 @@ use redis::{AsyncConnectionConfig, Cmd, ConnectionAddr, RedisError, RedisResult,
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 use super::endpoint::{Endpoint, is_demoted};
+use super::pubsub::Announcing;
 use super::watch::{Ended, Watch};
 use crate::error::LockError;
 
@@ -53,9 +54,6 @@ pub(crate) struct Opened<C> {
 /// How a connection is opened.
 pub(crate) trait Opener: Clone + Send + Sync + 'static {
     type Conn: ConnectionLike + Clone + Send + Sync + 'static;
-    /// Whether this is Redis Cluster: each script's keys in one slot, renewals batched per
-    /// slot, releases announced on sharded channels.
-    const CLUSTER: bool;
 
     /// Opens a new connection; `timeout` bounds connecting and every reply on it.
     fn open(
@@ -78,6 +76,33 @@ pub(crate) trait Opener: Clone + Send + Sync + 'static {
         0
     }
 
+    /// How `key`'s releases are announced. One server: `PUBLISH` on a plain channel.
+    fn announcing(key: &str) -> Announcing {
+        let _ = key;
+        Announcing::Plain
+    }
+
+    /// Leases renewed by one script call share a group: a cluster's script keys must share
+    /// a slot. One server renews any leases together.
+    fn renewal_group(key: &str) -> u16 {
+        let _ = key;
+        0
+    }
+
+    /// Whether `e` says that a batch's keys are split between two nodes (a cluster slot
+    /// mid-migration), so that each key must be sent alone.
+    fn splits_batch(e: &RedisError) -> bool {
+        let _ = e;
+        false
+    }
+
+    /// Whether `e` is an `ASK` redirect, followed with [`asked`](Self::asked). Only a
+    /// cluster redirects.
+    fn redirects(e: &RedisError) -> bool {
+        let _ = e;
+        false
+    }
+
     /// Sends `ASKING` and `cmd`, in one write, to the node that the `ASK` redirect `ask`
     /// names, and returns `cmd`'s reply. Only a cluster redirects.
     fn asked(
@@ -92,7 +117,6 @@ pub(crate) trait Opener: Clone + Send + Sync + 'static {
 
 impl Opener for Endpoint {
     type Conn = MultiplexedConnection;
-    const CLUSTER: bool = false;
 
     fn master_switches(&self) -> u64 {
         Endpoint::master_switches(self)

@@ -48,6 +48,42 @@ pub(crate) fn shard_channel(redis_key: &str) -> String {
     }
 }
 
+/// How a lock's releases are announced, as the scripts take it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Announcing {
+    /// `PUBLISH` on `rlock:released:<key>` (one server, Sentinel). The scripts append the key
+    /// to the prefix themselves, which saves an allocation per call.
+    Plain,
+    /// `SPUBLISH` on this shard channel, in the key's slot (Redis Cluster).
+    Sharded(String),
+}
+
+impl Announcing {
+    /// The channel as the acquire script takes it (for `Plain`, its prefix).
+    pub(crate) fn script_channel(&self) -> &str {
+        match self {
+            Self::Plain => RELEASE_CHANNEL_PREFIX,
+            Self::Sharded(channel) => channel,
+        }
+    }
+
+    /// The channel as the release script takes it: empty for `Plain`.
+    pub(crate) fn release_channel(&self) -> &str {
+        match self {
+            Self::Plain => "",
+            Self::Sharded(channel) => channel,
+        }
+    }
+
+    /// The command that publishes on it.
+    pub(crate) fn command(&self) -> &'static str {
+        match self {
+            Self::Plain => "PUBLISH",
+            Self::Sharded(_) => "SPUBLISH",
+        }
+    }
+}
+
 #[derive(Debug)]
 enum Op {
     Subscribe(String),

@@ -4,7 +4,6 @@
 //! cluster connection, each script's keys in one slot, renewals batched per slot, and
 //! releases announced on sharded channels.
 
-use std::borrow::Cow;
 use std::io::Write as _;
 use std::sync::LazyLock;
 use std::sync::Weak;
@@ -21,11 +20,10 @@ use futures_util::future::join_all;
 
 use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
-use super::pubsub::{Connector, Feed, RELEASE_CHANNEL_PREFIX, shard_channel};
+use super::pubsub::{Announcing, Connector, Feed};
 use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, QueueAsk, ReleaseListener, millis};
 use crate::error::LockError;
 use crate::key::Companion;
-use crate::util::slot::slot;
 use crate::util::tuning::{
     HANDOFF_LEASE, REPLICA_WAIT_DIVISOR, WAITERS_MARK_SLACK, WAITERS_QUEUE_LEASE, WAITERS_QUEUE_MAX,
 };
@@ -137,7 +135,7 @@ impl ScriptCall {
 /// shared connection, another task's command can slip in between and use up the `ASKING`.
 async fn query<O: Opener, T: FromRedisValue>(mut conn: O::Conn, cmd: &Cmd) -> RedisResult<T> {
     match cmd.query_async(&mut conn).await {
-        Err(e) if O::CLUSTER && e.kind() == ErrorKind::Server(ServerErrorKind::Ask) => {
+        Err(e) if O::redirects(&e) => {
             // Boxed: a redirect is rare, and its future (a cluster pipeline) would otherwise
             // make every command's future, and every lock's, kilobytes larger.
             let reply = Box::pin(O::asked(conn, cmd, &e)).await?;
@@ -161,9 +159,7 @@ pub(crate) type RedisNode = Scripted<Endpoint>;
 
 impl<O: Opener> std::fmt::Debug for Scripted<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Scripted")
-            .field("cluster", &O::CLUSTER)
-            .finish_non_exhaustive()
+        f.debug_struct("Scripted").finish_non_exhaustive()
     }
 }
 
@@ -224,17 +220,6 @@ impl<O: Opener> Scripted<O> {
         self
     }
 
-    /// The release channel of `key` as the scripts take it, and the command that publishes
-    /// on it: on one server the channel's prefix (the script appends the key, which saves an
-    /// allocation per call), on a cluster the whole sharded channel.
-    fn channel(key: &str) -> (Cow<'static, str>, &'static str) {
-        if O::CLUSTER {
-            (Cow::Owned(shard_channel(key)), "SPUBLISH")
-        } else {
-            (Cow::Borrowed(RELEASE_CHANNEL_PREFIX), "PUBLISH")
-        }
-    }
-
     /// A call of the acquire or release script, with every key either may touch: the lock,
     /// its queue (Redlock: its awaited mark) and its fence record, all in its slot.
     fn keyed(lua: &'static Lua, lease: Lease<'_>, queue: bool) -> ScriptCall {
@@ -257,11 +242,13 @@ impl<O: Opener> Scripted<O> {
         leaving: Option<bool>,
         fence_record: bool,
     ) -> Result<bool, LockError> {
-        // The common release (one server, a queue, not leaving, no fence) takes the token
-        // alone, and the lock and its queue as keys: each key and argument costs Redis
+        // The common release (plain announcements, a queue, not leaving, no fence) takes the
+        // token alone, and the lock and its queue as keys: each key and argument costs Redis
         // strings to parse and to build for Lua, a key most of all. The fence record is
         // declared when the script asks for it (a fenced waiter is next).
-        let common = !O::CLUSTER && self.queue && leaving.is_none() && !fence_record;
+        let announcing = O::announcing(lease.key);
+        let common =
+            announcing == Announcing::Plain && self.queue && leaving.is_none() && !fence_record;
         let mut release = if common {
             let queue = Companion::waiters(lease.key);
             let mut call = RELEASE.start(2, lease.key.len() + queue.len());
@@ -272,12 +259,9 @@ impl<O: Opener> Scripted<O> {
         };
         release.arg(lease.token);
         if !common {
-            release.arg(if self.queue { "q" } else { "m" });
-            if O::CLUSTER {
-                release.arg(shard_channel(lease.key));
-            } else {
-                release.arg("");
-            }
+            release
+                .arg(if self.queue { "q" } else { "m" })
+                .arg(announcing.release_channel());
         }
         if let Some(fenced) = leaving {
             release.arg("1").arg(handoff_lease(lease)).arg(flag(fenced));
@@ -385,13 +369,13 @@ impl<O: Opener> Scripted<O> {
             .arg(millis(lease.ttl))
             .arg(flag(ask.fence));
         if let Some(queue) = queue {
-            let (channel, publish) = Self::channel(lease.key);
+            let announcing = O::announcing(lease.key);
             acquire
                 .arg("q")
                 .arg(millis(WAITERS_QUEUE_LEASE))
                 .arg(handoff_lease(lease))
-                .arg(channel)
-                .arg(publish)
+                .arg(announcing.script_channel())
+                .arg(announcing.command())
                 .arg(WAITERS_QUEUE_MAX)
                 .arg(flag(queue.fair))
                 .arg(flag(queue.queued));
@@ -508,7 +492,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         // One script call per slot on a cluster (a script's keys must share one), all at once.
         let mut groups: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
         for (i, lease) in batch.iter().enumerate() {
-            let group = if O::CLUSTER { slot(lease.key) } else { 0 };
+            let group = O::renewal_group(lease.key);
             groups.entry(group).or_default().push(i);
         }
         let calls = groups.values().map(|indexes| async move {
@@ -589,7 +573,7 @@ async fn renew_group<O: Opener>(
     };
     match call(&leases).run::<O, Vec<i64>>(conn.clone()).await {
         Ok(renewed) => Ok(renewed.into_iter().map(|r| Some(r == 1)).collect()),
-        Err(e) if O::CLUSTER && leases.len() > 1 && is_mid_migration(&e) => {
+        Err(e) if leases.len() > 1 && O::splits_batch(&e) => {
             let singles = leases.iter().map(|lease| {
                 let (conn, single) = (conn.clone(), call(std::slice::from_ref(lease)));
                 async move {
@@ -601,11 +585,6 @@ async fn renew_group<O: Opener>(
         }
         Err(e) => Err(e),
     }
-}
-
-/// `TRYAGAIN`: the keys of one call are split between the two nodes of a slot migration.
-fn is_mid_migration(e: &RedisError) -> bool {
-    matches!(e.kind(), ErrorKind::Server(ServerErrorKind::TryAgain))
 }
 
 /// The holder's remaining lease from a `PTTL` reply. It is -1 for a key without expiry (set
@@ -627,6 +606,7 @@ fn config_error(url: &str, e: &RedisError) -> LockError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::pubsub::RELEASE_CHANNEL_PREFIX;
 
     #[test]
     fn the_release_script_announces_on_the_channels_waiters_listen_on() {
