@@ -11,18 +11,18 @@
 //! rather than a timer per command; TLS and cluster connections, whose sockets the driver
 //! opens, keep a timer per command.
 //!
-//! Where the task that reads a connection's replies lives matters twice over. It must not
-//! live on a runtime that can end under the connection's other users (a per-test runtime
-//! sharing an installed client): their commands would fail with it. And a hop between
-//! runtimes on every reply costs a thread wake-up, about a fifth of the client's CPU per
-//! lock. So each multi-thread runtime that calls gets a connection of its own, opened on
-//! it and used only by its tasks; its workers read the replies whatever its tasks do, and
-//! when it ends, so does every user of that connection. rlock's own tasks, and callers on a
-//! current-thread runtime (which runs its tasks only inside `block_on`), share one opened on
-//! the background runtime. The price: a runtime whose workers are all stalled past the command timeout
-//! (blocking calls in async code) finds its commands timed out and its connection replaced,
-//! where replies read on the background runtime would have been waiting for it; its own tasks stall
-//! all the same, and a grant that comes back too late is never handed out.
+//! Where the task that reads a connection's replies lives matters twice over. It must not live on a
+//! runtime that can end under the connection's other users (a per-test runtime sharing an installed
+//! client): their commands would fail with it. And a hop between runtimes on every reply costs a
+//! thread wake-up, about a fifth of the client's CPU per lock. So each multi-thread runtime that
+//! calls gets a connection of its own, opened on it and used only by its tasks; its workers read
+//! the replies whatever its tasks do, and when it ends, so does every user of that connection.
+//! rlock's own tasks, and callers on a current-thread runtime (which runs its tasks only inside
+//! `block_on`), share one opened on the background runtime. The price: a runtime whose workers are
+//! all stalled past the command timeout (blocking calls in async code) finds its commands timed out
+//! and its connection replaced, where replies read on the background runtime would have been
+//! waiting for it; its own tasks stall all the same, and a grant that comes back too late is never
+//! handed out.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,11 +30,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::{AsyncConnectionConfig, Cmd, ConnectionAddr, RedisError, RedisResult, Value};
+use redis::aio::ConnectionLike;
+use redis::{Cmd, RedisError, RedisResult, Value};
 use tokio::runtime::{Handle, RuntimeFlavor};
 
-use super::endpoint::{Endpoint, is_demoted};
+use super::endpoint::is_demoted;
 use super::pubsub::Announcing;
 use super::watch::{Ended, Watch};
 use crate::error::LockError;
@@ -115,69 +115,6 @@ pub(crate) trait Opener: Clone + Send + Sync + 'static {
     }
 }
 
-impl Opener for Endpoint {
-    type Conn = MultiplexedConnection;
-
-    fn master_switches(&self) -> u64 {
-        Endpoint::master_switches(self)
-    }
-
-    async fn open(&self, timeout: Duration) -> RedisResult<Opened<MultiplexedConnection>> {
-        // No response timeout of the driver's own: every command is already bounded, by the
-        // connection's watch or by [`Connection::call`]'s timer, either of which also
-        // condemns a connection that stopped answering; a second timer per command only
-        // costs CPU.
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(None);
-        let client = self.client().await?;
-        let info = client.get_connection_info();
-        // A plain socket is opened here, so that its reply reader is ours to run and to stop
-        // (see `watch.rs`); TLS is left to the driver's own connector, reader and all.
-        let (conn, reader): (_, Reader) = match info.addr() {
-            ConnectionAddr::Tcp(host, port) => {
-                let socket = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
-                socket.set_nodelay(info.tcp_settings().nodelay())?;
-                let (conn, reader) =
-                    MultiplexedConnection::new_with_config(info.redis_settings(), socket, config)
-                        .await?;
-                (conn, Box::pin(reader))
-            }
-            #[cfg(unix)]
-            ConnectionAddr::Unix(path) => {
-                let socket = tokio::net::UnixStream::connect(path).await?;
-                let (conn, reader) =
-                    MultiplexedConnection::new_with_config(info.redis_settings(), socket, config)
-                        .await?;
-                (conn, Box::pin(reader))
-            }
-            _ => {
-                let conn = client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await?;
-                return Ok(Opened { conn, reader: None });
-            }
-        };
-        Ok(Opened {
-            conn,
-            reader: Some(reader),
-        })
-    }
-
-    async fn wait_replicas(
-        mut conn: MultiplexedConnection,
-        _key: &str,
-        replicas: u32,
-        wait_ms: u64,
-    ) -> RedisResult<u32> {
-        redis::cmd("WAIT")
-            .arg(replicas)
-            .arg(wait_ms)
-            .query_async(&mut conn)
-            .await
-    }
-}
-
 #[derive(Clone)]
 struct Live<C> {
     /// Which connection this is, so that only the one that failed is condemned.
@@ -192,7 +129,8 @@ struct Live<C> {
 /// The runtime a connection's replies are read on, and whose tasks use it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Home {
-    /// The background runtime: rlock's own tasks, callers on a current-thread runtime, or outside one.
+    /// The background runtime: rlock's own tasks, callers on a current-thread runtime, or outside
+    /// one.
     Background,
     /// A caller's multi-thread runtime.
     Caller(tokio::runtime::Id),

@@ -14,6 +14,7 @@ pub(crate) mod pubsub;
 pub(crate) mod redlock;
 pub(crate) mod scripted;
 pub(crate) mod sentinel;
+pub(crate) mod single;
 pub(crate) mod watch;
 
 use std::sync::{Arc, Weak};

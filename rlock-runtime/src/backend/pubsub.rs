@@ -2,11 +2,11 @@
 //! subscribed to the release channel of every key that has a waiter and to no other (with a
 //! queue in Redis, the client's own channel of the key: see [`Feed::new`]).
 //!
-//! The feed runs on the background runtime (never on a caller's runtime) and tells its listener, per key,
-//! whether announcements are confirmed: a subscription Redis refused (an ACL user without
-//! channel rights) or one not yet confirmed leaves the key's waiters on short re-checks. A
-//! `PING` every [`FEED_HEALTH_INTERVAL`] notices a connection that went silent; then the
-//! listener hears `feed_lost` and the feed reconnects and subscribes again.
+//! The feed runs on the background runtime (never on a caller's runtime) and tells its listener,
+//! per key, whether announcements are confirmed: a subscription Redis refused (an ACL user without
+//! channel rights) or one not yet confirmed leaves the key's waiters on short re-checks. A `PING`
+//! every [`FEED_HEALTH_INTERVAL`] notices a connection that went silent; then the listener hears
+//! `feed_lost` and the feed reconnects and subscribes again.
 //!
 //! The loop is the same for every topology; a [`Session`] is one connection of it: a RESP2
 //! pub/sub connection (`SUBSCRIBE`) for one server, or a cluster connection with RESP3
@@ -16,13 +16,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, Weak};
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use redis::aio::{PubSubSink, PubSubStream};
 use redis::{RedisError, RedisResult};
 use tokio::sync::mpsc;
 
 use super::connection::is_connection_failure;
-use super::endpoint::Endpoint;
 use super::{Handoff, ReleaseFeed, ReleaseListener};
 use crate::util::slot::hashed_part;
 use crate::util::tuning::{FEED_HEALTH_INTERVAL, FEED_RETRY_MAX, FEED_RETRY_MIN, backoff};
@@ -443,65 +440,6 @@ async fn switched(switches: &mut Option<tokio::sync::watch::Receiver<u64>>) {
     if rx.changed().await.is_err() {
         // The master's watcher is gone with its client: nothing will change any more.
         std::future::pending::<()>().await;
-    }
-}
-
-/// One server's (or the sentinels' master's) RESP2 pub/sub connection.
-pub(crate) struct PubSubSession {
-    sink: PubSubSink,
-    stream: PubSubStream,
-}
-
-impl Connector for Endpoint {
-    type Session = PubSubSession;
-
-    async fn connect(&self) -> RedisResult<PubSubSession> {
-        let (sink, stream) = self.client().await?.get_async_pubsub().await?.split();
-        Ok(PubSubSession { sink, stream })
-    }
-
-    fn channel(&self, redis_key: &str) -> String {
-        release_channel(redis_key)
-    }
-
-    fn watch_switches(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        Endpoint::watch_switches(self)
-    }
-}
-
-impl Session for PubSubSession {
-    async fn subscribe(&mut self, channel: &str, timeout: Duration) -> Subscribed {
-        Subscribed::from_result(
-            tokio::time::timeout(timeout, self.sink.subscribe(channel))
-                .await
-                .ok(),
-        )
-    }
-
-    async fn unsubscribe(&mut self, channel: &str, timeout: Duration) -> bool {
-        matches!(
-            tokio::time::timeout(timeout, self.sink.unsubscribe(channel)).await,
-            Ok(Ok(()))
-        )
-    }
-
-    async fn next_heard(&mut self) -> Option<Heard> {
-        // One server never drops a subscription on its own.
-        self.stream.next().await.map(|msg| {
-            Heard::Announcement(Announcement {
-                channel: msg.get_channel_name().to_owned(),
-                payload: msg.get_payload_bytes().to_vec(),
-            })
-        })
-    }
-
-    async fn ping(&mut self, _sample: Option<&str>, timeout: Duration) -> bool {
-        // A server that goes away takes this connection, and its subscriptions, with it.
-        // Any reply will do: a subscribed RESP2 connection answers `["pong", ""]`, not `PONG`.
-        matches!(
-            tokio::time::timeout(timeout, self.sink.ping::<redis::Value>()).await,
-            Ok(Ok(_))
-        )
     }
 }
 

@@ -1,14 +1,13 @@
 //! A master managed by Redis Sentinel: asked of the sentinels on every (re)connection, and
 //! followed as soon as they announce a failover.
 //!
-//! Each sentinel publishes `+switch-master <service> <old-ip> <old-port> <new-ip> <new-port>`
-//! when it adopts a new master. A watcher on the background runtime subscribes to that channel on every
+//! Each sentinel publishes `+switch-master <service> <old-ip> <old-port> <new-ip> <new-port>` when
+//! it adopts a new master. A watcher on the background runtime subscribes to that channel on every
 //! sentinel and counts the switches it hears for this service; the command connection and the
-//! release feed compare that count with the one they were opened under and reconnect when it
-//! moved. Without it, a connection to the old master would be replaced only once a command on
-//! it failed: at once if the old master answers `READONLY`, but only after a full command
-//! timeout if it is paused or cut off, and never if it went on accepting writes on the wrong
-//! side of a partition.
+//! release feed compare that count with the one they were opened under and reconnect when it moved.
+//! Without it, a connection to the old master would be replaced only once a command on it failed:
+//! at once if the old master answers `READONLY`, but only after a full command timeout if it is
+//! paused or cut off, and never if it went on accepting writes on the wrong side of a partition.
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -121,8 +120,8 @@ impl SentinelMaster {
             announced: Mutex::new(None),
         });
         for sentinel in sentinels {
-            // Without the background runtime there is nothing to watch with; failed commands still move
-            // the connections to the new master.
+            // Without the background runtime there is nothing to watch with; failed commands still
+            // move the connections to the new master.
             let _ = crate::util::background::spawn(watch_sentinel(
                 sentinel.clone(),
                 Arc::downgrade(&master),

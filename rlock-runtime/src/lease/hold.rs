@@ -575,8 +575,8 @@ impl Hold {
         }
     }
 
-    /// Releases without waiting (the last guard was dropped, or `max_hold` passed): in
-    /// process at once, otherwise on the background runtime. If even that cannot run, the lease expires.
+    /// Releases without waiting (the last guard was dropped, or `max_hold` passed): in process at
+    /// once, otherwise on the background runtime. If even that cannot run, the lease expires.
     pub(crate) fn release_in_background(self: &Arc<Self>) {
         if let Some(memory) = self.engine.backend.in_process() {
             self.finish_release();

@@ -1,4 +1,5 @@
-//! The watchdog: one task per client, on the background runtime, that keeps every hold alive and watched.
+//! The watchdog: one task per client, on the background runtime, that keeps every hold alive and
+//! watched.
 //!
 //! Each lease is renewed about every ttl/3 ([`renew_after`](crate::util::tuning::renew_after)). To
 //! batch, a round renews every lease due within the next ttl/6 too, in calls of up to
@@ -6,9 +7,9 @@
 //! period. The task also watches deadlines: a hold whose lease can no longer be proven
 //! ([`Hold::survey`]) is marked lost, and one past its `max_hold` is marked lost and released.
 //!
-//! It runs on the background runtime, not on the runtime of whoever acquired first, so a runtime that ends
-//! takes no hold's renewal with it. If it cannot run at all, the holds it would watch are
-//! reported lost at once.
+//! It runs on the background runtime, not on the runtime of whoever acquired first, so a
+//! runtime that ends takes no hold's renewal with it. If it cannot run at all, the holds it
+//! would watch are reported lost at once.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

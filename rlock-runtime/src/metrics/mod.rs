@@ -51,7 +51,8 @@ pub struct LockMetrics {
     pub master_switches: u64,
 }
 
-/// The client's counters, one set per thread stripe ([`crate::util::stripe`]): every lock bumps two.
+/// The client's counters, one set per thread stripe ([`crate::util::stripe`]): every lock bumps
+/// two.
 #[derive(Debug, Default)]
 pub(crate) struct Counters([Padded<Set>; STRIPES]);
 
