@@ -29,10 +29,13 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// the whole chain (anyhow's `{:#}`, an error recorded as a `tracing` field) names it once:
 ///
 /// ```
-/// use rlock_runtime::LockError;
+/// use rlock_runtime::{LockError, Operation};
 /// use std::error::Error as _;
 ///
-/// let err = LockError::Unavailable { operation: "acquire", source: "connection refused".into() };
+/// let err = LockError::Unavailable {
+///     operation: Operation::Acquire,
+///     source: "connection refused".into(),
+/// };
 /// assert!(!err.to_string().contains("connection refused"));
 /// assert_eq!(err.source().map(|cause| cause.to_string()).as_deref(), Some("connection refused"));
 /// ```
@@ -67,8 +70,8 @@ pub enum LockError {
          and reachable, or raise the client's command timeout"
     )]
     Timeout {
-        /// What rlock was doing (`acquire`, `release`, `extend`, `connect`).
-        operation: &'static str,
+        /// What rlock was doing.
+        operation: Operation,
         /// The timeout that elapsed.
         timeout: Duration,
     },
@@ -83,7 +86,7 @@ pub enum LockError {
     )]
     Unavailable {
         /// What rlock was doing.
-        operation: &'static str,
+        operation: Operation,
         /// The driver's error.
         #[source]
         source: BoxError,
@@ -142,6 +145,52 @@ pub enum LockError {
     InvalidConfig(String),
 }
 
+/// What rlock was doing when Redis failed to answer it or refused it, as
+/// [`LockError::Timeout`] and [`LockError::Unavailable`] report it.
+///
+/// ```
+/// use rlock_runtime::{LockError, Operation};
+/// use std::time::Duration;
+///
+/// let err = LockError::Timeout { operation: Operation::Acquire, timeout: Duration::from_secs(2) };
+/// assert!(err.to_string().contains("`acquire`"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Operation {
+    /// Opening a connection (and loading the scripts).
+    Connect,
+    /// Taking a lock, or waiting for it.
+    Acquire,
+    /// Releasing a lock (handing it to the next waiter, if one is queued).
+    Release,
+    /// A waiter leaving the queue.
+    Withdraw,
+    /// The watchdog renewing leases.
+    Renew,
+    /// Setting a lease's length (`LockGuard::extend`).
+    Extend,
+    /// Reading a lock's holder (`inspect`, `force_unlock`).
+    Inspect,
+    /// Waiting for replicas to confirm a grant (`min_replicas`).
+    ConfirmReplicas,
+}
+
+impl std::fmt::Display for Operation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Connect => "connect",
+            Self::Acquire => "acquire",
+            Self::Release => "release",
+            Self::Withdraw => "withdraw",
+            Self::Renew => "renew",
+            Self::Extend => "extend",
+            Self::Inspect => "inspect",
+            Self::ConfirmReplicas => "wait for replicas",
+        })
+    }
+}
+
 impl LockError {
     /// Whether the lock was held by someone else ([`LockError::Busy`]).
     pub fn is_busy(&self) -> bool {
@@ -185,7 +234,7 @@ mod tests {
     #[test]
     fn a_cause_is_the_source_and_not_repeated_in_the_message() {
         let err = LockError::Unavailable {
-            operation: "acquire",
+            operation: Operation::Acquire,
             source: "connection refused (os error 111)".into(),
         };
         let message = err.to_string();

@@ -191,7 +191,7 @@ pub use api::client::{
 pub use api::guard::LockGuard;
 pub use api::options::{LockOptions, MAX_HOLD, MAX_TTL, OnLost};
 pub use api::request::LockRequest;
-pub use error::{BoxError, LockError};
+pub use error::{BoxError, LockError, Operation};
 pub use key::{IntoLockKey, KeyBuilder, LockKey};
 pub use metrics::LockMetrics;
 pub use util::fence::Fence;

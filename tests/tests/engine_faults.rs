@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use rlock_runtime::{LockClient, LockError, LockGuard};
+use rlock_runtime::{LockClient, LockError, LockGuard, Operation};
 use rlock_tests::RedisServer;
 use rlock_tests::locking::{client_at, client_for, lock_and_release};
 use rlock_tests::proxy::FaultProxy;
@@ -439,7 +439,7 @@ async fn every_call_in_flight_on_a_silenced_connection_times_out() {
             matches!(
                 outcome,
                 Err(LockError::Timeout {
-                    operation: "acquire",
+                    operation: Operation::Acquire,
                     ..
                 })
             ),
@@ -1254,7 +1254,7 @@ async fn a_grant_that_arrives_after_its_lease_ended_is_not_handed_out() {
     let ttl = Duration::from_millis(200);
     let late = slow.lock("late").ttl(ttl).fenced().acquire().await;
     match late {
-        Err(LockError::Timeout { operation, .. }) => assert_eq!(operation, "acquire"),
+        Err(LockError::Timeout { operation, .. }) => assert_eq!(operation, Operation::Acquire),
         Ok(guard) => panic!(
             "a lease that had ended was handed out (is_lost() = {})",
             guard.is_lost()

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock_runtime::{LockClient, LockError, LockOptions};
+use rlock_runtime::{LockClient, LockError, LockOptions, Operation};
 use rlock_tests::RedisServer;
 use rlock_tests::child::start_holder;
 use rlock_tests::locking::{client_for, lock_and_release};
@@ -253,14 +253,14 @@ async fn paused_redis_gives_timeouts_and_service_resumes() {
 
     let (acquire, release) = outcome;
     assert!(
-        matches!(acquire, Err(LockError::Timeout { operation: "acquire", timeout }) if timeout == SHORT),
+        matches!(acquire, Err(LockError::Timeout { operation: Operation::Acquire, timeout }) if timeout == SHORT),
         "{acquire:?}"
     );
     assert!(
         matches!(
             release,
             Err(LockError::Timeout {
-                operation: "release",
+                operation: Operation::Release,
                 ..
             })
         ),

@@ -115,6 +115,7 @@ impl axum_core::response::IntoResponse for LockError {
 
 #[cfg(test)]
 mod tests {
+    use crate::error::Operation;
     use std::time::Duration;
 
     use crate::LockError;
@@ -129,7 +130,7 @@ mod tests {
             key: "order:1".into(),
         };
         let timeout = LockError::Timeout {
-            operation: "acquire",
+            operation: Operation::Acquire,
             timeout: Duration::from_secs(1),
         };
         for (e, status, code) in [

@@ -37,7 +37,7 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 use super::endpoint::is_demoted;
 use super::pubsub::Announcing;
 use super::watch::{Ended, Watch};
-use crate::error::LockError;
+use crate::error::{LockError, Operation};
 
 /// A connection's reply reader, when rlock runs it.
 pub(crate) type Reader = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -272,7 +272,7 @@ impl<O: Opener> Connection<O> {
         } = tokio::time::timeout(self.timeout, self.open(home))
             .await
             .map_err(|_| LockError::Timeout {
-                operation: "connect",
+                operation: Operation::Connect,
                 timeout: self.timeout,
             })??;
         let mut homes = self.homes();
@@ -309,7 +309,7 @@ impl<O: Opener> Connection<O> {
                 Home::Caller(_) => "the calling task is no longer on a Tokio runtime",
             };
             return Err(LockError::Unavailable {
-                operation: "connect",
+                operation: Operation::Connect,
                 source: source.into(),
             });
         };
@@ -356,9 +356,9 @@ impl<O: Opener> Connection<O> {
                 ended,
                 keep,
             }),
-            Ok(Err(e)) => Err(failure("connect", timeout, e)),
+            Ok(Err(e)) => Err(failure(Operation::Connect, timeout, e)),
             Err(_) => Err(LockError::Timeout {
-                operation: "connect",
+                operation: Operation::Connect,
                 timeout,
             }),
         }
@@ -387,7 +387,7 @@ impl<O: Opener> Connection<O> {
     /// limit, a connection to open first, one the driver reads) runs under a timer of its own.
     pub(crate) async fn call<T, F, Fut>(
         &self,
-        operation: &'static str,
+        operation: Operation,
         limit: Duration,
         command: F,
     ) -> Result<T, LockError>
@@ -423,7 +423,7 @@ impl<O: Opener> Connection<O> {
     /// known already, else `home`'s is found or opened first, within the same `limit`.
     async fn timed<T, F, Fut>(
         &self,
-        operation: &'static str,
+        operation: Operation,
         limit: Duration,
         home: Home,
         ready: Option<Live<O::Conn>>,
@@ -466,7 +466,7 @@ impl<O: Opener> Connection<O> {
     /// which is condemned when the failure is the connection's.
     fn failed(
         &self,
-        operation: &'static str,
+        operation: Operation,
         limit: Duration,
         generation: u64,
         watch: Option<&Watch>,
@@ -497,7 +497,7 @@ struct Opening<C> {
 }
 
 /// `e`, reported as a failure of `operation`.
-fn during(operation: &'static str, e: LockError) -> LockError {
+fn during(operation: Operation, e: LockError) -> LockError {
     match e {
         LockError::Timeout { timeout, .. } => LockError::Timeout { operation, timeout },
         LockError::Unavailable { source, .. } => LockError::Unavailable { operation, source },
@@ -511,7 +511,7 @@ pub(crate) fn is_connection_failure(e: &RedisError) -> bool {
 }
 
 /// A driver error as a [`LockError`].
-pub(crate) fn failure(operation: &'static str, timeout: Duration, e: RedisError) -> LockError {
+pub(crate) fn failure(operation: Operation, timeout: Duration, e: RedisError) -> LockError {
     if e.is_timeout() {
         LockError::Timeout { operation, timeout }
     } else {

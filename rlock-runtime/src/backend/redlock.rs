@@ -26,7 +26,7 @@ use super::scripted::RedisNode;
 use super::{
     Attempt, AttemptAsks, Feature, Holder, Lease, LeaseStore, ReleaseFeed, ReleaseListener,
 };
-use crate::error::LockError;
+use crate::error::{LockError, Operation};
 use crate::util::tuning::{REDLOCK_NODE_TIMEOUT_DIVISOR, lease_margin};
 
 #[derive(Debug)]
@@ -67,7 +67,7 @@ impl Redlock {
             return Err(match first {
                 Some(e @ LockError::Timeout { .. }) => e,
                 Some(LockError::Unavailable { source, .. }) => LockError::Unavailable {
-                    operation: "connect",
+                    operation: Operation::Connect,
                     source: format!(
                         "only {up} of {} Redlock masters answered, {} needed: {source}",
                         this.nodes.len(),
@@ -105,7 +105,7 @@ impl Redlock {
     /// A verdict, or the error of a call that could not be told either way.
     fn decide(
         &self,
-        operation: &'static str,
+        operation: Operation,
         tally: Tally,
         errors: Vec<LockError>,
     ) -> Result<bool, LockError> {
@@ -230,7 +230,7 @@ impl LeaseStore for Redlock {
     async fn release(&self, lease: Lease<'_>, _fenced: bool) -> Result<bool, LockError> {
         let answers = join_all(self.nodes.iter().map(|n| n.release(lease, false))).await;
         let (t, errors) = tally(answers);
-        self.decide("release", t, errors)
+        self.decide(Operation::Release, t, errors)
     }
 
     /// Nothing queues in Redis here: giving up is releasing whatever was granted.
@@ -274,7 +274,7 @@ impl LeaseStore for Redlock {
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
         let answers = join_all(self.nodes.iter().map(|n| n.extend(lease))).await;
         let (t, errors) = tally(answers);
-        self.decide("extend", t, errors)
+        self.decide(Operation::Extend, t, errors)
     }
 
     /// Held when a majority of masters hold the same token; its lease is the shortest of
@@ -293,7 +293,7 @@ impl LeaseStore for Redlock {
         }
         if holders.len() < self.quorum() {
             return Err(first_error.unwrap_or(LockError::Unavailable {
-                operation: "inspect",
+                operation: Operation::Inspect,
                 source: "too few Redlock masters answered".into(),
             }));
         }

@@ -22,7 +22,7 @@ use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
 use super::pubsub::{Announcing, Connector, Feed};
 use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, QueueAsk, ReleaseListener, millis};
-use crate::error::LockError;
+use crate::error::{LockError, Operation};
 use crate::key::Companion;
 use crate::util::tuning::{
     HANDOFF_LEASE, REPLICA_WAIT_DIVISOR, WAITERS_MARK_SLACK, WAITERS_QUEUE_LEASE, WAITERS_QUEUE_MAX,
@@ -235,9 +235,9 @@ impl<O: Opener> Scripted<O> {
             release.arg("1").arg(handoff_lease(lease)).arg(flag(fenced));
         }
         let operation = if leaving.is_some() {
-            "withdraw"
+            Operation::Withdraw
         } else {
-            "release"
+            Operation::Release
         };
         let mut outcome: i64 = self
             .invoke(operation, self.conn.timeout(), &release)
@@ -261,9 +261,11 @@ impl<O: Opener> Scripted<O> {
     pub(crate) async fn load_scripts(&self) -> Result<(), LockError> {
         for script in [&*ACQUIRE, &*RELEASE, &*EXTEND, &*RENEW] {
             self.conn
-                .call("connect", self.conn.timeout(), |mut c| async move {
-                    script.script.load_async(&mut c).await
-                })
+                .call(
+                    Operation::Connect,
+                    self.conn.timeout(),
+                    |mut c| async move { script.script.load_async(&mut c).await },
+                )
                 .await?;
         }
         Ok(())
@@ -282,7 +284,7 @@ impl<O: Opener> Scripted<O> {
     /// Runs a script call within `limit`.
     async fn invoke<T: FromRedisValue>(
         &self,
-        operation: &'static str,
+        operation: Operation,
         limit: Duration,
         call: &ScriptCall,
     ) -> Result<T, LockError> {
@@ -306,7 +308,7 @@ impl<O: Opener> Scripted<O> {
         if !ask.fence && !ask.remaining && queue.is_none() {
             let set: Option<String> = self
                 .conn
-                .call("acquire", timeout, |c| async move {
+                .call(Operation::Acquire, timeout, |c| async move {
                     let mut set = Cmd::with_capacity(6, 32 + lease.key.len() + lease.token.len());
                     set.arg("SET")
                         .arg(lease.key)
@@ -352,7 +354,7 @@ impl<O: Opener> Scripted<O> {
         } else {
             acquire.arg("0");
         }
-        let reply: Vec<i64> = self.invoke("acquire", timeout, &acquire).await?;
+        let reply: Vec<i64> = self.invoke(Operation::Acquire, timeout, &acquire).await?;
         let at = |i: usize| reply.get(i).copied().unwrap_or(0);
         // The script's fences are positive; a negative one cannot come from it.
         let fence = || ask.fence.then(|| u64::try_from(at(1)).unwrap_or(0));
@@ -387,7 +389,7 @@ impl<O: Opener> Scripted<O> {
         let entry = &entry;
         let length: u64 = self
             .conn
-            .call("acquire", timeout, |mut c| async move {
+            .call(Operation::Acquire, timeout, |mut c| async move {
                 let mut pipe = redis::pipe();
                 pipe.cmd("RPUSHX").arg(queue).arg(entry);
                 if ask.refresh {
@@ -467,7 +469,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
             let leases: Vec<Lease<'_>> = indexes.iter().map(|&i| batch[i]).collect();
             let renewed = self
                 .conn
-                .call("renew", limit, |c| renew_group::<O>(c, leases))
+                .call(Operation::Renew, limit, |c| renew_group::<O>(c, leases))
                 .await;
             (indexes, renewed)
         });
@@ -497,7 +499,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         // Redis's own wait ends well inside ours, so that its count, not our timeout, answers.
         let wait_ms = millis(timeout / REPLICA_WAIT_DIVISOR);
         self.conn
-            .call("wait for replicas", timeout, |c| {
+            .call(Operation::ConfirmReplicas, timeout, |c| {
                 O::wait_replicas(c, lease.key, replicas, wait_ms)
             })
             .await
@@ -505,8 +507,9 @@ impl<O: Opener> LeaseStore for Scripted<O> {
 
     async fn inspect(&self, key: &str) -> Result<Holder, LockError> {
         let call = INSPECT.call(&[key]);
-        let (token, pttl): (Option<String>, i64) =
-            self.invoke("inspect", self.conn.timeout(), &call).await?;
+        let (token, pttl): (Option<String>, i64) = self
+            .invoke(Operation::Inspect, self.conn.timeout(), &call)
+            .await?;
         Ok(Holder {
             remaining: token.as_ref().and_then(|_| lease_left(pttl)),
             token,
@@ -516,7 +519,9 @@ impl<O: Opener> LeaseStore for Scripted<O> {
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
         let mut extend = EXTEND.call(&[lease.key]);
         extend.arg(lease.token).arg(millis(lease.ttl));
-        let extended: i64 = self.invoke("extend", self.conn.timeout(), &extend).await?;
+        let extended: i64 = self
+            .invoke(Operation::Extend, self.conn.timeout(), &extend)
+            .await?;
         Ok(extended == 1)
     }
 }

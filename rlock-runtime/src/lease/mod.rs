@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::backend::{Attempt, AttemptAsks, Backend, Lease, LeaseStore, QueueAsk, QueueEntry};
-use crate::error::LockError;
+use crate::error::{LockError, Operation};
 use crate::key::LockKey;
 use crate::metrics::{Count, Counters};
 use crate::util::lateness::Lateness;
@@ -202,7 +202,7 @@ impl Engine {
         // it in case it is still ours; a waiter retries within its budget.
         if Instant::now() >= sent_at + granted {
             return Err(LockError::Timeout {
-                operation: "acquire",
+                operation: Operation::Acquire,
                 timeout: granted,
             });
         }

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::{Engine, Grant, Hold, LeasePlan, Outcome, Try};
 use crate::backend::{LeaseStore as _, QueueEntry};
-use crate::error::LockError;
+use crate::error::{LockError, Operation};
 use crate::key::LockKey;
 use crate::metrics::Count;
 use crate::util::trace;
@@ -209,7 +209,7 @@ impl Waiting<'_> {
     /// No answer came within the budget: Redis is down or unreachable, not the lock busy.
     fn unanswered(&self) -> LockError {
         LockError::Timeout {
-            operation: "acquire",
+            operation: Operation::Acquire,
             timeout: self.started.elapsed(),
         }
     }
