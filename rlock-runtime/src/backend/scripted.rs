@@ -145,6 +145,39 @@ async fn query<O: Opener, T: FromRedisValue>(mut conn: O::Conn, cmd: &Cmd) -> Re
     }
 }
 
+/// How a script's caller keeps its waiters (the scripts' mode argument).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiters {
+    /// The caller will not wait (acquire only).
+    None,
+    /// In the lock's queue in Redis; a release hands the lock to its first live entry.
+    Queued,
+    /// Redlock: the key is marked awaited, and a release announces itself to everyone.
+    Marked,
+}
+
+impl Waiters {
+    /// As the scripts read it.
+    fn arg(self) -> &'static str {
+        match self {
+            Self::None => "0",
+            Self::Queued => "q",
+            Self::Marked => "m",
+        }
+    }
+}
+
+/// Who releases: the holder, or a waiter leaving the queue (which gives up its entry, and a
+/// lock handed to it meanwhile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Releaser {
+    Holder,
+    /// Its entry says whether it asked for a fence.
+    LeavingWaiter {
+        fenced: bool,
+    },
+}
+
 /// The lease operations as scripts, over connections that `O` opens.
 pub(crate) struct Scripted<O: Opener> {
     opener: O,
@@ -202,12 +235,21 @@ impl<O: Opener> Scripted<O> {
         call
     }
 
-    /// Runs the release script; `leaving` (with the entry's fence flag) when a waiter gives
-    /// up its place too; `fence_record` to declare the lock's fence record up front.
+    /// How this store's waiters wait.
+    fn waiters(&self) -> Waiters {
+        if self.queue {
+            Waiters::Queued
+        } else {
+            Waiters::Marked
+        }
+    }
+
+    /// Runs the release script for `releaser`; `fence_record` to declare the lock's fence
+    /// record up front.
     async fn release_script(
         &self,
         lease: Lease<'_>,
-        leaving: Option<bool>,
+        releaser: Releaser,
         fence_record: bool,
     ) -> Result<bool, LockError> {
         // The common release (plain announcements, a queue, not leaving, no fence) takes the
@@ -215,8 +257,10 @@ impl<O: Opener> Scripted<O> {
         // strings to parse and to build for Lua, a key most of all. The fence record is
         // declared when the script asks for it (a fenced waiter is next).
         let announcing = O::announcing(lease.key);
-        let common =
-            announcing == Announcing::Plain && self.queue && leaving.is_none() && !fence_record;
+        let common = announcing == Announcing::Plain
+            && self.queue
+            && releaser == Releaser::Holder
+            && !fence_record;
         let mut release = if common {
             let queue = Companion::waiters(lease.key);
             let mut call = RELEASE.start(2, lease.key.len() + queue.len());
@@ -228,16 +272,15 @@ impl<O: Opener> Scripted<O> {
         release.arg(lease.token);
         if !common {
             release
-                .arg(if self.queue { "q" } else { "m" })
+                .arg(self.waiters().arg())
                 .arg(announcing.release_channel());
         }
-        if let Some(fenced) = leaving {
-            release.arg("1").arg(handoff_lease(lease)).arg(flag(fenced));
-        }
-        let operation = if leaving.is_some() {
-            Operation::Withdraw
-        } else {
-            Operation::Release
+        let operation = match releaser {
+            Releaser::Holder => Operation::Release,
+            Releaser::LeavingWaiter { fenced } => {
+                release.arg("1").arg(handoff_lease(lease)).arg(flag(fenced));
+                Operation::Withdraw
+            }
         };
         let mut outcome: i64 = self
             .invoke(operation, self.conn.timeout(), &release)
@@ -341,7 +384,7 @@ impl<O: Opener> Scripted<O> {
         if let Some(queue) = queue {
             let announcing = O::announcing(lease.key);
             acquire
-                .arg("q")
+                .arg(Waiters::Queued.arg())
                 .arg(millis(WAITERS_QUEUE_LEASE))
                 .arg(handoff_lease(lease))
                 .arg(announcing.script_channel())
@@ -350,9 +393,11 @@ impl<O: Opener> Scripted<O> {
                 .arg(flag(queue.fair))
                 .arg(flag(queue.queued));
         } else if ask.remaining && !self.queue {
-            acquire.arg("m").arg(millis(WAITERS_MARK_SLACK));
+            acquire
+                .arg(Waiters::Marked.arg())
+                .arg(millis(WAITERS_MARK_SLACK));
         } else {
-            acquire.arg("0");
+            acquire.arg(Waiters::None.arg());
         }
         let reply: Vec<i64> = self.invoke(Operation::Acquire, timeout, &acquire).await?;
         let at = |i: usize| reply.get(i).copied().unwrap_or(0);
@@ -446,12 +491,16 @@ impl<O: Opener> LeaseStore for Scripted<O> {
     }
 
     async fn release(&self, lease: Lease<'_>, fenced: bool) -> Result<bool, LockError> {
-        self.release_script(lease, None, fenced).await
+        self.release_script(lease, Releaser::Holder, fenced).await
     }
 
     async fn withdraw(&self, lease: Lease<'_>, fenced: bool) -> Result<bool, LockError> {
-        self.release_script(lease, self.queue.then_some(fenced), true)
-            .await
+        let releaser = if self.queue {
+            Releaser::LeavingWaiter { fenced }
+        } else {
+            Releaser::Holder
+        };
+        self.release_script(lease, releaser, true).await
     }
 
     async fn renew(
