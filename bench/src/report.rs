@@ -53,7 +53,7 @@ fn today() -> String {
 }
 
 pub fn command_line(args: &[String]) -> String {
-    let mut c = "cargo run --release -p rlock-examples --example bench".to_owned();
+    let mut c = "cargo run --release -p rlock-bench".to_owned();
     if !args.is_empty() {
         c.push_str(" -- ");
         c.push_str(&args.join(" "));
@@ -765,9 +765,9 @@ rlock side by side with the minimum a hand-written lock costs and with the peer 
 run, against one `redis-server`; then, in (e), on a Redis Cluster and over Redlock masters.
 
 ```sh
-cargo run --release -p rlock-examples --example bench             # full run (about 1.5 min), rewrites the results below
-cargo run --release -p rlock-examples --example bench -- --quick  # small counts, < 1 min; what CI runs
-cargo run --release -p rlock-examples --example bench -- --redis redis://127.0.0.1:6379/ --out /tmp/bench.md
+cargo run --release -p rlock-bench             # full run (about 1.5 min), rewrites the results below
+cargo run --release -p rlock-bench -- --quick  # small counts, < 1 min; what CI runs
+cargo run --release -p rlock-bench -- --redis redis://127.0.0.1:6379/ --out /tmp/bench.md
 ```
 
 Without `--redis` the program starts its own `redis-server` (no persistence) on a free loopback

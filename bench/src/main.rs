@@ -2,9 +2,9 @@
 //! server; then rlock on a Redis Cluster and over several Redlock masters.
 //!
 //! ```text
-//! cargo run --release -p rlock-examples --example bench                 # full, writes BENCHMARKS.md
-//! cargo run --release -p rlock-examples --example bench -- --quick      # CI smoke run, < 1.5 min
-//! cargo run --release -p rlock-examples --example bench -- --redis redis://127.0.0.1:6379/ --out /tmp/b.md
+//! cargo run --release -p rlock-bench                 # full, writes BENCHMARKS.md
+//! cargo run --release -p rlock-bench -- --quick      # CI smoke run, < 1.5 min
+//! cargo run --release -p rlock-bench -- --redis redis://127.0.0.1:6379/ --out /tmp/b.md
 //! ```
 //!
 //! Without `--redis` it starts its own `redis-server` on a free loopback port. Workload (e)
@@ -386,7 +386,7 @@ async fn main() -> Result<(), BenchError> {
     eprintln!(
         "bench: {} mode against redis {version} at {}",
         if config.quick { "quick" } else { "full" },
-        rlock_examples::redact(&url)
+        redacted(&url)
     );
 
     let lockers = Lockers::connect(&url).await?;
@@ -550,4 +550,14 @@ async fn main() -> Result<(), BenchError> {
         return Err(format!("mutual exclusion violated {overlaps} times in workload (c)").into());
     }
     Ok(())
+}
+
+/// `url` with its credentials hidden, for the log.
+fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
 }
