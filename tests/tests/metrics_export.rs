@@ -1,70 +1,34 @@
-//! The metrics exported through the `metrics` facade, recorded by a recorder installed for
-//! this test binary: counters and histograms labelled by the key *template*, never by a
+//! The metrics exported through the `metrics` facade, recorded by metrics-util's
+//! `DebuggingRecorder` installed for this test binary: counters and histograms labelled by the key *template*, never by a
 //! rendered key.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use metrics::{Counter, CounterFn, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata};
-use metrics::{Recorder, SharedString, Unit};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 use rlock_tests::RedisServer;
 use rlock_tests::locking::client_for;
 
-/// Per series (`name{label=value,…}`): the sum of a counter, or a histogram's sample count.
-#[derive(Debug, Default)]
-struct Recorded(Mutex<BTreeMap<String, f64>>);
-
-impl Recorded {
-    fn add(&self, series: &str, amount: f64) {
-        *self.0.lock().unwrap().entry(series.to_owned()).or_default() += amount;
+/// Per series (`name{label=value,…}`): a counter's total, or a histogram's sample count.
+fn recorded(snapshotter: &Snapshotter) -> BTreeMap<String, f64> {
+    let mut all = BTreeMap::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        let labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        let amount = match value {
+            DebugValue::Counter(n) => n as f64,
+            DebugValue::Histogram(samples) => samples.len() as f64,
+            DebugValue::Gauge(_) => continue,
+        };
+        *all.entry(format!("{}{{{}}}", key.name(), labels.join(",")))
+            .or_default() += amount;
     }
-
-    fn get(&self, series: &str) -> f64 {
-        self.0.lock().unwrap().get(series).copied().unwrap_or(0.0)
-    }
-}
-
-struct Series(Arc<Recorded>, String);
-
-impl CounterFn for Series {
-    fn increment(&self, value: u64) {
-        self.0.add(&self.1, value as f64);
-    }
-    fn absolute(&self, _value: u64) {}
-}
-
-impl HistogramFn for Series {
-    fn record(&self, _value: f64) {
-        self.0.add(&self.1, 1.0);
-    }
-}
-
-struct Capture(Arc<Recorded>);
-
-fn series(key: &Key) -> String {
-    let labels: Vec<String> = key
-        .labels()
-        .map(|l| format!("{}={}", l.key(), l.value()))
-        .collect();
-    format!("{}{{{}}}", key.name(), labels.join(","))
-}
-
-impl Recorder for Capture {
-    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-        Counter::from_arc(Arc::new(Series(self.0.clone(), series(key))))
-    }
-    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-        Gauge::noop()
-    }
-    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
-        Histogram::from_arc(Arc::new(Series(self.0.clone(), series(key))))
-    }
+    all
 }
 
 #[distributed_lock(key = "order:<user_id>", client = client, wait = "50ms")]
@@ -74,8 +38,9 @@ async fn create_order(client: &LockClient, user_id: u64) -> Result<u64, LockErro
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counters_and_histograms_are_labelled_by_template() {
-    let recorded = Arc::new(Recorded::default());
-    metrics::set_global_recorder(Capture(recorded.clone())).unwrap();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().unwrap();
     let server = RedisServer::start();
     let client = client_for(&server, Duration::from_secs(2)).await;
 
@@ -92,34 +57,27 @@ async fn counters_and_histograms_are_labelled_by_template() {
     assert!(client.force_unlock("report:1").await.unwrap());
     guard.lost().await;
 
+    let recorded = recorded(&snapshotter);
+    let get = |series: &str| recorded.get(series).copied().unwrap_or(0.0);
     let template = "lock=order:<user_id>";
+    assert_eq!(get(&format!("rlock_acquired_total{{{template}}}")), 2.0);
+    assert_eq!(get(&format!("rlock_busy_total{{{template}}}")), 1.0);
     assert_eq!(
-        recorded.get(&format!("rlock_acquired_total{{{template}}}")),
-        2.0
-    );
-    assert_eq!(
-        recorded.get(&format!("rlock_busy_total{{{template}}}")),
-        1.0
-    );
-    assert_eq!(
-        recorded.get(&format!(
+        get(&format!(
             "rlock_wait_seconds{{{template},outcome=acquired}}"
         )),
         2.0
     );
     assert_eq!(
-        recorded.get(&format!("rlock_wait_seconds{{{template},outcome=busy}}")),
+        get(&format!("rlock_wait_seconds{{{template},outcome=busy}}")),
         1.0
     );
-    assert_eq!(
-        recorded.get(&format!("rlock_hold_seconds{{{template}}}")),
-        2.0
-    );
-    assert_eq!(recorded.get("rlock_lost_total{lock=manual}"), 1.0);
-    let all = recorded.0.lock().unwrap();
+    assert_eq!(get(&format!("rlock_hold_seconds{{{template}}}")), 2.0);
+    assert_eq!(get("rlock_lost_total{lock=manual}"), 1.0);
     assert!(
-        all.keys()
+        recorded
+            .keys()
             .all(|s| !s.contains("order:1") && !s.contains("report:1")),
-        "a rendered key became a label: {all:?}"
+        "a rendered key became a label: {recorded:?}"
     );
 }
