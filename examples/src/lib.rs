@@ -1,14 +1,13 @@
 //! Shared helpers for the rlock examples: finding a Redis to run against, and the code of
 //! the flash-sale ([`seckill`]) and web ([`web`]) examples, which their tests call too.
 
+mod local_redis;
 pub mod prometheus;
 pub mod seckill;
 pub mod web;
 
+pub use local_redis::LocalRedis;
 use rlock_runtime::{LockClient, LockError};
-/// The harness's launcher, which the examples share with the tests: a `redis-server` without
-/// persistence on a free loopback port, killed (and its directory removed) on drop.
-pub use rlock_tests::RedisServer;
 
 /// Where an example's locks live, and what to tell the user about it.
 #[derive(Debug)]
@@ -20,7 +19,7 @@ pub struct Backend {
     /// One line saying which backend this is and how it was chosen.
     pub description: String,
     /// A `redis-server` started for this run, stopped on drop.
-    pub server: Option<RedisServer>,
+    pub server: Option<LocalRedis>,
 }
 
 /// The Redis named by `url` or `REDIS_URL`; else a `redis-server` started here; else the
@@ -36,7 +35,7 @@ pub async fn backend(url: Option<String>) -> Result<Backend, LockError> {
             server: None,
         });
     }
-    let why = match RedisServer::try_start() {
+    let why = match LocalRedis::start() {
         Ok(server) => {
             let client = LockClient::connect(&server.url()).await?;
             return Ok(Backend {
@@ -116,44 +115,16 @@ pub fn exit_code<E: std::fmt::Display>(
     }
 }
 
-/// The whole `main` of a topology example called `name`: takes the URL from `--redis URL`
-/// or `REDIS_URL` (else prints the expected `form` and exits with 2), runs
-/// [`one_order_per_user`] on it, and prints any error with `Display`.
-pub async fn topology_example(
-    name: &'static str,
-    about: &'static str,
-    form: &str,
-) -> std::process::ExitCode {
+/// The deployment a topology example called `name` runs on: `--redis URL`, else
+/// `REDIS_URL`. `None` (after printing the expected `form`) when neither names one: such an
+/// example needs a deployment of its kind, which it cannot start itself.
+pub fn deployment_url(name: &'static str, about: &'static str, form: &str) -> Option<String> {
     let url = redis_option(name, about)
         .or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()));
-    let Some(url) = url else {
+    if url.is_none() {
         eprintln!("usage: {name} --redis {form} (or set REDIS_URL)");
-        return std::process::ExitCode::from(2);
-    };
-    exit_code(name, one_order_per_user(&url).await)
-}
-
-/// The topology examples' lesson: one order per user, on whatever deployment `url` names,
-/// with the same API as on one Redis. Prints what happens; `Err` when it cannot connect.
-pub async fn one_order_per_user(url: &str) -> Result<(), LockError> {
-    let client = LockClient::connect(url).await?;
-    let other_instance = LockClient::connect(url).await?;
-    println!("connected to {}", redact(url));
-    let guard = client
-        .lock("order:42")
-        .ttl(std::time::Duration::from_secs(10))
-        .acquire()
-        .await?;
-    println!("instance A holds order:42 (token {})", guard.token());
-    match other_instance.lock("order:42").acquire().await {
-        Err(e) if e.is_busy() => println!("instance B is refused: {e}"),
-        Ok(_) => println!("instance B got it too: the lock is broken"),
-        Err(e) => println!("instance B failed: {e}"),
     }
-    guard.release().await?;
-    let again = other_instance.lock("order:42").acquire().await?;
-    println!("after A released, instance B holds it");
-    again.release().await
+    url
 }
 
 /// The URL without its password, for printing.
