@@ -21,7 +21,7 @@ use crate::util::token::TokenSource;
 use crate::util::tuning::{
     ORPHAN_HORIZON, ORPHAN_RETRY_MAX, ORPHAN_RETRY_MIN, ORPHAN_SETTLE, backoff,
 };
-use crate::wait::{Busy, WaitQueues};
+use crate::wait::{Place, WaitQueues};
 
 pub(crate) use hold::Hold;
 use watchdog::Watchdog;
@@ -54,13 +54,13 @@ pub(crate) struct Try<'a> {
 
 /// What an attempt came to.
 #[derive(Debug)]
-pub(crate) enum Outcome {
+pub(crate) enum Attempted {
     Granted(Arc<Hold>),
     /// Another owner holds it, with this much lease left when known; `place` tells the
     /// waiter where it stands in the lock's queue in Redis (see [`Attempt::Busy`]).
     Busy {
         remaining: Option<Duration>,
-        place: Busy,
+        place: Place,
     },
     /// The caller's deadline came before the answer (and before any replicas confirmed a
     /// grant): nothing is known of the lock. Whatever Redis did is undone in the background.
@@ -126,7 +126,7 @@ impl Engine {
         redis_key: &str,
         plan: LeasePlan,
         ask: Try<'_>,
-    ) -> Result<Outcome, LockError> {
+    ) -> Result<Attempted, LockError> {
         let token = match ask.queue {
             Some((_, token)) => token.to_owned(),
             None => self.tokens.next(),
@@ -156,7 +156,7 @@ impl Engine {
             None => Some(self.backend.acquire(lease, asks).await),
         };
         let Some(outcome) = outcome else {
-            return Ok(Outcome::Unanswered);
+            return Ok(Attempted::Unanswered);
         };
         let (fence, granted) = match outcome {
             Err(e) => return Err(e),
@@ -164,9 +164,9 @@ impl Engine {
             Ok(Attempt::Handed { fence, left }) => (fence, left),
             Ok(Attempt::Busy { remaining, queued }) => {
                 orphan.armed = false;
-                return Ok(Outcome::Busy {
+                return Ok(Attempted::Busy {
                     remaining,
-                    place: Busy {
+                    place: Place {
                         queued,
                         // The script reads the holder's lease only for the queue's head.
                         first: remaining.is_some(),
@@ -188,7 +188,7 @@ impl Engine {
             let confirm =
                 Box::pin(self.confirm_or_take_back(key, redis_key, lease, plan.min_replicas));
             match within(ask.deadline, confirm).await {
-                None => return Ok(Outcome::Unanswered),
+                None => return Ok(Attempted::Unanswered),
                 Some(Err((e, taken_back))) => {
                     orphan.armed = !taken_back;
                     return Err(e);
@@ -214,7 +214,7 @@ impl Engine {
             sent_at,
             lease: granted,
         };
-        Ok(Outcome::Granted(self.hold(key, redis_key, plan, grant)))
+        Ok(Attempted::Granted(self.hold(key, redis_key, plan, grant)))
     }
 
     /// A lock a release handed to a waiter of this client, named in its announcement: the

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Engine, Grant, Hold, LeasePlan, Outcome, Try};
+use super::{Attempted, Engine, Grant, Hold, LeasePlan, Try};
 use crate::backend::{LeaseStore as _, QueueEntry};
 use crate::error::{LockError, Operation};
 use crate::key::LockKey;
@@ -56,10 +56,10 @@ impl Waiting<'_> {
                 .attempt(self.key, self.redis_key, self.plan, once)
                 .await?
             {
-                Outcome::Granted(hold) => Ok(hold),
-                Outcome::Busy { .. } => Err(self.busy()),
+                Attempted::Granted(hold) => Ok(hold),
+                Attempted::Busy { .. } => Err(self.busy()),
                 // (Not without a deadline: the command timeout answers first.)
-                Outcome::Unanswered => Err(self.unanswered()),
+                Attempted::Unanswered => Err(self.unanswered()),
             };
         }
         if engine.backend.queues_in_redis() {
@@ -110,13 +110,13 @@ impl Waiting<'_> {
                 .attempt(self.key, self.redis_key, self.plan, attempt)
                 .await
             {
-                Ok(Outcome::Granted(hold)) => {
+                Ok(Attempted::Granted(hold)) => {
                     if !queued {
                         ticket.granted_on_arrival();
                     }
                     return Ok(self.waited(ticket, hold));
                 }
-                Ok(Outcome::Busy { remaining, place }) => {
+                Ok(Attempted::Busy { remaining, place }) => {
                     // From this answer alone: a deadline an earlier answer told may have
                     // passed while the holder renewed, and a waiter that kept it would check
                     // in on the pause's floor, hundreds of times a second.
@@ -131,7 +131,7 @@ impl Waiting<'_> {
                 // loop below gives up. The attempt's token is withdrawn in the background
                 // (it may have queued again, or been granted), so nothing handed to it may be
                 // adopted: the withdrawal hands it on.
-                Ok(Outcome::Unanswered) => queued = false,
+                Ok(Attempted::Unanswered) => queued = false,
                 Err(e) if e.is_backend() => {
                     failures += 1;
                     trace::debug_event!(
@@ -243,12 +243,12 @@ impl Waiting<'_> {
                 .attempt(self.key, self.redis_key, self.plan, attempt)
                 .await
             {
-                Ok(Outcome::Granted(hold)) => return Ok(hold),
-                Ok(Outcome::Busy { remaining, .. }) => {
+                Ok(Attempted::Granted(hold)) => return Ok(hold),
+                Ok(Attempted::Busy { remaining, .. }) => {
                     holder_until = remaining.map(|l| Instant::now() + l);
                     last = LastAnswer::Busy;
                 }
-                Ok(Outcome::Unanswered) => {}
+                Ok(Attempted::Unanswered) => {}
                 // A backend failure (timeout, unreachable, too few masters or replicas) may
                 // pass: retried below, once queued.
                 Err(e) if e.is_backend() => last = LastAnswer::Failed(e),
@@ -267,13 +267,13 @@ impl Waiting<'_> {
                     .attempt(self.key, self.redis_key, self.plan, attempt)
                     .await
                 {
-                    Ok(Outcome::Granted(hold)) => return Ok(self.waited(ticket, hold)),
-                    Ok(Outcome::Busy { remaining, .. }) => {
+                    Ok(Attempted::Granted(hold)) => return Ok(self.waited(ticket, hold)),
+                    Ok(Attempted::Busy { remaining, .. }) => {
                         holder_until = remaining.map(|l| Instant::now() + l);
                         failures = 0;
                         last = LastAnswer::Busy;
                     }
-                    Ok(Outcome::Unanswered) => {}
+                    Ok(Attempted::Unanswered) => {}
                     Err(e) if e.is_backend() => {
                         failures += 1;
                         trace::debug_event!(

@@ -29,7 +29,7 @@ mod ticket;
 pub(crate) mod timers;
 
 pub(crate) use queues::WaitQueues;
-pub(crate) use ticket::{Busy, Ticket};
+pub(crate) use ticket::{Place, Ticket};
 
 #[cfg(test)]
 mod tests {
@@ -107,8 +107,8 @@ mod tests {
         })
     }
 
-    fn queued_first() -> Busy {
-        Busy {
+    fn queued_first() -> Place {
+        Place {
             queued: true,
             first: true,
         }
@@ -134,7 +134,7 @@ mod tests {
             !ask.append,
             "the last arrival made the queue: the script, {ask:?}"
         );
-        let crowded = Busy {
+        let crowded = Place {
             first: false,
             ..queued_first()
         };

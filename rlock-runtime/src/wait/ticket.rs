@@ -9,9 +9,9 @@ use super::queues::{Announced, WaitQueues, Waiter};
 use crate::backend::{Handoff, Lease, LeaseStore, QueueAsk, QueueEntry};
 use crate::util::tuning::{WAIT_COURTESY, WAITER_CHECK_INTERVAL};
 
-/// What a busy reply told a waiter of its place in the queue in Redis.
+/// Where a busy reply left a waiter in the queue in Redis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Busy {
+pub(crate) struct Place {
     /// It stands in the queue now.
     pub(crate) queued: bool,
     /// It is the queue's head (for an arrival: its arrival made the queue).
@@ -71,8 +71,8 @@ impl Ticket {
     }
 
     /// A call that asked `ask`, sent at `sent_at`, found the lock busy, and left the waiter
-    /// at `busy`.
-    pub(crate) fn answered(&self, ask: QueueAsk, sent_at: Instant, busy: Busy) {
+    /// at `place`.
+    pub(crate) fn answered(&self, ask: QueueAsk, sent_at: Instant, place: Place) {
         let mut keys = self.queues.keys();
         let Some(key) = keys.get_mut(&self.redis_key) else {
             return;
@@ -83,7 +83,7 @@ impl Ticket {
             key.refreshed_at = Some(sent_at);
         }
         if !ask.queued {
-            key.crowded = busy.queued && !busy.first;
+            key.crowded = place.queued && !place.first;
         }
     }
 
