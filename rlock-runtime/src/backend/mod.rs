@@ -13,6 +13,7 @@ pub(crate) mod memory;
 pub(crate) mod pubsub;
 pub(crate) mod redlock;
 pub(crate) mod scripted;
+pub(crate) mod scripts;
 pub(crate) mod sentinel;
 pub(crate) mod single;
 pub(crate) mod watch;

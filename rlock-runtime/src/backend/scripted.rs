@@ -4,15 +4,10 @@
 //! cluster connection, each script's keys in one slot, renewals batched per slot, and
 //! releases announced on sharded channels.
 
-use std::io::Write as _;
-use std::sync::LazyLock;
 use std::sync::Weak;
 use std::time::Duration;
 
-use redis::{
-    Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, RedisWrite, Script, ServerErrorKind,
-    ToRedisArgs,
-};
+use redis::{Cmd, FromRedisValue, RedisError};
 
 use std::collections::BTreeMap;
 
@@ -21,151 +16,13 @@ use futures_util::future::join_all;
 use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
 use super::pubsub::{Announcing, Connector, Feed};
+use super::scripts::{ACQUIRE, EXTEND, INSPECT, Lua, RELEASE, RENEW, ScriptCall, Waiters, query};
 use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, QueueAsk, ReleaseListener, millis};
 use crate::error::{LockError, Operation};
 use crate::key::Companion;
 use crate::util::tuning::{
     HANDOFF_LEASE, REPLICA_WAIT_DIVISOR, WAITERS_MARK_SLACK, WAITERS_QUEUE_LEASE, WAITERS_QUEUE_MAX,
 };
-
-pub(crate) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/acquire.lua")
-    ))
-});
-pub(crate) static RELEASE: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/release.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/release_queued.lua")
-    ))
-});
-pub(crate) static EXTEND: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../scripts/extend.lua")));
-pub(crate) static RENEW: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../scripts/renew.lua")));
-pub(crate) static INSPECT: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../scripts/inspect.lua")));
-
-/// A lease script, hashed once. Calls go out as `EVALSHA`, and as `EVAL` (which also caches
-/// it) on a server that lacks it: one that restarted, or a replica just promoted.
-pub(crate) struct Lua {
-    script: Script,
-    source: &'static str,
-}
-
-impl Lua {
-    fn new(source: &'static str) -> Self {
-        Self {
-            script: Script::new(source),
-            source,
-        }
-    }
-
-    /// A call with `keys`; its arguments follow.
-    fn call(&'static self, keys: &[&str]) -> ScriptCall {
-        let mut call = self.start(keys.len(), keys.iter().map(|k| k.len()).sum());
-        for key in keys {
-            call.arg(*key);
-        }
-        call
-    }
-
-    /// A call of `keys` keys (of `key_bytes` in all), which follow, then its arguments.
-    fn start(&'static self, keys: usize, key_bytes: usize) -> ScriptCall {
-        // Room for the longest call (the acquire script's 13 arguments) up front: growing
-        // the buffers argument by argument costs reallocations on every lock.
-        let mut cmd = Cmd::with_capacity(20, 128 + key_bytes * 2);
-        cmd.arg("EVALSHA");
-        cmd.arg(self.script.get_hash()).arg(keys);
-        ScriptCall { lua: self, cmd }
-    }
-}
-
-impl ToRedisArgs for Companion<'_> {
-    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
-        let mut arg = out.writer_for_next_arg();
-        for piece in self.pieces() {
-            // Into the command's own buffer: writing there cannot fail.
-            let _ = arg.write_all(piece.as_bytes());
-        }
-    }
-}
-
-/// One call of a lease script, built straight into its `EVALSHA` command.
-struct ScriptCall {
-    lua: &'static Lua,
-    cmd: Cmd,
-}
-
-impl ScriptCall {
-    fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
-        self.cmd.arg(arg);
-        self
-    }
-
-    /// The same call as `EVAL`, carrying the script's source.
-    fn eval(&self) -> Cmd {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(self.lua.source);
-        // After `EVALSHA <hash>`: the key count, the keys and the arguments.
-        for arg in self.cmd.args_iter().skip(2) {
-            if let redis::Arg::Simple(bytes) = arg {
-                cmd.arg(bytes);
-            }
-        }
-        cmd
-    }
-
-    async fn run<O: Opener, T: FromRedisValue>(&self, conn: O::Conn) -> RedisResult<T> {
-        match query::<O, T>(conn.clone(), &self.cmd).await {
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                // Boxed: a server without the script is rare (a restart, a failover), and a
-                // second command's state inline would ride in every call's future.
-                Box::pin(query::<O, T>(conn, &self.eval())).await
-            }
-            other => other,
-        }
-    }
-}
-
-/// `cmd` on `conn`. On a cluster, an `ASK` redirect (the key's slot is migrating) is followed
-/// by [`Opener::asked`], which sends `ASKING` and the command in one write: sent apart on a
-/// shared connection, another task's command can slip in between and use up the `ASKING`.
-async fn query<O: Opener, T: FromRedisValue>(mut conn: O::Conn, cmd: &Cmd) -> RedisResult<T> {
-    match cmd.query_async(&mut conn).await {
-        Err(e) if O::redirects(&e) => {
-            // Boxed: a redirect is rare, and its future (a cluster pipeline) would otherwise
-            // make every command's future, and every lock's, kilobytes larger.
-            let reply = Box::pin(O::asked(conn, cmd, &e)).await?;
-            Ok(T::from_redis_value(reply.extract_error()?)?)
-        }
-        other => other,
-    }
-}
-
-/// How a script's caller keeps its waiters (the scripts' mode argument).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Waiters {
-    /// The caller will not wait (acquire only).
-    None,
-    /// In the lock's queue in Redis; a release hands the lock to its first live entry.
-    Queued,
-    /// Redlock: the key is marked awaited, and a release announces itself to everyone.
-    Marked,
-}
-
-impl Waiters {
-    /// As the scripts read it.
-    fn arg(self) -> &'static str {
-        match self {
-            Self::None => "0",
-            Self::Queued => "q",
-            Self::Marked => "m",
-        }
-    }
-}
 
 /// Who releases: the holder, or a waiter leaving the queue (which gives up its entry, and a
 /// lock handed to it meanwhile).
@@ -307,7 +164,7 @@ impl<O: Opener> Scripted<O> {
                 .call(
                     Operation::Connect,
                     self.conn.timeout(),
-                    |mut c| async move { script.script.load_async(&mut c).await },
+                    |mut c| async move { script.load(&mut c).await },
                 )
                 .await?;
         }
@@ -613,21 +470,4 @@ async fn renew_group<O: Opener>(
 /// by someone else) and -2 when the key just vanished; neither tells how long to wait.
 fn lease_left(pttl: i64) -> Option<Duration> {
     u64::try_from(pttl).ok().map(Duration::from_millis)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::pubsub::RELEASE_CHANNEL_PREFIX;
-
-    #[test]
-    fn the_release_script_announces_on_the_channels_waiters_listen_on() {
-        // On one server the script names the channel's prefix itself (one argument less on
-        // every release); it must be the one the release feed subscribes under.
-        assert!(
-            RELEASE
-                .source
-                .contains(&format!("'{RELEASE_CHANNEL_PREFIX}'"))
-        );
-    }
 }
