@@ -69,7 +69,7 @@ impl Kind {
         }
     }
 
-    /// The short name of ratio lines and of `--kinds`.
+    /// The short name of ratio lines.
     pub fn short(self) -> &'static str {
         match self {
             Kind::Floor => "floor",
@@ -81,11 +81,17 @@ impl Kind {
         }
     }
 
-    /// The implementation whose short name (spaces written as `-`) is `name`.
+    /// Its name on the command line: the short name, spaces written as `-`.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Kind::Scripts => "scripts-by-hand",
+            other => other.short(),
+        }
+    }
+
+    /// The implementation named `name` on the command line.
     pub fn named(name: &str) -> Option<Kind> {
-        Kind::ALL
-            .into_iter()
-            .find(|k| k.short().replace(' ', "-") == name)
+        Kind::ALL.into_iter().find(|k| k.flag() == name)
     }
 
     /// The commands this implementation sends itself (not from inside Lua): each is one

@@ -146,16 +146,50 @@ pub struct Results {
     pub fanout: HashMap<usize, Vec<Batch>>,
 }
 
+/// The benchmark's command line.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "bench",
+    about = "rlock side by side with the same commands by hand and the peer crates.",
+    after_help = "Full mode writes BENCHMARKS.md at the repository root unless --out is given; \
+                  --quick, --only, --kinds and --rounds write a report only with --out."
+)]
 struct Args {
+    /// Small counts, for CI (under a minute and a half).
+    #[arg(long)]
     quick: bool,
-    /// Workloads to run, among [`PHASES`] (all by default).
+    /// Workloads to run, among `abcde`.
+    #[arg(long, default_value = PHASES, value_parser = phases)]
     only: String,
-    /// The implementations that (a) and (b) run (all by default).
+    /// The implementations that (a) and (b) run, among
+    /// floor,scripts-by-hand,manual,macro,rslock,redlock.
+    #[arg(long, value_delimiter = ',', value_parser = kind, default_values = Kind::ALL.map(Kind::flag))]
     kinds: Vec<Kind>,
     /// Rounds of (a) and (b), instead of the mode's.
+    #[arg(long)]
     rounds: Option<usize>,
+    /// A Redis to measure on, instead of a redis-server started here.
+    #[arg(long, value_name = "URL")]
     redis: Option<String>,
+    /// Where to write the report.
+    #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+}
+
+/// `--only`'s value: letters among [`PHASES`].
+fn phases(only: &str) -> Result<String, String> {
+    if only.is_empty() || !only.chars().all(|c| PHASES.contains(c)) {
+        return Err(format!("takes letters among `{PHASES}`"));
+    }
+    Ok(only.to_owned())
+}
+
+/// One of `--kinds`' names.
+fn kind(name: &str) -> Result<Kind, String> {
+    Kind::named(name).ok_or_else(|| {
+        let known: Vec<&str> = Kind::ALL.iter().map(|k| k.flag()).collect();
+        format!("unknown `{name}`; expected some of {}", known.join(","))
+    })
 }
 
 impl Args {
@@ -169,11 +203,7 @@ impl Args {
             given.push(format!("--only {}", self.only));
         }
         if self.kinds != Kind::ALL {
-            let names: Vec<String> = self
-                .kinds
-                .iter()
-                .map(|k| k.short().replace(' ', "-"))
-                .collect();
+            let names: Vec<&str> = self.kinds.iter().map(|k| k.flag()).collect();
             given.push(format!("--kinds {}", names.join(",")));
         }
         if let Some(rounds) = self.rounds {
@@ -187,70 +217,6 @@ impl Args {
         }
         given
     }
-}
-
-fn parse_args() -> Result<Args, BenchError> {
-    let mut args = Args {
-        quick: false,
-        only: PHASES.to_owned(),
-        kinds: Kind::ALL.to_vec(),
-        rounds: None,
-        redis: None,
-        out: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--quick" => args.quick = true,
-            "--redis" => args.redis = Some(it.next().ok_or("--redis needs a URL")?),
-            "--out" => args.out = Some(it.next().ok_or("--out needs a path")?.into()),
-            "--only" => {
-                args.only = it.next().ok_or("--only needs some of `abcde`")?;
-                if args.only.is_empty() || !args.only.chars().all(|c| PHASES.contains(c)) {
-                    return Err(format!("--only takes letters among `{PHASES}`").into());
-                }
-            }
-            "--rounds" => {
-                let n = it.next().ok_or("--rounds needs a number")?;
-                args.rounds = Some(
-                    n.parse()
-                        .map_err(|_| format!("--rounds: `{n}` is not a number"))?,
-                );
-            }
-            "--kinds" => {
-                let names = it
-                    .next()
-                    .ok_or("--kinds needs a list such as floor,manual")?;
-                args.kinds = names
-                    .split(',')
-                    .map(|name| {
-                        Kind::named(name).ok_or_else(|| {
-                            let known: Vec<String> = Kind::ALL
-                                .iter()
-                                .map(|k| k.short().replace(' ', "-"))
-                                .collect();
-                            format!(
-                                "--kinds: unknown `{name}`; expected some of {}",
-                                known.join(",")
-                            )
-                        })
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-            "-h" | "--help" => {
-                println!(
-                    "usage: bench [--quick] [--only abcde] [--kinds floor,manual,...] [--rounds N] [--redis redis://127.0.0.1:6379/] [--out FILE]\n\
-                     Full mode writes BENCHMARKS.md at the repository root unless --out is given;\n\
-                     --quick, --only, --kinds and --rounds write a report only with --out. --kinds limits\n\
-                     (a) and (b) to some of floor,scripts-by-hand,manual,macro,rslock,redlock;\n\
-                     --rounds sets how many rounds they run."
-                );
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument `{other}` (try --help)").into()),
-        }
-    }
-    Ok(args)
 }
 
 /// The implementations (or topologies) in the order of round `round`: each round starts one
@@ -354,7 +320,7 @@ async fn beyond_one_redis(config: &Config, results: &mut Results) -> Result<(), 
 
 #[tokio::main]
 async fn main() -> Result<(), BenchError> {
-    let args = parse_args()?;
+    let args = <Args as clap::Parser>::parse();
     let mut config = if args.quick {
         Config::quick()
     } else {
