@@ -6,7 +6,7 @@
 //! cargo run -p rlock-tests --bin soak -- --quick                 # ≈ 1 minute, every fault
 //! cargo run --release -p rlock-tests --bin soak -- --acquisitions 1000000 [--aof]
 //!     [--workers 4] [--tasks 8] [--ttl-ms 500] [--seed N] [--fault-every-ms 1500]
-//!     [--waiters 8] [--wait-ttl-ms 2000] [--report FILE]
+//!     [--waiters 8] [--wait-ttl-ms 2000] [--report FILE]     (--help lists them all)
 //! cargo run --release -p rlock-tests --bin soak -- --on single,sentinel,cluster
 //!     [--min-replicas 1] …
 //! ```
@@ -14,7 +14,7 @@
 //! Layout: one `redis-server` holds the locks (the one the nemesis attacks; `--aof` runs it
 //! with `appendonly yes`, `appendfsync always`); a second one is the fenced store, a hash
 //! that keeps the highest fence written per key and refuses lower ones. Each worker process
-//! (this binary with `--worker`) reaches the lock server through its own [`FaultProxy`].
+//! (this binary's hidden `worker` subcommand) reaches the lock server through its own [`FaultProxy`].
 //! Its tasks lock a hot key (one of four, contended by everyone) or a cold one of their own,
 //! write once through the store with the section's fence, and log each section.
 //!
@@ -86,12 +86,81 @@ const HANDOFF_LEASE: Duration = Duration::from_secs(2);
 /// Bound of every command the harness sends itself (admin, store).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The command line: a run's shape, or (internal) one worker process of a run.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "soak",
+    about = "Workers lock through a nemesis on every topology; the merged history is checked.",
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    role: Option<Role>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Role {
+    /// One worker process, started by a run.
+    #[command(hide = true)]
+    Worker(worker::WorkerArgs),
+}
+
+/// A run's shape; options left out take the mode's default (`--quick` or a full run).
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// CI's run: every fault of the nemesis at least once, on every topology, in about a
+    /// minute.
+    #[arg(long)]
+    quick: bool,
+    /// Stop after this many acquisitions (instead of after --duration-s).
+    #[arg(long)]
+    acquisitions: Option<u64>,
+    /// How long to run [default: 45 with --quick, else 300].
+    #[arg(long)]
+    duration_s: Option<u64>,
+    /// Worker processes [default: 3 with --quick, else 4; at most 32].
+    #[arg(long)]
+    workers: Option<u64>,
+    /// Locking tasks per worker [default: 4 with --quick, else 8; at most 256].
+    #[arg(long)]
+    tasks: Option<u64>,
+    /// The locks' ttl [50–60000].
+    #[arg(long, default_value_t = 500)]
+    ttl_ms: u64,
+    /// The nemesis's and the workers' seed [default: the clock].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// A fault this often [default: 900 with --quick, else 1500; at least 100].
+    #[arg(long)]
+    fault_every_ms: Option<u64>,
+    /// Redis with AOF, `appendfsync always`.
+    #[arg(long)]
+    aof: bool,
+    /// The deployments [default: all with --quick, else single].
+    #[arg(long, value_delimiter = ',', value_parser = Deployment::parse)]
+    on: Vec<Deployment>,
+    /// Replicas that must confirm each grant [at most 2].
+    #[arg(long, default_value_t = 0)]
+    min_replicas: u64,
+    /// Where to write the report.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Waiting-mix requests per waiting key and worker [default: 6 with --quick, else 8; 0:
+    /// no waiting mix; at most 64].
+    #[arg(long)]
+    waiters: Option<u64>,
+    /// The waiting mix's ttl [50–60000].
+    #[arg(long, default_value_t = 2000)]
+    wait_ttl_ms: u64,
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let outcome = if args.first().map(String::as_str) == Some("--worker") {
-        worker::main(&args[1..])
-    } else {
-        Config::parse(&args).and_then(orchestrate)
+    let cli = <Cli as clap::Parser>::parse();
+    let outcome = match cli.role {
+        Some(Role::Worker(args)) => worker::main(args),
+        None => orchestrate(Config::from(cli.run)),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -106,32 +175,6 @@ fn now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-}
-
-/// `--flag value` pairs and bare `--flag`s.
-fn flags(args: &[String]) -> Result<BTreeMap<String, String>, String> {
-    let mut out = BTreeMap::new();
-    let mut it = args.iter().peekable();
-    while let Some(flag) = it.next() {
-        let name = flag
-            .strip_prefix("--")
-            .ok_or_else(|| format!("unexpected argument {flag:?}"))?;
-        let value = match it.peek() {
-            Some(v) if !v.starts_with("--") => it.next().cloned().unwrap_or_default(),
-            _ => String::new(),
-        };
-        out.insert(name.to_owned(), value);
-    }
-    Ok(out)
-}
-
-fn number(flags: &BTreeMap<String, String>, name: &str, default: u64) -> Result<u64, String> {
-    match flags.get(name) {
-        None => Ok(default),
-        Some(v) => v
-            .parse()
-            .map_err(|_| format!("--{name} takes a number, not {v:?}")),
-    }
 }
 
 /// How the run is shaped.
@@ -161,71 +204,35 @@ impl Config {
     fn handoff_lease(&self) -> Duration {
         self.wait_ttl.min(HANDOFF_LEASE)
     }
+}
 
-    fn parse(args: &[String]) -> Result<Config, String> {
-        let f = flags(args)?;
-        for name in f.keys() {
-            let known = [
-                "quick",
-                "acquisitions",
-                "duration-s",
-                "workers",
-                "tasks",
-                "ttl-ms",
-                "seed",
-                "fault-every-ms",
-                "aof",
-                "on",
-                "min-replicas",
-                "report",
-                "waiters",
-                "wait-ttl-ms",
-                "help",
-            ];
-            if !known.contains(&name.as_str()) {
-                return Err(format!("unknown option --{name} (see the source's docs)"));
-            }
-        }
-        if f.contains_key("help") {
-            return Err(
-                "usage: soak [--quick] [--acquisitions N | --duration-s S] [--aof] \
-                 [--workers W] [--tasks T] [--ttl-ms MS] [--seed N] [--fault-every-ms MS] \
-                 [--on single,sentinel,cluster] [--min-replicas R] [--waiters N] \
-                 [--wait-ttl-ms MS] [--report FILE]"
-                    .into(),
-            );
-        }
-        let quick = f.contains_key("quick");
-        let on = match f.get("on") {
-            Some(list) => list
-                .split(',')
-                .map(Deployment::parse)
-                .collect::<Result<Vec<_>, _>>()?,
-            None if quick => Deployment::ALL.to_vec(),
-            None => vec![Deployment::Single],
+impl From<RunArgs> for Config {
+    fn from(args: RunArgs) -> Config {
+        let quick = args.quick;
+        let on = match args.on {
+            on if !on.is_empty() => on,
+            _ if quick => Deployment::ALL.to_vec(),
+            _ => vec![Deployment::Single],
         };
-        if on.is_empty() {
-            return Err("--on names no deployment".into());
-        }
-        let config = Config {
-            workers: number(&f, "workers", if quick { 3 } else { 4 })?.clamp(1, 32),
-            tasks: number(&f, "tasks", if quick { 4 } else { 8 })?.clamp(1, 256),
-            ttl: Duration::from_millis(number(&f, "ttl-ms", 500)?.clamp(50, 60_000)),
-            acquisitions: number(&f, "acquisitions", 0)?,
-            duration: Duration::from_secs(number(&f, "duration-s", if quick { 45 } else { 300 })?),
-            fault_every: Duration::from_millis(
-                number(&f, "fault-every-ms", if quick { 900 } else { 1500 })?.max(100),
-            ),
-            seed: number(&f, "seed", now_us())?,
-            aof: f.contains_key("aof"),
+        let by_mode = |given: Option<u64>, quick_default: u64, full_default: u64| {
+            given.unwrap_or(if quick { quick_default } else { full_default })
+        };
+        Config {
+            workers: by_mode(args.workers, 3, 4).clamp(1, 32),
+            tasks: by_mode(args.tasks, 4, 8).clamp(1, 256),
+            ttl: Duration::from_millis(args.ttl_ms.clamp(50, 60_000)),
+            acquisitions: args.acquisitions.unwrap_or(0),
+            duration: Duration::from_secs(by_mode(args.duration_s, 45, 300)),
+            fault_every: Duration::from_millis(by_mode(args.fault_every_ms, 900, 1500).max(100)),
+            seed: args.seed.unwrap_or_else(now_us),
+            aof: args.aof,
             on,
-            min_replicas: number(&f, "min-replicas", 0)?.min(2),
-            report: f.get("report").map(PathBuf::from),
+            min_replicas: args.min_replicas.min(2),
+            report: args.report,
             quick,
-            waiters: number(&f, "waiters", if quick { 6 } else { 8 })?.min(64),
-            wait_ttl: Duration::from_millis(number(&f, "wait-ttl-ms", 2000)?.clamp(50, 60_000)),
-        };
-        Ok(config)
+            waiters: by_mode(args.waiters, 6, 8).min(64),
+            wait_ttl: Duration::from_millis(args.wait_ttl_ms.clamp(50, 60_000)),
+        }
     }
 }
 
@@ -251,7 +258,7 @@ impl Deployment {
         Deployment::ALL
             .into_iter()
             .find(|d| d.name() == name)
-            .ok_or_else(|| format!("--on takes single, sentinel or cluster, not {name:?}"))
+            .ok_or_else(|| format!("takes single, sentinel or cluster, not {name:?}"))
     }
 
     /// Its name in `--on` and in its lock keys (`soak:<name>:…`).
@@ -436,7 +443,7 @@ fn orchestrate(config: Config) -> Result<(), String> {
         }
         let history = dir.join(format!("worker-{w}.log"));
         let child = Command::new(&exe)
-            .arg("--worker")
+            .arg("worker")
             .args(["--id", &w.to_string()])
             .args(&urls)
             .args(["--min-replicas", &config.min_replicas.to_string()])
@@ -1208,29 +1215,62 @@ mod worker {
         wait_ttl: Duration,
     }
 
-    pub(super) fn main(args: &[String]) -> Result<(), String> {
-        let f = flags(args)?;
-        let text = |name: &str| {
-            f.get(name)
-                .cloned()
-                .ok_or_else(|| format!("worker: missing --{name}"))
-        };
+    /// A worker's command line, as a run writes it.
+    #[derive(Debug, clap::Args)]
+    pub(super) struct WorkerArgs {
+        #[arg(long)]
+        id: u64,
+        /// The deployments' URLs, each under the name its keys carry.
+        #[arg(long)]
+        single: Option<String>,
+        #[arg(long)]
+        sentinel: Option<String>,
+        #[arg(long)]
+        cluster: Option<String>,
+        #[arg(long)]
+        store: String,
+        #[arg(long)]
+        history: PathBuf,
+        #[arg(long, default_value_t = 4)]
+        tasks: u64,
+        #[arg(long, default_value_t = 500)]
+        ttl_ms: u64,
+        #[arg(long, default_value_t = 0)]
+        acquisitions: u64,
+        #[arg(long, default_value_t = 0)]
+        until_us: u64,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long, default_value_t = 0)]
+        min_replicas: u32,
+        #[arg(long, default_value_t = 0)]
+        waiters: u64,
+        #[arg(long, default_value_t = 2000)]
+        wait_ttl_ms: u64,
+    }
+
+    pub(super) fn main(given: WorkerArgs) -> Result<(), String> {
+        let urls = [
+            (Deployment::Single, given.single),
+            (Deployment::Sentinel, given.sentinel),
+            (Deployment::Cluster, given.cluster),
+        ];
         let args = Args {
-            id: number(&f, "id", 0)?,
-            urls: Deployment::ALL
-                .iter()
-                .filter_map(|d| Some((d.name(), f.get(d.name())?.clone())))
+            id: given.id,
+            urls: urls
+                .into_iter()
+                .filter_map(|(d, url)| Some((d.name(), url?)))
                 .collect(),
-            store: text("store")?,
-            history: PathBuf::from(text("history")?),
-            tasks: number(&f, "tasks", 4)?,
-            ttl: Duration::from_millis(number(&f, "ttl-ms", 500)?),
-            acquisitions: number(&f, "acquisitions", 0)?,
-            until_us: number(&f, "until-us", 0)?,
-            seed: number(&f, "seed", 0)?,
-            min_replicas: u32::try_from(number(&f, "min-replicas", 0)?).unwrap_or(0),
-            waiters: number(&f, "waiters", 0)?,
-            wait_ttl: Duration::from_millis(number(&f, "wait-ttl-ms", 2000)?),
+            store: given.store,
+            history: given.history,
+            tasks: given.tasks,
+            ttl: Duration::from_millis(given.ttl_ms),
+            acquisitions: given.acquisitions,
+            until_us: given.until_us,
+            seed: given.seed,
+            min_replicas: given.min_replicas,
+            waiters: given.waiters,
+            wait_ttl: Duration::from_millis(given.wait_ttl_ms),
         };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
