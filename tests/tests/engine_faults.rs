@@ -1,6 +1,6 @@
-//! Regression tests for defects of the lease engine: each reproduces one defect against a real
-//! `redis-server` (through the harness' fault proxy where the network matters) and states the
-//! contract bound a correct engine keeps. Plus a stress run that records every critical
+//! The lease engine under faults, by topic: each test puts a real `redis-server` (through the
+//! harness' fault proxy where the network matters) in one fault and checks the bound the
+//! engine keeps there. Plus a stress run that records every critical
 //! section on one clock and checks that no two overlap unless the earlier one's `lost()` had
 //! fired.
 //!
@@ -42,7 +42,7 @@ fn blocking<T>(step: impl FnOnce() -> T) -> T {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 1. extend() racing a watchdog renewal
+// extend() racing a watchdog renewal
 // ---------------------------------------------------------------------------------------------
 
 /// What a holder shares with the contender of its key: the number of the hold and its guard
@@ -199,11 +199,10 @@ async fn extend_race(holder: LockClient, contender: LockClient, keys: usize, hol
     );
 }
 
-/// Defect 1: `extend()` racing a watchdog renewal shortens the lease silently. When the
-/// renewal (with the old 300 ms ttl) is sent after the extend (30 s) but its reply is handled
-/// first, the client believes in the 30 s lease while Redis holds 300 ms: the key expires
-/// under the holder, another client takes it, and the holder's `lost()` never fires.
-/// Direct connection.
+/// `extend()` racing a watchdog renewal never shortens the lease silently: when the renewal
+/// (with the old 300 ms ttl) is sent after the extend (30 s) but its reply is handled first,
+/// a client that believed in the 30 s lease while Redis held 300 ms would lose the key to
+/// another client with its `lost()` silent. Direct connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extend_racing_a_renewal_never_shortens_the_lease_silently() {
     let server = RedisServer::start();
@@ -212,7 +211,7 @@ async fn extend_racing_a_renewal_never_shortens_the_lease_silently() {
     extend_race(holder, contender, 10, 30).await;
 }
 
-/// Defect 1 again, with the holder behind a slow, bursty network (3 ms each way, flushed
+/// The same race, with the holder behind a slow, bursty network (3 ms each way, flushed
 /// every 2 ms): the extend's round trip is long enough for a renewal to be sent inside it,
 /// and both replies arrive in one burst.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,16 +226,14 @@ async fn extend_racing_a_renewal_through_a_slow_bursty_network() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 2. the watchdog and the runtime that started it
+// the watchdog and the runtime that started it
 // ---------------------------------------------------------------------------------------------
 
-/// Defect 2: the watchdog dies with the runtime that started it. One client is shared by
-/// two runtimes: a short-lived current-thread runtime takes `a` (which spawns the watchdog
-/// there) and is dropped while the guard lives on; the test's runtime then takes `b`. Neither
-/// lease may then end unnoticed: a contender must never get a key whose guard is not
-/// `is_lost()` (a correct engine keeps renewing both). Today the watchdog task dies with its
-/// runtime (before it ever ran), the client still believes one is running, and both leases
-/// expire silently.
+/// The watchdog outlives the runtime that started it. One client is shared by two runtimes:
+/// a short-lived current-thread runtime takes `a` and is dropped while the guard lives on;
+/// the test's runtime then takes `b`. Neither lease may end unnoticed: a contender never
+/// gets a key whose guard is not `is_lost()` (the engine keeps renewing both; a watchdog
+/// that died with its runtime let both expire silently).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_outlives_the_runtime_that_started_it() {
     let server = RedisServer::start();
@@ -358,15 +355,15 @@ async fn a_runtime_that_ends_takes_only_its_own_connection_with_it() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 3. silently dead connections
+// silently dead connections
 // ---------------------------------------------------------------------------------------------
 
-/// Defect 3 (commands): a silently dead connection is never replaced. The client reaches
-/// Redis through the fault proxy; after `blackhole_existing()` its connection gets no answer
-/// and no error, ever. Commands must time out, and the client must then replace the
-/// connection (new flows through the proxy work), so locking works again within a few
-/// attempts, not after the kernel's retransmission timeout (or never). (With `reset_all()`
-/// instead, a failure the driver sees, today's client recovers at once.)
+/// A silently dead command connection is replaced. The client reaches Redis through the
+/// fault proxy; after `blackhole_existing()` its connection gets no answer and no error,
+/// ever. Commands time out, and the client replaces the connection (new flows through the
+/// proxy work), so locking works again within a few attempts, not after the kernel's
+/// retransmission timeout. (After `reset_all()`, a failure the driver sees, the client
+/// recovers at once.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silently_dead_command_connection_is_replaced() {
     let server = RedisServer::start();
@@ -536,11 +533,11 @@ async fn a_slow_network_inside_the_timeout_cuts_no_call() {
     );
 }
 
-/// Defect 3 (release feed): the pub/sub connection of a silently dead flow is never
-/// replaced. A waiter (through the proxy) is subscribed to a key held by a direct client
-/// with a 20 s lease; the flow goes silent; the holder then releases. The feed must notice
-/// (a failed health check), reconnect, and let the waiter retry, so it gets the lock within
-/// its budget instead of sleeping on the holder's lease.
+/// The release feed's connection is replaced when its flow goes silent. A waiter (through
+/// the proxy) is subscribed to a key held by a direct client with a 20 s lease; the flow
+/// goes silent; the holder then releases. The feed notices (a failed health check),
+/// reconnects, and lets the waiter retry, so it gets the lock within its budget instead of
+/// sleeping on the holder's lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silently_dead_release_feed_is_replaced() {
     let server = RedisServer::start();
@@ -585,17 +582,16 @@ async fn a_silently_dead_release_feed_is_replaced() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 4. unconfirmed subscriptions
+// unconfirmed subscriptions
 // ---------------------------------------------------------------------------------------------
 
-/// Defect 4: later waiters miss releases when the key's subscription was never confirmed.
+/// Every waiter of a key whose subscription was never confirmed re-checks on a short timer.
 /// With an ACL user made the usual way (`+@all` but no channel rights, Redis 7's default
-/// `resetchannels`), SUBSCRIBE fails with NOPERM. The first waiter knows and re-checks on a
-/// short timer; a second waiter of the same client believes the key subscribed and sleeps
-/// on the lease it last saw (20 s). The key is released, taken by one waiter for 100 ms,
-/// released again, then left free for 1.5 s: the other waiter must get it in that window
-/// (short bounded re-checks), not sleep through it. Today it sleeps to the end of its budget
-/// and finds the key taken again. (With channel rights granted, `&*`, the same steps pass.)
+/// `resetchannels`), SUBSCRIBE fails with NOPERM. A second waiter of the same client must
+/// not believe the key subscribed and sleep on the lease it last saw (20 s): the key is
+/// released, taken by one waiter for 100 ms, released again, then left free for 1.5 s, and
+/// the other waiter gets it in that window. (With channel rights granted, `&*`, the same
+/// steps pass through announcements.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_without_a_confirmed_subscription_still_sees_releases() {
     let server = RedisServer::start();
@@ -684,12 +680,13 @@ async fn a_waiter_without_a_confirmed_subscription_still_sees_releases() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 5. late takeover of an expired lock
+// taking over an expired lock
 // ---------------------------------------------------------------------------------------------
 
-/// Defect 5: a waiter takes an expired lock up to 50 % of the lease late. A "crashed" holder
-/// (a raw `SET key x PX 2000`; no release will come) leaves the waiters only their fallback
-/// timers. The contract: the timer fires at the holder's expiry plus a small bounded jitter.
+/// A waiter takes an expired lock soon after its expiry. A "crashed" holder (a raw
+/// `SET key x PX 2000`; no release will come) leaves the waiters only their fallback timers,
+/// which fire at the holder's expiry plus a small bounded jitter (it was up to 50 % of the
+/// lease).
 /// Each of four keys must be taken no later than its expiry + 250 ms (with 0-50 % jitter on
 /// a 2 s lease, all four make it with a chance of about 0.4 %).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -744,13 +741,13 @@ async fn a_waiter_takes_an_expired_lock_soon_after_its_expiry() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 6. transient errors while waiting
+// transient errors while waiting
 // ---------------------------------------------------------------------------------------------
 
-/// Defect 6: a waiter gives up on the first transient error. It waits (15 s budget) for a
-/// key held with a 20 s lease; Redis is restarted (the data, and so the key, is gone). The
-/// first command on the reconnecting connection may fail; the contract retries transient
-/// errors within the budget, so the waiter must get the now free lock.
+/// A waiter retries transient errors within its budget. It waits (15 s budget) for a key
+/// held with a 20 s lease; Redis is restarted (the data, and so the key, is gone). The first
+/// command on the reconnecting connection may fail; the waiter retries and gets the now
+/// free lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_retries_transient_errors_within_its_budget() {
     let server = RedisServer::start();
@@ -778,14 +775,13 @@ async fn a_waiter_retries_transient_errors_within_its_budget() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 7. the wait budget is a deadline
+// the wait budget is a deadline
 // ---------------------------------------------------------------------------------------------
 
-/// Defect 7: the wait budget overruns by a command timeout. A waiter (800 ms budget, 500 ms
-/// command timeout) waits for a busy key; Redis then stops answering (paused). The budget is
-/// a deadline: the call returns by it (an error is fine), so within 800 ms + 250 ms. Today it
-/// sends one more attempt at the end of its budget and waits the whole command timeout for
-/// it.
+/// The wait budget is a deadline. A waiter (800 ms budget, 500 ms command timeout) waits for
+/// a busy key; Redis then stops answering (paused). The call returns by its deadline (an
+/// error is fine), within 800 ms + 250 ms, rather than sending one more attempt at the end
+/// of its budget and waiting a whole command timeout for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wait_budget_is_a_deadline_even_when_redis_stops_answering() {
     let server = RedisServer::start();
@@ -814,13 +810,13 @@ async fn the_wait_budget_is_a_deadline_even_when_redis_stops_answering() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 8. counters
+// counters
 // ---------------------------------------------------------------------------------------------
 
-/// Defect 8: the counters disagree: the background release of an orphan acquisition (sent
-/// again because the acquire's reply never came) is counted as a release although nothing
-/// was counted as acquired. Redis is paused, an acquire times out, Redis resumes; once the
-/// orphan release has removed the key, `released <= acquired` must hold.
+/// The counters agree: the background release of an orphan acquisition (whose reply never
+/// came) is not counted as a release, since nothing was counted as acquired. Redis is
+/// paused, an acquire times out, Redis resumes; once the orphan release has removed the key,
+/// `released <= acquired` holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphan_releases_do_not_count_as_releases() {
     let server = RedisServer::start();
