@@ -133,13 +133,7 @@ impl Waiting<'_> {
                 // adopted: the withdrawal hands it on.
                 Ok(Attempted::Unanswered) => queued = false,
                 Err(e) if e.is_backend() => {
-                    failures += 1;
-                    trace::debug_event!(
-                        key = self.key.as_str(),
-                        error = &e as &(dyn std::error::Error + 'static),
-                        "rlock: attempt failed; retrying within the wait budget"
-                    );
-                    last = LastAnswer::Failed(e);
+                    self.failed(e, &mut failures, &mut last);
                     // The attempt may have landed or not: its token is withdrawn in the
                     // background, and this waiter queues again under a new one.
                     ticket.change_token(engine.token());
@@ -194,6 +188,18 @@ impl Waiting<'_> {
                 break;
             }
         }
+    }
+
+    /// A backend failure an attempt met, which may pass: counted for the retry's backoff,
+    /// traced, and kept as the last answer.
+    fn failed(&self, e: LockError, failures: &mut u32, last: &mut LastAnswer) {
+        *failures += 1;
+        trace::debug_event!(
+            key = self.key.as_str(),
+            error = &e as &(dyn std::error::Error + 'static),
+            "rlock: attempt failed; retrying within the wait budget"
+        );
+        *last = LastAnswer::Failed(e);
     }
 
     /// The budget ran out: `Busy` when Redis last said so, else what went wrong.
@@ -274,15 +280,7 @@ impl Waiting<'_> {
                         last = LastAnswer::Busy;
                     }
                     Ok(Attempted::Unanswered) => {}
-                    Err(e) if e.is_backend() => {
-                        failures += 1;
-                        trace::debug_event!(
-                            key = self.key.as_str(),
-                            error = &e as &(dyn std::error::Error + 'static),
-                            "rlock: attempt failed; retrying within the wait budget"
-                        );
-                        last = LastAnswer::Failed(e);
-                    }
+                    Err(e) if e.is_backend() => self.failed(e, &mut failures, &mut last),
                     Err(e) => return Err(e),
                 }
             }
