@@ -21,12 +21,12 @@ pub const CYCLE_LIMIT: Duration = Duration::from_secs(5);
 /// rlock's scripts, read from the runtime's sources (for the diagnostic row only).
 const RLOCK_ACQUIRE: &str = concat!(
     include_str!("../../rlock-runtime/scripts/queue.lua"),
-    include_str!("../../rlock-runtime/scripts/acquire.lua")
+    include_str!("../../rlock-runtime/scripts/lock/acquire.lua")
 );
 const RLOCK_RELEASE: &str = concat!(
-    include_str!("../../rlock-runtime/scripts/release.lua"),
+    include_str!("../../rlock-runtime/scripts/lock/release.lua"),
     include_str!("../../rlock-runtime/scripts/queue.lua"),
-    include_str!("../../rlock-runtime/scripts/release_queued.lua")
+    include_str!("../../rlock-runtime/scripts/lock/release_queued.lua")
 );
 
 /// The compare-and-delete release of the floor (the redis.io recipe, as rslock sends it).

@@ -274,15 +274,15 @@ pub struct Budget {
 /// One atomic step. Waiters are named by index.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum Action {
-    /// The lock's owner renews its lease when one tick is left (`scripts/renew.lua`, fired by
+    /// The lock's owner renews its lease when one tick is left (`scripts/lock/renew.lua`, fired by
     /// the watchdog, `src/lease/watchdog.rs`).
     Renew,
-    /// H or a waiter holding the lock releases it (`scripts/release.lua`, then
+    /// H or a waiter holding the lock releases it (`scripts/lock/release.lua`, then
     /// `queue.lua`'s `hand_off`).
     Release(Owner),
     /// H's process dies: nobody renews its lease, which ends by itself.
     HolderDies,
-    /// A waiter's first acquire call (`scripts/acquire.lua` from `Waiting::queued`,
+    /// A waiter's first acquire call (`scripts/lock/acquire.lua` from `Waiting::queued`,
     /// `src/lease/waiting.rs`): it takes a free lock or joins the queue.
     Join(usize),
     /// A later acquire call of a waiter, fired by its fallback timer (`fallback_pause`,
@@ -429,7 +429,7 @@ impl WaitModel {
         }
     }
 
-    /// The acquire script (`scripts/acquire.lua`), called by waiter `i` (`Join` and
+    /// The acquire script (`scripts/lock/acquire.lua`), called by waiter `i` (`Join` and
     /// `CheckIn`), and the client's handling of its reply.
     fn acquire(&self, s: &mut State, i: usize) {
         let now = s.now;
@@ -462,7 +462,7 @@ impl WaitModel {
         w.out_after_checkin = queued && !in_queue;
     }
 
-    /// Redis' side of the acquire script (`scripts/acquire.lua`), called by waiter `i`, who
+    /// Redis' side of the acquire script (`scripts/lock/acquire.lua`), called by waiter `i`, who
     /// believes it is `queued` or not: what the script does and what its reply says.
     fn script(&self, s: &mut State, i: usize, queued: bool) -> Reply {
         // Handed to me (the announcement may have been lost), or free: SET NX takes it and

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::api::client::LockClient;
-use crate::backend::{Lease, LeaseStore};
+use crate::backend::{Kind, Lease, LeaseStore};
 use crate::error::LockError;
 use crate::key::IntoLockKey;
 use crate::metrics::Count;
@@ -50,7 +50,7 @@ impl LockClient {
         let key = key.into_lock_key()?;
         let redis_key = self.redis_key(&key);
         let engine = &self.shared().engine;
-        let holder = engine.backend.inspect(&redis_key).await?;
+        let holder = engine.backend.inspect(Kind::Lock, &redis_key).await?;
         let ours = holder.token.as_deref().and_then(|token| {
             engine
                 .watchdog
@@ -93,10 +93,11 @@ impl LockClient {
         let key = key.into_lock_key()?;
         let redis_key = self.redis_key(&key);
         let engine = &self.shared().engine;
-        let Some(token) = engine.backend.inspect(&redis_key).await?.token else {
+        let Some(token) = engine.backend.inspect(Kind::Lock, &redis_key).await?.token else {
             return Ok(false);
         };
         let lease = Lease {
+            kind: Kind::Lock,
             key: &redis_key,
             token: &token,
             ttl: Duration::ZERO,

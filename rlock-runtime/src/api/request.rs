@@ -9,7 +9,7 @@ use crate::api::client::LockClient;
 use crate::api::guard::LockGuard;
 use crate::api::options::{LockOptions, check_max_hold, check_ttl};
 use crate::api::scope;
-use crate::backend::{Feature, LeaseStore as _};
+use crate::backend::{Feature, Kind, LeaseStore as _};
 use crate::error::LockError;
 use crate::key::{IntoLockKey, LockKey};
 use crate::lease::LeasePlan;
@@ -34,7 +34,7 @@ impl LockClient {
     }
 
     pub(crate) fn lock_checked(&self, key: Result<LockKey, LockError>) -> LockRequest<'_> {
-        LockRequest::new(self, key, LockOptions::default())
+        LockRequest::new(self, Kind::Lock, key, LockOptions::default())
     }
 }
 
@@ -58,6 +58,8 @@ impl LockClient {
 #[must_use = "a lock request does nothing until `.acquire().await`"]
 pub struct LockRequest<'a> {
     client: &'a LockClient,
+    /// What it leases.
+    kind: Kind,
     key: Result<LockKey, LockError>,
     options: LockOptions,
 }
@@ -65,11 +67,13 @@ pub struct LockRequest<'a> {
 impl<'a> LockRequest<'a> {
     pub(crate) fn new(
         client: &'a LockClient,
+        kind: Kind,
         key: Result<LockKey, LockError>,
         options: LockOptions,
     ) -> Self {
         Self {
             client,
+            kind,
             key,
             options,
         }
@@ -205,7 +209,7 @@ impl<'a> LockRequest<'a> {
         let options = self.options;
         let key = self.key?;
         let redis_key = client.redis_key(&key);
-        if let Some(held) = scope::find(client.id(), &redis_key) {
+        if let Some(held) = scope::find(client.id(), self.kind, &redis_key) {
             if options.fenced && held.fence().is_none() {
                 return Err(LockError::InvalidConfig(format!(
                     "lock `{key}` is already held by this task without a fencing token, so \
@@ -215,7 +219,7 @@ impl<'a> LockRequest<'a> {
             held.add_guard();
             return Ok(LockGuard::new(held, true));
         }
-        let plan = plan(client, &key, &options)?;
+        let plan = plan(client, self.kind, &key, &options)?;
         let started = Instant::now();
         // Boxed: the acquisition path is a few kilobytes of state, which bodies that lock
         // again (nested `with_lock`) would otherwise carry inline, level after level.
@@ -241,29 +245,43 @@ impl<'a> LockRequest<'a> {
 }
 
 /// Checks the lease options of a request and fills in the client's defaults.
-fn plan(client: &LockClient, key: &LockKey, options: &LockOptions) -> Result<LeasePlan, LockError> {
+fn plan(
+    client: &LockClient,
+    kind: Kind,
+    key: &LockKey,
+    options: &LockOptions,
+) -> Result<LeasePlan, LockError> {
     let ttl = options.ttl.unwrap_or(client.shared().default_ttl);
     check_ttl(key, ttl)?;
+    // What the request asks for that the topology cannot give, as a configuration error.
+    let refused = |feature| {
+        let why = client.shared().engine.backend.refuses(feature)?;
+        Some(LockError::InvalidConfig(format!(
+            "{} `{key}`: {why}",
+            kind.name()
+        )))
+    };
     if options.fenced
-        && let Some(why) = client.shared().engine.backend.refuses(Feature::Fences)
+        && let Some(e) = refused(Feature::Fences)
     {
-        return Err(LockError::InvalidConfig(format!("lock `{key}`: {why}")));
+        return Err(e);
     }
     if options.fair
-        && let Some(why) = client.shared().engine.backend.refuses(Feature::FairWaiting)
+        && let Some(e) = refused(Feature::FairWaiting)
     {
-        return Err(LockError::InvalidConfig(format!("lock `{key}`: {why}")));
+        return Err(e);
     }
     if let Some(cap) = options.max_hold {
         check_max_hold(key, ttl, cap)?;
     }
     let min_replicas = options.min_replicas.unwrap_or(client.shared().min_replicas);
     if min_replicas > 0
-        && let Some(why) = client.shared().engine.backend.refuses(Feature::ReplicaAcks)
+        && let Some(e) = refused(Feature::ReplicaAcks)
     {
-        return Err(LockError::InvalidConfig(format!("lock `{key}`: {why}")));
+        return Err(e);
     }
     Ok(LeasePlan {
+        kind,
         ttl,
         renew: options.renew,
         max_hold: options.max_hold,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use crate::backend::Kind;
 use crate::lease::Hold;
 
 tokio::task_local! {
@@ -26,12 +27,17 @@ struct Link {
     outer: Chain,
 }
 
-/// The hold of `key` by `client` in the current call chain, if any and not yet lost.
-pub(crate) fn find(client: Uuid, redis_key: &str) -> Option<Arc<Hold>> {
+/// The hold of `redis_key` as `kind` by `client` in the current call chain, if any and not
+/// yet lost.
+pub(crate) fn find(client: Uuid, kind: Kind, redis_key: &str) -> Option<Arc<Hold>> {
     HELD.try_with(|chain| {
         let mut link = chain.0.as_ref();
         while let Some(l) = link {
-            if l.lock.client_id() == client && l.lock.redis_key() == redis_key && !l.lock.is_lost()
+            let lock = &l.lock;
+            if lock.client_id() == client
+                && lock.kind() == kind
+                && lock.redis_key() == redis_key
+                && !lock.is_lost()
             {
                 return Some(l.lock.clone());
             }

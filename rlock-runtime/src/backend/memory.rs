@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, ReleaseListener};
+use super::{Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, ReleaseListener};
 use crate::error::LockError;
 
 #[derive(Debug, Clone, Default)]
@@ -49,7 +49,12 @@ impl MemoryBackend {
     }
 
     fn try_acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Attempt {
-        let Lease { key, token, ttl } = lease;
+        let Lease {
+            kind: Kind::Lock,
+            key,
+            token,
+            ttl,
+        } = lease;
         let now = Instant::now();
         let mut locks = self.locks();
         if let Some(entry) = locks.entries.get(key)
@@ -133,7 +138,8 @@ impl MemoryBackend {
 }
 
 impl LeaseStore for MemoryBackend {
-    async fn inspect(&self, key: &str) -> Result<Holder, LockError> {
+    async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {
+        let Kind::Lock = kind;
         let now = Instant::now();
         Ok(match self.locks().entries.get(key) {
             Some(e) if e.expires > now => Holder {

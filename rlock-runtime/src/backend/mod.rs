@@ -1,5 +1,5 @@
-//! Where locks live. Every backend offers the same atomic operations on a [`Lease`]
-//! (acquire, release, renew a batch, extend) and a release feed; waiting, reentrancy,
+//! Where locks live. Every backend offers the same atomic operations on a [`Lease`] of any
+//! [`Kind`] (acquire, release, renew a batch, extend) and a release feed; waiting, reentrancy,
 //! renewal scheduling and the hold's state are built once above them. Every call is bounded
 //! by the client's command timeout here, at the bottom, so no layer above can forget it.
 //!
@@ -9,6 +9,7 @@
 pub(crate) mod cluster;
 pub(crate) mod connection;
 pub(crate) mod endpoint;
+pub(crate) mod kind;
 pub(crate) mod memory;
 pub(crate) mod pubsub;
 pub(crate) mod redlock;
@@ -22,10 +23,13 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::error::LockError;
+pub(crate) use kind::Kind;
 
-/// One lease as the backend sees it: the stored key, the owner token, the lease length.
+/// One lease as the backend sees it: what kind of thing is leased, its stored key, the owner
+/// token, the lease length.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Lease<'a> {
+    pub(crate) kind: Kind,
     pub(crate) key: &'a str,
     pub(crate) token: &'a str,
     pub(crate) ttl: Duration,
@@ -82,10 +86,11 @@ pub(crate) struct QueueAsk {
     pub(crate) append: bool,
 }
 
-/// A waiter's entry in its lock's queue in Redis, as far as withdrawing it needs: the entry
-/// names the lease a release would hand it (from its ttl) and whether it is fenced.
+/// A waiter's entry in its lock's queue in Redis, as far as withdrawing it needs: the kind it
+/// waits for, the lease a release would hand it (from its ttl) and whether it is fenced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QueueEntry {
+    pub(crate) kind: Kind,
     pub(crate) ttl: Duration,
     pub(crate) fenced: bool,
 }
@@ -217,9 +222,13 @@ pub(crate) trait LeaseStore {
     /// Sets the lease to exactly `lease.ttl` from now if still ours; `Ok(false)` when not.
     fn extend(&self, lease: Lease<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
 
-    /// Reads who holds `key` and how much of its lease is left, in one atomic step (Redlock:
-    /// the token a majority of masters hold, if one does).
-    fn inspect(&self, key: &str) -> impl Future<Output = Result<Holder, LockError>> + Send;
+    /// Reads who holds `key` (leased as `kind`) and how much of its lease is left, in one
+    /// atomic step (Redlock: the token a majority of masters hold, if one does).
+    fn inspect(
+        &self,
+        kind: Kind,
+        key: &str,
+    ) -> impl Future<Output = Result<Holder, LockError>> + Send;
 
     /// Waits (within the command timeout) until `replicas` replicas have the grant of
     /// `lease`; returns how many confirmed it.
@@ -317,8 +326,8 @@ impl LeaseStore for Backend {
         each!(self, b => b.extend(lease).await)
     }
 
-    async fn inspect(&self, key: &str) -> Result<Holder, LockError> {
-        each!(self, b => b.inspect(key).await)
+    async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {
+        each!(self, b => b.inspect(kind, key).await)
     }
 
     async fn confirm_replicas(&self, lease: Lease<'_>, replicas: u32) -> Result<u32, LockError> {

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use super::endpoint::Endpoint;
 use super::scripted::RedisNode;
 use super::{
-    Attempt, AttemptAsks, Feature, Holder, Lease, LeaseStore, ReleaseFeed, ReleaseListener,
+    Attempt, AttemptAsks, Feature, Holder, Kind, Lease, LeaseStore, ReleaseFeed, ReleaseListener,
 };
 use crate::error::{LockError, Operation};
 use crate::util::tuning::{REDLOCK_NODE_TIMEOUT_DIVISOR, lease_margin};
@@ -122,13 +122,15 @@ impl Redlock {
     /// would hold a zero-wait `Busy` for another command timeout). Where the background runtime
     /// cannot run it, here and now.
     async fn release_everywhere(&self, lease: Lease<'_>) {
-        let (nodes, key, token) = (
+        let (nodes, kind, key, token) = (
             self.nodes.clone(),
+            lease.kind,
             lease.key.to_owned(),
             lease.token.to_owned(),
         );
         let release = async move {
             let lease = Lease {
+                kind,
                 key: &key,
                 token: &token,
                 ttl: Duration::ZERO,
@@ -279,8 +281,8 @@ impl LeaseStore for Redlock {
 
     /// Held when a majority of masters hold the same token; its lease is the shortest of
     /// theirs. Too few answers to tell is an error.
-    async fn inspect(&self, key: &str) -> Result<Holder, LockError> {
-        let answers = join_all(self.nodes.iter().map(|n| n.inspect(key))).await;
+    async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {
+        let answers = join_all(self.nodes.iter().map(|n| n.inspect(kind, key))).await;
         let mut holders = Vec::new();
         let mut first_error = None;
         for answer in answers {

@@ -16,8 +16,10 @@ use futures_util::future::join_all;
 use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
 use super::pubsub::{Announcing, Connector, Feed};
-use super::scripts::{ACQUIRE, EXTEND, INSPECT, Lua, RELEASE, RENEW, ScriptCall, Waiters, query};
-use super::{Attempt, AttemptAsks, Holder, Lease, LeaseStore, QueueAsk, ReleaseListener, millis};
+use super::scripts::{Lua, ScriptCall, Waiters, query};
+use super::{
+    Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, QueueAsk, ReleaseListener, millis,
+};
 use crate::error::{LockError, Operation};
 use crate::key::Companion;
 use crate::util::tuning::{
@@ -78,17 +80,16 @@ impl<O: Opener> Scripted<O> {
         self
     }
 
-    /// A call of the acquire or release script, with every key either may touch: the lock,
-    /// its queue (Redlock: its awaited mark) and its fence record, all in its slot.
+    /// A call of the acquire or release script, with every key either may touch: the key,
+    /// then its kind's companions (where waiters stand, the fence record), all in its slot.
     fn keyed(lua: &'static Lua, lease: Lease<'_>, queue: bool) -> ScriptCall {
-        let companion = if queue {
-            Companion::waiters(lease.key)
-        } else {
-            Companion::awaited(lease.key)
-        };
-        let fence = Companion::fence(lease.key);
-        let mut call = lua.start(3, lease.key.len() + companion.len() + fence.len());
-        call.arg(lease.key).arg(companion).arg(fence);
+        let companions = lease.kind.companions(lease.key, queue);
+        let bytes = lease.key.len() + companions.iter().map(Companion::len).sum::<usize>();
+        let mut call = lua.start(1 + companions.len(), bytes);
+        call.arg(lease.key);
+        for companion in companions {
+            call.arg(companion);
+        }
         call
     }
 
@@ -113,6 +114,7 @@ impl<O: Opener> Scripted<O> {
         // token alone, and the lock and its queue as keys: each key and argument costs Redis
         // strings to parse and to build for Lua, a key most of all. The fence record is
         // declared when the script asks for it (a fenced waiter is next).
+        let script = &lease.kind.scripts().release;
         let announcing = O::announcing(lease.key);
         let common = announcing == Announcing::Plain
             && self.queue
@@ -120,11 +122,11 @@ impl<O: Opener> Scripted<O> {
             && !fence_record;
         let mut release = if common {
             let queue = Companion::waiters(lease.key);
-            let mut call = RELEASE.start(2, lease.key.len() + queue.len());
+            let mut call = script.start(2, lease.key.len() + queue.len());
             call.arg(lease.key).arg(queue);
             call
         } else {
-            Self::keyed(&RELEASE, lease, self.queue)
+            Self::keyed(script, lease, self.queue)
         };
         release.arg(lease.token);
         if !common {
@@ -145,7 +147,7 @@ impl<O: Opener> Scripted<O> {
         if outcome == NEEDS_FENCE_RECORD {
             // Boxed: a hand-off to a fenced waiter is the rare release.
             outcome = Box::pin(async {
-                let mut again = Self::keyed(&RELEASE, lease, true);
+                let mut again = Self::keyed(script, lease, true);
                 again.arg(lease.token);
                 self.invoke::<i64>(operation, self.conn.timeout(), &again)
                     .await
@@ -159,7 +161,8 @@ impl<O: Opener> Scripted<O> {
     /// load them again one by one. (After a server restart the cache is empty; EVALSHA
     /// reloads then.)
     pub(crate) async fn load_scripts(&self) -> Result<(), LockError> {
-        for script in [&*ACQUIRE, &*RELEASE, &*EXTEND, &*RENEW] {
+        let scripts = Kind::ALL.iter().flat_map(|kind| kind.scripts().each());
+        for script in scripts {
             self.conn
                 .call(
                     Operation::Connect,
@@ -205,7 +208,7 @@ impl<O: Opener> Scripted<O> {
         timeout: Duration,
     ) -> Result<Attempt, LockError> {
         let queue = ask.queue.filter(|_| self.queue);
-        if !ask.fence && !ask.remaining && queue.is_none() {
+        if !ask.fence && !ask.remaining && queue.is_none() && lease.kind.acquires_with_set_nx() {
             let set: Option<String> = self
                 .conn
                 .call(Operation::Acquire, timeout, |c| async move {
@@ -233,7 +236,7 @@ impl<O: Opener> Scripted<O> {
         {
             return Ok(busy);
         }
-        let mut acquire = Self::keyed(&ACQUIRE, lease, self.queue);
+        let mut acquire = Self::keyed(&lease.kind.scripts().acquire, lease, self.queue);
         acquire
             .arg(lease.token)
             .arg(millis(lease.ttl))
@@ -365,10 +368,11 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         batch: &[Lease<'_>],
         limit: Duration,
     ) -> Result<Vec<Option<bool>>, LockError> {
-        // One script call per slot on a cluster (a script's keys must share one), all at once.
-        let mut groups: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+        // One script call per kind, and per slot on a cluster (a script's keys must share
+        // one), all at once.
+        let mut groups: BTreeMap<(Kind, u16), Vec<usize>> = BTreeMap::new();
         for (i, lease) in batch.iter().enumerate() {
-            let group = O::renewal_group(lease.key);
+            let group = (lease.kind, O::renewal_group(lease.key));
             groups.entry(group).or_default().push(i);
         }
         let calls = groups.values().map(|indexes| async move {
@@ -411,8 +415,8 @@ impl<O: Opener> LeaseStore for Scripted<O> {
             .await
     }
 
-    async fn inspect(&self, key: &str) -> Result<Holder, LockError> {
-        let call = INSPECT.call(&[key]);
+    async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {
+        let call = kind.scripts().inspect.call(&[key]);
         let (token, pttl): (Option<String>, i64) = self
             .invoke(Operation::Inspect, self.conn.timeout(), &call)
             .await?;
@@ -423,7 +427,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
     }
 
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
-        let mut extend = EXTEND.call(&[lease.key]);
+        let mut extend = lease.kind.scripts().extend.call(&[lease.key]);
         extend.arg(lease.token).arg(millis(lease.ttl));
         let extended: i64 = self
             .invoke(Operation::Extend, self.conn.timeout(), &extend)
@@ -432,8 +436,8 @@ impl<O: Opener> LeaseStore for Scripted<O> {
     }
 }
 
-/// One renew script call for leases that share a slot; a verdict per lease, `None` when its
-/// call got no answer.
+/// One renew script call for leases of one kind that share a slot; a verdict per lease, `None`
+/// when its call got no answer.
 ///
 /// While a cluster slot is half-migrated, a call whose keys are split between the two nodes
 /// gets `TRYAGAIN` for as long as the migration lasts. Each key then goes in a call of its own,
@@ -444,7 +448,8 @@ async fn renew_group<O: Opener>(
 ) -> Result<Vec<Option<bool>>, RedisError> {
     let call = |leases: &[Lease<'_>]| {
         let keys: Vec<&str> = leases.iter().map(|lease| lease.key).collect();
-        let mut call = RENEW.call(&keys);
+        let kind = leases.first().map_or(Kind::Lock, |lease| lease.kind);
+        let mut call = kind.scripts().renew.call(&keys);
         for lease in leases {
             call.arg(lease.token).arg(millis(lease.ttl));
         }

@@ -1,10 +1,8 @@
-//! The Lua scripts of the lease operations (`scripts/*.lua`), hashed once, and their calls:
-//! built straight into an `EVALSHA`, sent as `EVAL` to a server that lacks the script, and
-//! following a cluster's `ASK` redirect. The store that decides what to call is
-//! `scripted.rs`.
+//! The calls of the lease scripts (each kind's set is in `kind.rs`): built straight into an
+//! `EVALSHA`, sent as `EVAL` to a server that lacks the script, and following a cluster's
+//! `ASK` redirect. The store that decides what to call is `scripted.rs`.
 
 use std::io::Write as _;
-use std::sync::LazyLock;
 
 use redis::aio::ConnectionLike;
 use redis::{
@@ -14,26 +12,6 @@ use redis::{
 use super::connection::Opener;
 use crate::key::Companion;
 
-pub(crate) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/acquire.lua")
-    ))
-});
-pub(crate) static RELEASE: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/release.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/release_queued.lua")
-    ))
-});
-pub(crate) static EXTEND: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../scripts/extend.lua")));
-pub(crate) static RENEW: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../scripts/renew.lua")));
-pub(crate) static INSPECT: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../scripts/inspect.lua")));
-
 /// A lease script, hashed once. Calls go out as `EVALSHA`, and as `EVAL` (which also caches
 /// it) on a server that lacks it: one that restarted, or a replica just promoted.
 pub(crate) struct Lua {
@@ -42,7 +20,7 @@ pub(crate) struct Lua {
 }
 
 impl Lua {
-    fn new(source: &'static str) -> Self {
+    pub(super) fn new(source: &'static str) -> Self {
         Self {
             script: Script::new(source),
             source,
@@ -169,7 +147,7 @@ impl Waiters {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::backend::kind::Kind;
     use crate::backend::pubsub::RELEASE_CHANNEL_PREFIX;
 
     #[test]
@@ -177,7 +155,9 @@ mod tests {
         // On one server the script names the channel's prefix itself (one argument less on
         // every release); it must be the one the release feed subscribes under.
         assert!(
-            RELEASE
+            Kind::Lock
+                .scripts()
+                .release
                 .source()
                 .contains(&format!("'{RELEASE_CHANNEL_PREFIX}'"))
         );

@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{Engine, Grant, LeasePlan, Resend};
-use crate::backend::{Lease, LeaseStore};
+use crate::backend::{Kind, Lease, LeaseStore};
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::metrics::Count;
@@ -161,6 +161,7 @@ pub(crate) enum Due {
 pub(crate) struct Hold {
     id: u64,
     engine: Arc<Engine>,
+    kind: Kind,
     key: LockKey,
     redis_key: String,
     token: String,
@@ -215,6 +216,7 @@ impl Hold {
         Arc::new(Self {
             id: HOLD_IDS.next(),
             engine,
+            kind: plan.kind,
             key,
             redis_key,
             token,
@@ -243,6 +245,11 @@ impl Hold {
 
     pub(crate) fn key(&self) -> &LockKey {
         &self.key
+    }
+
+    /// What it leases.
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
     }
 
     pub(crate) fn redis_key(&self) -> &str {
@@ -280,8 +287,10 @@ impl Hold {
         expired
     }
 
-    fn lease(&self, ttl: Duration) -> Lease<'_> {
+    /// Its lease as the backend sees it, asking for `ttl`.
+    pub(crate) fn lease(&self, ttl: Duration) -> Lease<'_> {
         Lease {
+            kind: self.kind,
             key: &self.redis_key,
             token: &self.token,
             ttl,
@@ -531,7 +540,7 @@ impl Hold {
         // If this future is dropped while the release is on its way, or the release fails,
         // it is sent again in the background: a dropped future leaves no lock behind.
         let fenced = self.fence().is_some();
-        let mut unanswered = Resend::release(&self.engine, &self.redis_key, &self.token, fenced);
+        let mut unanswered = Resend::release(&self.engine, self.lease(Duration::ZERO), fenced);
         let outcome = self
             .engine
             .backend
@@ -622,6 +631,7 @@ mod tests {
     async fn hold(t0: Instant) -> Arc<Hold> {
         let engine = Engine::new(Backend::Memory(MemoryBackend::default()));
         let lease = Lease {
+            kind: Kind::Lock,
             key: "k",
             token: "t",
             ttl: TTL,
@@ -633,6 +643,7 @@ mod tests {
         };
         engine.backend.acquire(lease, ask).await.unwrap();
         let plan = LeasePlan {
+            kind: Kind::Lock,
             ttl: TTL,
             renew: true,
             max_hold: None,

@@ -12,7 +12,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::backend::{Attempt, AttemptAsks, Backend, Lease, LeaseStore, QueueAsk, QueueEntry};
+use crate::backend::{
+    Attempt, AttemptAsks, Backend, Kind, Lease, LeaseStore, QueueAsk, QueueEntry,
+};
 use crate::error::{LockError, Operation};
 use crate::key::LockKey;
 use crate::metrics::{Count, Counters};
@@ -29,6 +31,8 @@ use watchdog::Watchdog;
 /// How a hold is kept: checked and completed by the façade.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LeasePlan {
+    /// What is leased.
+    pub(crate) kind: Kind,
     pub(crate) ttl: Duration,
     pub(crate) renew: bool,
     pub(crate) max_hold: Option<Duration>,
@@ -133,6 +137,7 @@ impl Engine {
         };
         let sent_at = Instant::now();
         let lease = Lease {
+            kind: plan.kind,
             key: redis_key,
             token: &token,
             ttl: plan.ttl,
@@ -143,10 +148,11 @@ impl Engine {
             queue: ask.queue.map(|(queue, _)| queue),
         };
         let entry = QueueEntry {
+            kind: plan.kind,
             ttl: plan.ttl,
             fenced: plan.fenced,
         };
-        let mut orphan = Resend::orphan(self, redis_key, &token, ask.queue.map(|_| entry));
+        let mut orphan = Resend::orphan(self, lease, ask.queue.map(|_| entry));
         // The call is built in each arm: built before, it would take room in this future
         // beside the timeout that wraps it.
         let outcome = match ask.deadline {
@@ -259,6 +265,7 @@ impl Engine {
         grant: Grant,
     ) -> Result<Option<Grant>, LockError> {
         let lease = Lease {
+            kind: plan.kind,
             key: redis_key,
             token: &grant.token,
             ttl: plan.ttl,
@@ -372,6 +379,7 @@ async fn within<F: Future>(deadline: Option<Instant>, future: F) -> Option<F::Ou
 /// after a "not ours" for an acquisition, whose `SET` may land after the first delete.
 pub(crate) struct Resend<'a> {
     engine: &'a Arc<Engine>,
+    kind: Kind,
     redis_key: &'a str,
     token: &'a str,
     /// Counted as a hold's release, or as an orphan acquisition's.
@@ -385,36 +393,27 @@ pub(crate) struct Resend<'a> {
 
 impl<'a> Resend<'a> {
     /// For a hold's release.
-    pub(crate) fn release(
-        engine: &'a Arc<Engine>,
-        redis_key: &'a str,
-        token: &'a str,
-        fenced: bool,
-    ) -> Self {
-        let mut resend = Self::armed(engine, redis_key, token, Count::Released);
+    pub(crate) fn release(engine: &'a Arc<Engine>, lease: Lease<'a>, fenced: bool) -> Self {
+        let mut resend = Self::armed(engine, lease, Count::Released);
         resend.fenced = fenced;
         resend
     }
 
     /// For an acquisition (an orphan if its reply never comes), queued in Redis or not.
-    fn orphan(
-        engine: &'a Arc<Engine>,
-        redis_key: &'a str,
-        token: &'a str,
-        queued: Option<QueueEntry>,
-    ) -> Self {
-        let mut resend = Self::armed(engine, redis_key, token, Count::OrphanReleased);
+    fn orphan(engine: &'a Arc<Engine>, lease: Lease<'a>, queued: Option<QueueEntry>) -> Self {
+        let mut resend = Self::armed(engine, lease, Count::OrphanReleased);
         resend.queued = queued;
         resend
     }
 
     // (Built field by field: struct-update syntax from another value would drop that value,
     // armed.)
-    fn armed(engine: &'a Arc<Engine>, redis_key: &'a str, token: &'a str, count: Count) -> Self {
+    fn armed(engine: &'a Arc<Engine>, lease: Lease<'a>, count: Count) -> Self {
         Self {
             engine,
-            redis_key,
-            token,
+            kind: lease.kind,
+            redis_key: lease.key,
+            token: lease.token,
             count,
             fenced: false,
             queued: None,
@@ -429,7 +428,12 @@ impl Drop for Resend<'_> {
             return;
         }
         let engine = self.engine.clone();
-        let (key, token, count) = (self.redis_key.to_owned(), self.token.to_owned(), self.count);
+        let (kind, key, token, count) = (
+            self.kind,
+            self.redis_key.to_owned(),
+            self.token.to_owned(),
+            self.count,
+        );
         let (queued, fenced) = (self.queued, self.fenced);
         crate::util::background::spawn(async move {
             let started = Instant::now();
@@ -443,6 +447,7 @@ impl Drop for Resend<'_> {
                 let released = match queued {
                     Some(entry) => {
                         let lease = Lease {
+                            kind: entry.kind,
                             key: &key,
                             token: &token,
                             ttl: entry.ttl,
@@ -451,6 +456,7 @@ impl Drop for Resend<'_> {
                     }
                     None => {
                         let lease = Lease {
+                            kind,
                             key: &key,
                             token: &token,
                             ttl: Duration::ZERO,

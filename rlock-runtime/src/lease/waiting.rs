@@ -103,6 +103,7 @@ impl Waiting<'_> {
                 deadline: Some(deadline),
             };
             ticket.queued_in_redis(QueueEntry {
+                kind: self.plan.kind,
                 ttl: self.plan.ttl,
                 fenced: self.plan.fenced,
             });

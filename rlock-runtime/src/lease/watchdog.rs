@@ -242,14 +242,7 @@ async fn run(engine: Weak<Engine>, watchdog: Arc<Watchdog>) {
 
 /// Renews one batch and hands each hold its outcome.
 async fn renew_batch(engine: Arc<Engine>, batch: Vec<(Arc<Hold>, Duration)>, sent_at: Instant) {
-    let leases: Vec<Lease<'_>> = batch
-        .iter()
-        .map(|(hold, ttl)| Lease {
-            key: hold.redis_key(),
-            token: hold.token(),
-            ttl: *ttl,
-        })
-        .collect();
+    let leases: Vec<Lease<'_>> = batch.iter().map(|(hold, ttl)| hold.lease(*ttl)).collect();
     let shortest = batch
         .iter()
         .map(|(_, ttl)| *ttl)

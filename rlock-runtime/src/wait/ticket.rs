@@ -170,6 +170,7 @@ impl Ticket {
         let (key, token) = (self.redis_key.clone(), self.token());
         crate::util::background::spawn(async move {
             let lease = Lease {
+                kind: entry.kind,
                 key: &key,
                 token: &token,
                 ttl: entry.ttl,

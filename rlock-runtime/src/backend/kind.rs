@@ -1,0 +1,146 @@
+//! What the engine leases. The hold's state machine, the watchdog, the waiting queue and the
+//! release feed exist once; a [`Kind`] says what differs between the things they lease:
+//!
+//! - **its keys**: the stored key and the companions its scripts declare (a queue, a fence
+//!   record, Redlock's awaited mark), all in the key's cluster slot;
+//! - **its scripts**: acquire (what "busy" means is decided there), release (which also hands
+//!   the lease to the queue's first live waiter, and withdraws a waiter that gives up),
+//!   renew, extend and inspect, one set per kind under `scripts/<kind>/`;
+//! - **its shortcut**: the plain command, if any, that does an uncontended acquire without a
+//!   script (the lock's `SET NX PX`).
+//!
+//! A kind is a variant, not a trait object or a type parameter: the set is closed and known
+//! here, a `match` names every kind that a new one must be taught, and a lease stays one small
+//! `Copy` value through the layers above. What a topology cannot offer a kind safely, it
+//! refuses through [`LeaseStore::refuses`](super::LeaseStore::refuses), as it refuses
+//! features.
+
+use std::sync::LazyLock;
+
+use super::scripts::Lua;
+use crate::key::Companion;
+
+/// A kind of lease: what is taken, and the scripts that take, renew and give it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    /// An exclusive lock: one holder at a time, the key's value its owner token.
+    Lock,
+}
+
+impl Kind {
+    /// Every kind, for loading each one's scripts up front.
+    pub(crate) const ALL: [Self; 1] = [Self::Lock];
+
+    /// Its scripts, hashed once.
+    pub(crate) fn scripts(self) -> &'static KindScripts {
+        match self {
+            Self::Lock => &LOCK,
+        }
+    }
+
+    /// Whether an acquire that asks for nothing besides the lease (no fence, no wait, no
+    /// queue) is one plain `SET key token NX PX ttl`: for a lock, the cheapest atomic acquire
+    /// there is, with no script to run.
+    pub(crate) fn acquires_with_set_nx(self) -> bool {
+        match self {
+            Self::Lock => true,
+        }
+    }
+
+    /// The companion keys its acquire and release scripts declare after the key itself, in
+    /// this order: where waiters stand (the queue in Redis, or Redlock's awaited mark), then
+    /// the fence record.
+    pub(crate) fn companions(self, key: &str, queue: bool) -> [Companion<'_>; 2] {
+        match self {
+            Self::Lock => {
+                let waiters = if queue {
+                    Companion::waiters(key)
+                } else {
+                    Companion::awaited(key)
+                };
+                [waiters, Companion::fence(key)]
+            }
+        }
+    }
+
+    /// Its name in messages and metrics.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Lock => "lock",
+        }
+    }
+}
+
+/// The scripts of one kind (`scripts/<kind>/*.lua`). The queue's functions
+/// (`scripts/queue.lua`) are shared: every kind that waits in Redis stands in the same queue
+/// and is handed on by the same `hand_off`.
+///
+/// The store calls every kind's scripts the same way (`scripted.rs`), so each one keeps the
+/// calling convention of the lock's, which its file's header spells out:
+///
+/// | script | `KEYS` | `ARGV` | reply |
+/// |---|---|---|---|
+/// | acquire | key, [`companions`](Kind::companions) | token, ttl ms, fence flag, waiters mode, then the queue's or the mark's arguments | `{1, fence}` taken, `{2, fence, pttl}` handed by a release, `{0, pttl}` busy and queued if asked, `{3, pttl}` busy with a full queue |
+/// | release | key, queue (the short form), or key and both companions | token, then mode, channel, leaving flag, handoff lease ms, fence flag | 1 ours (deleted or handed on), 0 not ours, -1 again with the fence record |
+/// | renew | one key per lease | token and ttl ms per lease | 1 or 0 per lease |
+/// | extend | key | token, ttl ms | 1 or 0 |
+/// | inspect | key | | `{token or nil, pttl}` |
+pub(crate) struct KindScripts {
+    /// Takes the lease if the kind allows it now, or reports busy (and queues the caller):
+    /// what "busy" means for the kind is decided here.
+    pub(crate) acquire: Lua,
+    /// Gives the lease back if still the caller's, handing it to the first live waiter; with
+    /// its leaving flag, a waiter's withdrawal (which also hands on a lease handed to it).
+    pub(crate) release: Lua,
+    /// Renews a batch of leases, each only if still its owner's and never shortening it.
+    pub(crate) renew: Lua,
+    /// Sets one lease to exactly a new length if still its owner's.
+    pub(crate) extend: Lua,
+    /// Reads the holder and what is left of its lease.
+    pub(crate) inspect: Lua,
+}
+
+impl KindScripts {
+    /// All of them, for loading into a server's script cache.
+    pub(crate) fn each(&'static self) -> [&'static Lua; 5] {
+        [
+            &self.acquire,
+            &self.release,
+            &self.renew,
+            &self.extend,
+            &self.inspect,
+        ]
+    }
+}
+
+static LOCK: LazyLock<KindScripts> = LazyLock::new(|| KindScripts {
+    acquire: Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/lock/acquire.lua")
+    )),
+    release: Lua::new(concat!(
+        include_str!("../../scripts/lock/release.lua"),
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/lock/release_queued.lua")
+    )),
+    renew: Lua::new(include_str!("../../scripts/lock/renew.lua")),
+    extend: Lua::new(include_str!("../../scripts/lock/extend.lua")),
+    inspect: Lua::new(include_str!("../../scripts/lock/inspect.lua")),
+});
+
+#[cfg(test)]
+mod tests {
+    use super::Kind;
+
+    #[test]
+    fn every_kind_has_its_own_name_and_scripts() {
+        let mut names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+        names.dedup();
+        assert_eq!(names.len(), Kind::ALL.len());
+        for kind in Kind::ALL {
+            for lua in kind.scripts().each() {
+                assert!(!lua.source().is_empty(), "{kind:?}");
+            }
+        }
+    }
+}
