@@ -72,18 +72,35 @@ pub(crate) struct AttemptAsks {
 pub(crate) struct QueueAsk {
     /// Never take the lock past a live waiter that queued earlier.
     pub(crate) fair: bool,
-    /// The request was queued before: a check in. A release may have handed it the lock
-    /// already; it keeps its place, or stands in the queue again if its entry is gone (see
-    /// WAITING.md).
-    pub(crate) queued: bool,
-    /// A plain join ([`append`](Self::append)) also renews the queue's expiry: each client
-    /// does once per check interval while it waits, so that waiters served before their
-    /// first check in keep the queue alive. (A script call always renews it.)
-    pub(crate) refresh: bool,
-    /// Join the queue, if it exists, with one plain `RPUSHX` and without looking at the lock:
-    /// the client's waiters of the key are subscribed, and a queue means the lock is held or
-    /// being handed on. (Without a queue, the acquire script runs as usual.)
-    pub(crate) append: bool,
+    /// Which of the waiter's calls this is.
+    pub(crate) call: QueueCall,
+}
+
+/// A waiting request's call to its lock's queue in Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QueueCall {
+    /// Its first call: the acquire script looks at the lock, and queues the waiter if busy.
+    Arrive,
+    /// Its first call as one plain `RPUSHX` into the queue, if the queue exists, without
+    /// looking at the lock: the client's waiters of the key are subscribed, and a queue means
+    /// the lock is held or being handed on. (Without a queue, the acquire script runs as for
+    /// [`Arrive`](Self::Arrive).) With `refresh`, it also renews the queue's expiry: each
+    /// client does once per check interval while it waits, so that waiters served before
+    /// their first check in keep the queue alive. (A script call always renews it.)
+    Append { refresh: bool },
+    /// It was queued before. A release may have handed it the lock already; it keeps its
+    /// place, or stands in the queue again if its entry is gone (see WAITING.md).
+    CheckIn,
+}
+
+impl QueueCall {
+    /// Whether the call renews the queue's expiry.
+    pub(crate) fn renews_queue(self) -> bool {
+        match self {
+            Self::Arrive | Self::CheckIn => true,
+            Self::Append { refresh } => refresh,
+        }
+    }
 }
 
 /// A waiter's entry in its lock's queue in Redis, as far as withdrawing it needs: the kind it

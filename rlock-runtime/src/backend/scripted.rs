@@ -18,7 +18,8 @@ use super::endpoint::Endpoint;
 use super::pubsub::{Announcing, Connector, Feed};
 use super::scripts::{Lua, ScriptCall, Waiters, query};
 use super::{
-    Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, QueueAsk, ReleaseListener, millis,
+    Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, QueueAsk, QueueCall, ReleaseListener,
+    millis,
 };
 use crate::error::{LockError, Operation};
 use crate::key::Companion;
@@ -231,8 +232,11 @@ impl<O: Opener> Scripted<O> {
                 }
             });
         }
-        if let Some(queue) = queue.filter(|q| q.append && !q.queued)
-            && let Some(busy) = self.append(lease, queue, ask.fence, timeout).await?
+        if let Some(QueueAsk {
+            call: QueueCall::Append { refresh },
+            ..
+        }) = queue
+            && let Some(busy) = self.append(lease, refresh, ask.fence, timeout).await?
         {
             return Ok(busy);
         }
@@ -251,7 +255,7 @@ impl<O: Opener> Scripted<O> {
                 .arg(announcing.command())
                 .arg(WAITERS_QUEUE_MAX)
                 .arg(flag(queue.fair))
-                .arg(flag(queue.queued));
+                .arg(flag(queue.call == QueueCall::CheckIn));
         } else if ask.remaining && !self.queue {
             acquire
                 .arg(Waiters::Marked.arg())
@@ -284,7 +288,7 @@ impl<O: Opener> Scripted<O> {
     async fn append(
         &self,
         lease: Lease<'_>,
-        ask: QueueAsk,
+        refresh: bool,
         fenced: bool,
         timeout: Duration,
     ) -> Result<Option<Attempt>, LockError> {
@@ -297,7 +301,7 @@ impl<O: Opener> Scripted<O> {
             .call(Operation::Acquire, timeout, |mut c| async move {
                 let mut pipe = redis::pipe();
                 pipe.cmd("RPUSHX").arg(queue).arg(entry);
-                if ask.refresh {
+                if refresh {
                     pipe.cmd("PEXPIRE")
                         .arg(queue)
                         .arg(millis(WAITERS_QUEUE_LEASE))

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Attempted, Engine, Grant, Hold, LeasePlan, Try};
-use crate::backend::{LeaseStore as _, QueueEntry};
+use crate::backend::{LeaseStore as _, QueueCall, QueueEntry};
 use crate::error::{LockError, Operation};
 use crate::key::LockKey;
 use crate::metrics::Count;
@@ -96,7 +96,9 @@ impl Waiting<'_> {
             }
             let mut queue = ticket.queue_ask(self.plan.fair, queued, sent_at);
             // After a failure, the script (which also follows a slot on the move).
-            queue.append &= failures == 0;
+            if failures > 0 && matches!(queue.call, QueueCall::Append { .. }) {
+                queue.call = QueueCall::Arrive;
+            }
             let attempt = Try {
                 waiting: true,
                 queue: Some((queue, &token)),

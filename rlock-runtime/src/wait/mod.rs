@@ -35,7 +35,7 @@ pub(crate) use ticket::{Place, Ticket};
 mod tests {
     use super::*;
     use crate::backend::memory::MemoryBackend;
-    use crate::backend::{Backend, Handoff, ReleaseFeed, ReleaseListener};
+    use crate::backend::{Backend, Handoff, QueueCall, ReleaseFeed, ReleaseListener};
     use crate::util::tuning::{SUBSCRIPTION_LINGER, WAITER_CHECK_INTERVAL};
     use std::sync::atomic::AtomicBool;
     use std::sync::{Arc, Mutex};
@@ -124,15 +124,16 @@ mod tests {
         let now = Instant::now();
         let first = queues.join("k", "c:1".into());
         let ask = first.queue_ask(false, false, now);
-        assert!(!ask.append && ask.refresh, "{ask:?}");
+        assert_eq!(ask.call, QueueCall::Arrive);
         first.answered(ask, now, queued_first());
         first.listen();
         queues.confirmed("k");
         let second = queues.join("k", "c:2".into());
         let ask = second.queue_ask(false, false, now);
-        assert!(
-            !ask.append,
-            "the last arrival made the queue: the script, {ask:?}"
+        assert_eq!(
+            ask.call,
+            QueueCall::Arrive,
+            "the last arrival made the queue: the script"
         );
         let crowded = Place {
             first: false,
@@ -141,15 +142,20 @@ mod tests {
         second.answered(ask, now, crowded);
         let third = queues.join("k", "c:3".into());
         let ask = third.queue_ask(false, false, now);
-        assert!(ask.append && !ask.refresh, "renewed a moment ago: {ask:?}");
+        assert_eq!(
+            ask.call,
+            QueueCall::Append { refresh: false },
+            "renewed a moment ago"
+        );
         let later = now + WAITER_CHECK_INTERVAL;
-        assert!(
-            third.queue_ask(false, false, later).refresh,
+        assert_eq!(
+            third.queue_ask(false, false, later).call,
+            QueueCall::Append { refresh: true },
             "a plain join renews the queue once per check interval"
         );
-        assert!(!first.queue_ask(false, true, now).append, "a check in");
+        assert_eq!(first.queue_ask(false, true, now).call, QueueCall::CheckIn);
         queues.feed_lost();
-        assert!(!third.queue_ask(false, false, now).append);
+        assert_eq!(third.queue_ask(false, false, now).call, QueueCall::Arrive);
         drop((first, second, third));
     }
 

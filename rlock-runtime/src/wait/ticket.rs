@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::queues::{Announced, WaitQueues, Waiter};
-use crate::backend::{Handoff, Lease, LeaseStore, QueueAsk, QueueEntry};
+use crate::backend::{Handoff, Lease, LeaseStore, QueueAsk, QueueCall, QueueEntry};
 use crate::util::tuning::{WAIT_COURTESY, WAITER_CHECK_INTERVAL};
 
 /// Where a busy reply left a waiter in the queue in Redis.
@@ -59,15 +59,18 @@ impl Ticket {
     pub(crate) fn queue_ask(&self, fair: bool, queued: bool, now: Instant) -> QueueAsk {
         let keys = self.queues.keys();
         let key = keys.get(&self.redis_key);
-        QueueAsk {
-            fair,
-            queued,
-            append: !queued
-                && key.is_some_and(|k| k.crowded && k.announced == Announced::Confirmed),
-            refresh: key
-                .and_then(|k| k.refreshed_at)
-                .is_none_or(|at| now.saturating_duration_since(at) >= WAITER_CHECK_INTERVAL),
-        }
+        let call = if queued {
+            QueueCall::CheckIn
+        } else if key.is_some_and(|k| k.crowded && k.announced == Announced::Confirmed) {
+            QueueCall::Append {
+                refresh: key
+                    .and_then(|k| k.refreshed_at)
+                    .is_none_or(|at| now.saturating_duration_since(at) >= WAITER_CHECK_INTERVAL),
+            }
+        } else {
+            QueueCall::Arrive
+        };
+        QueueAsk { fair, call }
     }
 
     /// A call that asked `ask`, sent at `sent_at`, found the lock busy, and left the waiter
@@ -77,12 +80,10 @@ impl Ticket {
         let Some(key) = keys.get_mut(&self.redis_key) else {
             return;
         };
-        // A script call always renews the queue's expiry; a plain join when asked to.
-        let renewed = !ask.append || ask.refresh;
-        if renewed && key.refreshed_at.is_none_or(|at| at < sent_at) {
+        if ask.call.renews_queue() && key.refreshed_at.is_none_or(|at| at < sent_at) {
             key.refreshed_at = Some(sent_at);
         }
-        if !ask.queued {
+        if ask.call != QueueCall::CheckIn {
             key.crowded = place.queued && !place.first;
         }
     }
