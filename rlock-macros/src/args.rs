@@ -21,6 +21,7 @@ mod kw {
     syn::custom_keyword!(wait);
     syn::custom_keyword!(renew);
     syn::custom_keyword!(max_hold);
+    syn::custom_keyword!(min_hold);
     syn::custom_keyword!(on_lost);
     syn::custom_keyword!(fence);
     syn::custom_keyword!(client);
@@ -35,6 +36,7 @@ pub(crate) const OPTIONS: &[&str] = &[
     "wait",
     "renew",
     "max_hold",
+    "min_hold",
     "on_lost",
     "fence",
     "min_replicas",
@@ -65,6 +67,7 @@ pub(crate) struct Args {
     pub(crate) wait: Option<DurationArg>,
     pub(crate) renew: Option<LitBool>,
     pub(crate) max_hold: Option<DurationArg>,
+    pub(crate) min_hold: Option<DurationArg>,
     pub(crate) on_lost: Option<OnLost>,
     pub(crate) fence: Option<Ident>,
     pub(crate) min_replicas: Option<u32>,
@@ -113,6 +116,11 @@ impl Parse for Args {
                 let value = duration_value(input, "max_hold", name.span)?;
                 check_range(value, "max_hold", Millis(1), MAX_HOLD)?;
                 set(&mut args.max_hold, value, "max_hold", name.span)?;
+            } else if lookahead.peek(kw::min_hold) {
+                let name = input.parse::<kw::min_hold>()?;
+                let value = duration_value(input, "min_hold", name.span)?;
+                check_range(value, "min_hold", Millis(1), MAX_TTL)?;
+                set(&mut args.min_hold, value, "min_hold", name.span)?;
             } else if lookahead.peek(kw::on_lost) {
                 let name = input.parse::<kw::on_lost>()?;
                 let value = on_lost_value(input, name.span)?;
@@ -188,6 +196,12 @@ const FOREIGN_NAMES: &[(&str, &str)] = &[
     ("acquiretimeout", "wait"),
     ("timeout", "wait"),
     ("wait_timeout", "wait"),
+    // ShedLock's `lockAtMostFor` is the lease a dead node's lock lasts; `lockAtLeastFor`
+    // keeps the key after the job.
+    ("lock_at_most_for", "ttl"),
+    ("lockatmostfor", "ttl"),
+    ("lock_at_least_for", "min_hold"),
+    ("lockatleastfor", "min_hold"),
     ("keys", "key"),
     ("name", "key"),
     ("value", "key"),
@@ -203,6 +217,7 @@ fn unknown_option(name: &Ident) -> syn::Error {
             match *ours {
                 "ttl" => "\"10s\"",
                 "wait" => "\"2s\"",
+                "min_hold" => "\"30s\"",
                 _ => "\"order:<user_id>\"",
             }
         ),
@@ -321,6 +336,10 @@ fn check_range(arg: DurationArg, name: &str, min: Millis, max: Millis) -> syn::R
             "ttl" => "`ttl` may not be 0: the lease would end before the body starts; \
                       give it a lease such as `ttl = \"10s\"`"
                 .to_string(),
+            "min_hold" => "`min_hold` may not be 0: it would keep the key for no time; remove \
+                           `min_hold` for an ordinary lock, or give it a length such as \
+                           `min_hold = \"30s\"`"
+                .to_string(),
             _ => format!(
                 "`{name}` may not be 0: nothing could ever be held; remove `{name}` for no cap, \
                  or give it a length such as `{name} = \"5m\"`"
@@ -341,6 +360,9 @@ fn check_range(arg: DurationArg, name: &str, min: Millis, max: Millis) -> syn::R
             match name {
                 "ttl" => "For long work keep a short `ttl` and let renewal extend it",
                 "wait" => "A caller waiting this long is better served by a queue",
+                "min_hold" =>
+                    "A job kept from running again for longer is better kept by its \
+                               scheduler",
                 _ => "Hold a lock for less than a week, or manage it by hand",
             }
         )
@@ -540,6 +562,19 @@ impl Args {
                 ));
             }
         }
+        if let (Some(min_hold), Some(max_hold)) = (self.min_hold, self.max_hold)
+            && min_hold.value > max_hold.value
+        {
+            push(syn::Error::new(
+                min_hold.span,
+                format!(
+                    "`min_hold` (`{}`) is longer than `max_hold` (`{}`): the cap ends the hold \
+                     before the key may be given up; make `min_hold` at most `{}`, or raise \
+                     `max_hold`",
+                    min_hold.value, max_hold.value, max_hold.value
+                ),
+            ));
+        }
         errors.finish()
     }
 }
@@ -625,6 +660,19 @@ mod tests {
             ("key = \"a\", wait = \"48h\"", "at most `24h`"),
             ("key = \"a\", max_hold = \"0s\"", "`max_hold` may not be 0"),
             ("key = \"a\", max_hold = \"200h\"", "7 days"),
+            ("key = \"a\", min_hold = \"0s\"", "`min_hold` may not be 0"),
+            (
+                "key = \"a\", lockAtLeastFor = \"30s\"",
+                "rlock calls it `min_hold`, as in `min_hold = \"30s\"`",
+            ),
+            (
+                "key = \"a\", min_hold = \"25h\"",
+                "better kept by its scheduler",
+            ),
+            (
+                "key = \"a\", min_hold = \"10m\", max_hold = \"5m\"",
+                "longer than `max_hold`",
+            ),
             (
                 "key = \"a\", ttl = \"10s\", max_hold = \"5s\"",
                 "shorter than `ttl`",
@@ -680,6 +728,9 @@ mod tests {
             "key = \"a\", wait = \"1s\", fair = true",
             "key = \"a\", fair = false",
             "key = \"a\", max_hold = \"1s\"",
+            "key = \"a\", min_hold = \"24h\"",
+            "key = \"a\", ttl = \"10s\", min_hold = \"5m\", max_hold = \"5m\"",
+            "key = \"a\", renew = false, min_hold = \"1ms\"",
             "key = \"a\", client = &state.locks",
             "key = \"a\", crate = \"rlock_runtime\"",
         ] {

@@ -104,6 +104,10 @@ pub(crate) fn generate(
         let max_hold = millis(max_hold.value.0);
         options.extend(quote!(.max_hold(#max_hold)));
     }
+    if let Some(min_hold) = args.min_hold {
+        let min_hold = millis(min_hold.value.0);
+        options.extend(quote!(.min_hold(#min_hold)));
+    }
     if let Some(on_lost) = args.on_lost {
         let on_lost = match on_lost {
             OnLost::Abort => quote!(#private::OnLost::Abort),

@@ -78,6 +78,7 @@ use proc_macro::TokenStream;
 /// | [`wait = "2s"`](#wait) | how long to wait when the lock is busy | the client's default wait (`0s`, try once, unless configured) |
 /// | [`renew = true`](#renew) | renew the lease while the body runs | `true` |
 /// | [`max_hold = "5m"`](#max_hold) | hard cap on holding, renewals included | none |
+/// | [`min_hold = "30s"`](#min_hold) | the key stays taken this long after the grant, even if the body ends sooner (a job lock) | none |
 /// | [`on_lost = "abort"`](#on_lost) | what happens when the lease is lost | the client's default (`"abort"` unless configured) |
 /// | [`fence = token`](#fence) | binds the fencing token (`u64`) as a local | none |
 /// | [`min_replicas = 1`](#min_replicas) | the grant counts once this many replicas confirm it | the client's default (0) |
@@ -91,7 +92,7 @@ use proc_macro::TokenStream;
 /// grammar). Limits: `ttl` from `10ms` to `24h` (renewal runs every ttl/3, so a shorter lease
 /// cannot be kept; a longer one is a leak, not a lease: keep `ttl` short and let renewal
 /// extend it), `wait` from `0s` to `24h`, `max_hold` from `1ms` to `168h` (7 days) and at
-/// least `ttl`.
+/// least `ttl`, `min_hold` from `1ms` to `24h` and at most `max_hold`.
 ///
 /// ## `key`
 ///
@@ -232,6 +233,30 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// Without the macro: `client.lock(key).ttl(Duration::from_secs(10)).max_hold(Duration::from_secs(300)).acquire().await?`.
+///
+/// ## `min_hold`
+///
+/// A job lock (ShedLock's `lockAtLeastFor`): the key stays taken at least this long after the
+/// grant, even when the body ends sooner, so that a job every instance's scheduler starts at
+/// the same moment runs once. A body that ends before `min_hold` leaves the key to end on
+/// Redis's clock when `min_hold` does (nobody is handed it); one that runs longer releases as
+/// usual. It may be longer than `ttl` (renewal keeps the lease while the body runs) and at
+/// most `max_hold`. Without `wait`, the other instances' calls return `LockError::Busy` at
+/// once: skip the run on it.
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, distributed_lock};
+/// #[distributed_lock(key = "job:daily-report", min_hold = "30s")]
+/// async fn daily_report() -> Result<(), LockError> { Ok(()) }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # rlock_runtime::install(LockClient::in_memory());
+/// daily_report().await.unwrap();
+/// // Another instance's scheduler, a moment late:
+/// assert!(daily_report().await.unwrap_err().is_busy());
+/// # }
+/// ```
+///
+/// Without the macro: `client.lock(key).min_hold(Duration::from_secs(30)).acquire().await?`.
 ///
 /// ## `on_lost`
 ///

@@ -71,7 +71,147 @@ both!(
     extend_keeps_the_lock_past_its_first_lease,
     namespace_separates_clients,
     invalid_keys_are_errors,
+    min_hold_keeps_the_key_after_an_early_release,
+    min_hold_keeps_the_key_after_a_dropped_guard,
+    min_hold_kept_key_goes_to_a_waiter_when_it_ends,
+    a_release_after_min_hold_is_an_ordinary_release,
+    absurd_min_holds_are_errors,
 );
+
+/// A job lock released before its `min_hold` leaves the key taken, for what is left of
+/// `min_hold` rather than the ttl, and `with_lock` keeps it the same way.
+async fn min_hold_keeps_the_key_after_an_early_release(f: &Fixture) {
+    let other = f.other_instance();
+    let run = f
+        .client
+        .lock("job:report")
+        .ttl(Duration::from_secs(2))
+        .min_hold(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    run.release().await.unwrap();
+    assert!(
+        other
+            .lock("job:report")
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+    let info = other.inspect("job:report").await.unwrap();
+    assert!(info.held && !info.held_here, "{info:?}");
+    let left = info.remaining.unwrap();
+    assert!(
+        left > Duration::from_secs(2),
+        "kept for what is left of min_hold, not the ttl: {left:?}"
+    );
+    assert!(other.force_unlock("job:report").await.unwrap());
+    lock_and_release(&other, "job:report", Duration::ZERO).await;
+
+    let options = LockOptions::new().min_hold(Duration::from_secs(60));
+    f.client
+        .with_lock("job:sweep", options, async {})
+        .await
+        .unwrap();
+    assert!(
+        other
+            .lock("job:sweep")
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+}
+
+/// A guard dropped before `min_hold` is released in the background the same way: the key
+/// stays taken past the ttl.
+async fn min_hold_keeps_the_key_after_a_dropped_guard(f: &Fixture) {
+    let ttl = Duration::from_secs(2);
+    let run = f
+        .client
+        .lock("job:dropped")
+        .ttl(ttl)
+        .min_hold(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    drop(run);
+    // The background release lands within moments; until it does, the lease is the ttl's.
+    let mut kept = None;
+    for _ in 0..500 {
+        let info = f.client.inspect("job:dropped").await.unwrap();
+        if info.remaining.is_some_and(|left| left > ttl) && !info.held_here {
+            kept = Some(info);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let kept = kept.expect("the dropped guard's release kept the key for its min_hold");
+    assert!(kept.held, "{kept:?}");
+    assert!(
+        f.other_instance()
+            .lock("job:dropped")
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+}
+
+/// Nobody is handed a kept key, but a waiter takes it once `min_hold` ends.
+async fn min_hold_kept_key_goes_to_a_waiter_when_it_ends(f: &Fixture) {
+    let run = f
+        .client
+        .lock("job:queued")
+        .ttl(Duration::from_secs(10))
+        .min_hold(Duration::from_millis(300))
+        .acquire()
+        .await
+        .unwrap();
+    let other = f.other_instance();
+    let waiter = tokio::spawn(async move {
+        other
+            .lock("job:queued")
+            .wait(Duration::from_secs(20))
+            .acquire()
+            .await
+            .map(|guard| guard.token().to_owned())
+    });
+    run.release().await.unwrap();
+    let token = waiter.await.unwrap().unwrap();
+    assert_ne!(token, "");
+}
+
+/// Once `min_hold` has passed, a release deletes the key (or hands it on) as usual.
+async fn a_release_after_min_hold_is_an_ordinary_release(f: &Fixture) {
+    let run = f
+        .client
+        .lock("job:long")
+        .min_hold(Duration::from_millis(20))
+        .acquire()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    run.release().await.unwrap();
+    assert!(!f.client.inspect("job:long").await.unwrap().held);
+    lock_and_release(&f.other_instance(), "job:long", Duration::ZERO).await;
+}
+
+/// `min_hold` beyond the longest lease, or beyond `max_hold`, is refused before anything is
+/// sent.
+async fn absurd_min_holds_are_errors(f: &Fixture) {
+    for request in [
+        f.client.lock("job:x").min_hold(Duration::from_secs(90_000)),
+        f.client
+            .lock("job:x")
+            .min_hold(Duration::from_secs(600))
+            .max_hold(Duration::from_secs(300)),
+    ] {
+        let err = request.acquire().await.unwrap_err();
+        assert!(matches!(err, LockError::InvalidConfig(_)), "{err:?}");
+    }
+}
 
 async fn busy_while_held_and_free_after_release(f: &Fixture) {
     let a = &f.client;

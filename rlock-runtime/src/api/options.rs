@@ -65,6 +65,7 @@ pub struct LockOptions {
     pub(crate) wait: Option<Duration>,
     pub(crate) renew: bool,
     pub(crate) max_hold: Option<Duration>,
+    pub(crate) min_hold: Option<Duration>,
     pub(crate) on_lost: Option<OnLost>,
     pub(crate) fenced: bool,
     pub(crate) min_replicas: Option<u32>,
@@ -79,6 +80,7 @@ impl Default for LockOptions {
             wait: None,
             renew: true,
             max_hold: None,
+            min_hold: None,
             on_lost: None,
             fenced: false,
             min_replicas: None,
@@ -116,6 +118,14 @@ impl LockOptions {
     /// A hard cap on the total time held, renewals included.
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// The key stays taken at least this long after the grant, even when the body ends
+    /// sooner: a job lock (ShedLock's `lockAtLeastFor`). See
+    /// [`LockRequest::min_hold`](crate::LockRequest::min_hold).
+    pub fn min_hold(mut self, min_hold: Duration) -> Self {
+        self.min_hold = Some(min_hold);
         self
     }
 
@@ -185,6 +195,28 @@ pub(crate) fn check_max_hold(key: &LockKey, ttl: Duration, cap: Duration) -> Res
         return Err(LockError::InvalidConfig(format!(
             "lock `{key}` has max_hold {cap:?} shorter than its ttl {ttl:?}; \
              raise max_hold or lower the ttl"
+        )));
+    }
+    Ok(())
+}
+
+/// A `min_hold` is at most [`MAX_TTL`] (Redis keeps the key that long after the body), and
+/// at most the `max_hold` cap, if any (the cap ends the hold whatever happens).
+pub(crate) fn check_min_hold(
+    key: &LockKey,
+    floor: Duration,
+    cap: Option<Duration>,
+) -> Result<(), LockError> {
+    if floor > MAX_TTL {
+        return Err(LockError::InvalidConfig(format!(
+            "lock `{key}` has min_hold {floor:?}, over the limit of {MAX_TTL:?}; a job lock \
+             kept longer than a day is better kept by the scheduler"
+        )));
+    }
+    if let Some(cap) = cap.filter(|cap| floor > *cap) {
+        return Err(LockError::InvalidConfig(format!(
+            "lock `{key}` has min_hold {floor:?} longer than its max_hold {cap:?}; \
+             lower min_hold or raise max_hold"
         )));
     }
     Ok(())

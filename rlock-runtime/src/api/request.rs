@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use crate::api::client::LockClient;
 use crate::api::guard::LockGuard;
-use crate::api::options::{LockOptions, check_max_hold, check_ttl};
+use crate::api::options::{LockOptions, check_max_hold, check_min_hold, check_ttl};
 use crate::api::scope;
 use crate::backend::{Feature, Kind, LeaseStore as _};
 use crate::error::LockError;
@@ -111,6 +111,40 @@ impl<'a> LockRequest<'a> {
     /// A hard cap on the total time held, renewals included.
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
         self.options.max_hold = Some(max_hold);
+        self
+    }
+
+    /// Keeps the key taken at least `min_hold` after the grant, even when the guard is
+    /// released sooner (ShedLock's `lockAtLeastFor`): a job that every instance's scheduler
+    /// starts at the same moment runs once, since an instance whose clock or start is a little
+    /// late finds the key still taken instead of free.
+    ///
+    /// A release before `min_hold` has passed does not delete the key: it sets the key's
+    /// lease, if still this owner's, to what is left of `min_hold` (counted from when the
+    /// grant's reply arrived, so never shorter than `min_hold` after the grant itself), and
+    /// the key ends on Redis's clock. Nobody is handed the lock then; waiters take it at
+    /// their next check in after it ends. A release after `min_hold` is an ordinary release.
+    /// If the release cannot reach Redis, the key ends with its current lease. `min_hold`
+    /// may be longer than the ttl (renewal keeps the lease while held) and is at most
+    /// [`MAX_TTL`](crate::MAX_TTL), and at most `max_hold` when both are set.
+    ///
+    /// ```
+    /// # use rlock_runtime::{LockClient, LockError};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), LockError> {
+    /// let client = LockClient::in_memory();
+    /// let run = client
+    ///     .lock("job:daily-report")
+    ///     .min_hold(Duration::from_secs(30))
+    ///     .acquire()
+    ///     .await?;
+    /// run.release().await?; // the report took a second
+    /// // Another instance's scheduler, a moment late, skips this run.
+    /// assert!(client.lock("job:daily-report").acquire().await.unwrap_err().is_busy());
+    /// # Ok(()) }
+    /// ```
+    pub fn min_hold(mut self, min_hold: Duration) -> Self {
+        self.options.min_hold = Some(min_hold);
         self
     }
 
@@ -274,6 +308,10 @@ fn plan(
     if let Some(cap) = options.max_hold {
         check_max_hold(key, ttl, cap)?;
     }
+    let min_hold = options.min_hold.filter(|d| !d.is_zero());
+    if let Some(floor) = min_hold {
+        check_min_hold(key, floor, options.max_hold)?;
+    }
     let min_replicas = options.min_replicas.unwrap_or(client.shared().min_replicas);
     if min_replicas > 0
         && let Some(e) = refused(Feature::ReplicaAcks)
@@ -285,6 +323,7 @@ fn plan(
         ttl,
         renew: options.renew,
         max_hold: options.max_hold,
+        min_hold,
         fenced: options.fenced,
         min_replicas,
         fair: options.fair,

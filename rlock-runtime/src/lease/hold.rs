@@ -169,6 +169,8 @@ pub(crate) struct Hold {
     /// Its label in exported metrics, and when it was granted (for its hold time).
     label: &'static str,
     granted_at: Instant,
+    /// `min_hold`: a release before then leaves the key taken until then.
+    keep_until: Option<Instant>,
     /// Guards alive for this hold; the one that takes it to zero releases.
     guards: AtomicUsize,
     state: Mutex<State>,
@@ -223,6 +225,10 @@ impl Hold {
             fence,
             label: plan.label,
             granted_at: sent_at,
+            // From now, when the grant's reply is in: never before the grant itself.
+            keep_until: plan
+                .min_hold
+                .and_then(|floor| Instant::now().checked_add(floor)),
             guards: AtomicUsize::new(1),
             state: Mutex::new(state),
             lost: Notify::new(),
@@ -537,6 +543,9 @@ impl Hold {
         if matches!(was, Phase::Releasing | Phase::Released) {
             return Ok(());
         }
+        if let Some(left) = self.min_hold_left() {
+            return self.release_kept(was, left).await;
+        }
         // If this future is dropped while the release is on its way, or the release fails,
         // it is sent again in the background: a dropped future leaves no lock behind.
         let fenced = self.fence().is_some();
@@ -569,6 +578,64 @@ impl Hold {
         }
     }
 
+    /// What is left of `min_hold`, if a release now must leave the key taken (by at least a
+    /// millisecond, the smallest lease Redis sets).
+    fn min_hold_left(&self) -> Option<Duration> {
+        let left = self.keep_until?.saturating_duration_since(Instant::now());
+        (left >= Duration::from_millis(1)).then_some(left)
+    }
+
+    /// Releases before `min_hold` has passed: the key's lease is set, if still ours, to the
+    /// `left` of it, and the key ends on Redis's clock, handed to nobody. A renewal or extend
+    /// on its way settles first, so that it cannot land after this and lengthen the lease
+    /// again. Not resent in the background: if Redis cannot be reached, the key ends with its
+    /// current lease.
+    async fn release_kept(&self, was: Phase, left: Duration) -> Result<(), LockError> {
+        self.in_flight_settled().await;
+        let outcome = self.engine.backend.extend(self.lease(left)).await;
+        match outcome {
+            Ok(true) => {
+                self.engine.counters.add(Count::Released, 1);
+                crate::metrics::export::ended(self.label, self.granted_at, false);
+                self.finish_release();
+                if was == Phase::Lost {
+                    Err(self.lost_error())
+                } else {
+                    Ok(())
+                }
+            }
+            Ok(false) => {
+                self.lose();
+                Err(self.lost_error())
+            }
+            Err(e) => {
+                self.finish_release();
+                Err(e)
+            }
+        }
+    }
+
+    /// Returns once no renewal or extend of this hold is on its way (each is bounded by its
+    /// own timeout), or at the latest when the lease it counts on ends. No new one starts
+    /// once the hold is releasing.
+    async fn in_flight_settled(&self) {
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            let expires = {
+                let state = self.state();
+                if state.in_flight.is_none() {
+                    return;
+                }
+                state.expires
+            };
+            if tokio::time::timeout_at(expires, settled).await.is_err() {
+                return;
+            }
+        }
+    }
+
     /// Counts a release that deleted our lock, in the counters and the exported metrics.
     fn count_release(&self) {
         self.engine.released(&self.redis_key, Count::Released);
@@ -587,7 +654,9 @@ impl Hold {
     /// Releases without waiting (the last guard was dropped, or `max_hold` passed): in process at
     /// once, otherwise on the background runtime. If even that cannot run, the lease expires.
     pub(crate) fn release_in_background(self: &Arc<Self>) {
-        if let Some(memory) = self.engine.backend.in_process() {
+        if let Some(memory) = self.engine.backend.in_process()
+            && self.min_hold_left().is_none()
+        {
             self.finish_release();
             self.engine.watchdog.forget(self.id);
             if memory.release_now(&self.redis_key, &self.token) {
@@ -647,6 +716,7 @@ mod tests {
             ttl: TTL,
             renew: true,
             max_hold: None,
+            min_hold: None,
             fenced: false,
             min_replicas: 0,
             fair: false,

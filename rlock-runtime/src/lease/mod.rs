@@ -36,6 +36,8 @@ pub(crate) struct LeasePlan {
     pub(crate) ttl: Duration,
     pub(crate) renew: bool,
     pub(crate) max_hold: Option<Duration>,
+    /// The key stays taken this long after the grant, even if released sooner.
+    pub(crate) min_hold: Option<Duration>,
     pub(crate) fenced: bool,
     /// Replicas that must confirm the grant before it counts.
     pub(crate) min_replicas: u32,
