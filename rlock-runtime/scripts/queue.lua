@@ -1,5 +1,6 @@
--- Shared by the acquire and release scripts (prepended to the one, in the middle of the
--- other): the waiters' queue of a lock. WAITING.md is the protocol these functions keep.
+-- Shared by every kind's acquire and release scripts (prepended to the one, in the middle of
+-- the other): the waiters' queue of a lock or a semaphore. WAITING.md is the protocol these
+-- functions keep.
 --
 -- A lock's queue is a list in the lock's cluster slot, in arrival order. Each entry is
 -- "<owner token> <handoff lease ms> <1 if fenced, else 0>": whom to grant the lock, and how.
@@ -56,10 +57,13 @@ end
 -- alive. Every entry of the queue may be looked at (at most its bound), so a live waiter
 -- behind any number of dead ones is granted at once.
 --
+-- `grant(token, lease)`, when given, is how the caller's kind grants (a semaphore adds a
+-- permit); without it the lock's key is set to the waiter's token.
+--
 -- Returns 'handed', false (nobody live), or 'fence' when the first live waiter wants a fence
 -- and `fence_key` is nil (a release that did not declare the record): its entry is put back,
 -- and the caller calls again with the record declared.
-local function hand_off(lock, queue, fence_key, channel, publish, head)
+local function hand_off(lock, queue, fence_key, channel, publish, head, grant)
   local numsub = 'NUMSUB'
   if publish == 'PUBLISH' then
     channel = channel .. lock
@@ -86,7 +90,11 @@ local function hand_off(lock, queue, fence_key, channel, publish, head)
           end
           fence = issue_fence(fence_key, lease)
         end
-        redis.call('SET', lock, token, 'PX', lease)
+        if grant then
+          grant(token, lease)
+        else
+          redis.call('SET', lock, token, 'PX', lease)
+        end
         -- pcall: a refused PUBLISH (an ACL without channel rights) must not undo the grant;
         -- the waiter finds it on its next check in.
         redis.pcall(publish, to, token .. ' ' .. string.format('%.0f', fence))

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use crate::api::client::LockClient;
 use crate::api::guard::LockGuard;
-use crate::api::options::{LockOptions, check_max_hold, check_min_hold, check_ttl};
+use crate::api::options::{LockOptions, OnLost, check_max_hold, check_min_hold, check_ttl};
 use crate::api::scope;
 use crate::backend::{Feature, Kind, LeaseStore as _};
 use crate::error::LockError;
@@ -31,6 +31,40 @@ impl LockClient {
     /// ```
     pub fn lock(&self, key: impl IntoLockKey) -> LockRequest<'_> {
         self.lock_checked(key.into_lock_key())
+    }
+
+    /// A request for one of `permits` permits of the semaphore `key`: at most `permits`
+    /// holders at once across every instance (Redisson's `RPermitExpirableSemaphore`). Each
+    /// permit is a lease of its own, renewed by the watchdog and given back by its guard, so
+    /// a crashed holder's permit comes back when its lease ends, by Redis's clock. Waiting is
+    /// queued like a lock's: a release hands its permit to the first live waiter.
+    ///
+    /// The count is stored with the semaphore while a permit is in use: a request naming
+    /// another count gets [`LockError::InvalidConfig`], as does `permits` of 0, a fenced
+    /// request (permits carry no fencing token), or a Redlock client (independent masters
+    /// cannot keep one count). Inside a locked scope, asking again for the same semaphore
+    /// re-enters the permit held instead of taking a second one. A name is a lock or a
+    /// semaphore, not both.
+    ///
+    /// ```
+    /// # use rlock_runtime::{LockClient, LockError};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), LockError> {
+    /// let client = LockClient::in_memory();
+    /// let first = client.semaphore("export:acme", 2).acquire().await?;
+    /// let second = client.semaphore("export:acme", 2).acquire().await?;
+    /// // At most two exports per tenant at once:
+    /// assert!(client.semaphore("export:acme", 2).acquire().await.unwrap_err().is_busy());
+    /// first.release().await?;
+    /// let third = client.semaphore("export:acme", 2).acquire().await?;
+    /// # drop((second, third)); Ok(()) }
+    /// ```
+    pub fn semaphore(&self, key: impl IntoLockKey, permits: u32) -> LockRequest<'_> {
+        LockRequest::new(
+            self,
+            Kind::Permit { permits },
+            key.into_lock_key(),
+            LockOptions::default(),
+        )
     }
 
     pub(crate) fn lock_checked(&self, key: Result<LockKey, LockError>) -> LockRequest<'_> {
@@ -215,6 +249,14 @@ impl<'a> LockRequest<'a> {
         self
     }
 
+    /// What a locked body does when the lease is lost: the request's own choice, else the
+    /// client's default.
+    pub(crate) fn on_lost(&self) -> OnLost {
+        self.options
+            .on_lost
+            .unwrap_or(self.client.shared().default_on_lost)
+    }
+
     /// Takes the lock: one round trip when it is free, none when the current task's call
     /// chain already holds it (reentry; the reentrant guard shares the outer hold and its
     /// options). While another owner holds it, waits up to the wait budget, then fails with
@@ -295,6 +337,22 @@ fn plan(
             kind.name()
         )))
     };
+    if let Kind::Permit { permits } = kind {
+        if permits == 0 {
+            return Err(LockError::InvalidConfig(format!(
+                "semaphore `{key}` has 0 permits: nobody could ever hold one; give it at least 1"
+            )));
+        }
+        if options.fenced {
+            return Err(LockError::InvalidConfig(format!(
+                "semaphore `{key}`: permits carry no fencing token (several holders at once \
+                 have no order to fence); remove `fenced`"
+            )));
+        }
+        if let Some(e) = refused(Feature::Semaphores) {
+            return Err(e);
+        }
+    }
     if options.fenced
         && let Some(e) = refused(Feature::Fences)
     {

@@ -4,6 +4,7 @@ use std::future::Future;
 
 use crate::api::client::LockClient;
 use crate::api::options::{LockOptions, OnLost};
+use crate::api::request::LockRequest;
 use crate::api::scope;
 use crate::error::LockError;
 use crate::key::{IntoLockKey, LockKey};
@@ -73,6 +74,34 @@ impl<T, E: From<LockError>> Outcome<Result<T, E>> {
     };
 }
 
+impl LockRequest<'_> {
+    /// Runs `body` while holding what the request takes (a lock, a permit), then releases
+    /// it: the closure form of [`acquire`](Self::acquire), as `with_lock` and the attributes
+    /// run their bodies. Inside `body`, the same request by this client (the same kind and
+    /// key) re-enters what is held instead of taking it again: a nested call does not take a
+    /// second permit of a semaphore. A lease found lost aborts the body as the request's
+    /// `on_lost` says ([`LockClient::with_lock`]).
+    ///
+    /// ```
+    /// # use rlock_runtime::{LockClient, LockError};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), LockError> {
+    /// let client = LockClient::in_memory();
+    /// let exports = client.semaphore("export:acme", 1);
+    /// let nested = exports
+    ///     .run(async {
+    ///         // Re-enters the one permit instead of waiting for a second.
+    ///         client.semaphore("export:acme", 1).run(async { "done" }).await
+    ///     })
+    ///     .await??;
+    /// assert_eq!(nested, "done");
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<T>(self, body: impl Future<Output = T>) -> Result<T, LockError> {
+        let outcome = Outcome::<Result<T, LockError>>::RESULT;
+        run_request(self, outcome, |_| async { Ok(body.await) }).await
+    }
+}
+
 /// Acquires `key`, runs `body(fence)` inside the reentrancy scope, releases.
 ///
 /// A missing client or an acquisition failure is returned before the body runs. With [`OnLost::Abort`] the body
@@ -95,8 +124,18 @@ where
         Ok(client) => client,
         Err(e) => return (outcome.from_lock_error)(e),
     };
-    let on_lost = options.on_lost.unwrap_or(client.shared().default_on_lost);
-    let guard = match client.lock_checked(key).options(options).acquire().await {
+    run_request(client.lock_checked(key).options(options), outcome, body).await
+}
+
+/// Acquires what `request` asks for, runs `body(fence)` inside the reentrancy scope,
+/// releases (see [`run_locked`]).
+async fn run_request<R, F, Fut>(request: LockRequest<'_>, outcome: Outcome<R>, body: F) -> R
+where
+    F: FnOnce(u64) -> Fut,
+    Fut: Future<Output = R>,
+{
+    let on_lost = request.on_lost();
+    let guard = match request.acquire().await {
         Ok(guard) => guard,
         Err(e) => return (outcome.from_lock_error)(e),
     };

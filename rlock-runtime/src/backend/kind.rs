@@ -7,7 +7,9 @@
 //!   the lease to the queue's first live waiter, and withdraws a waiter that gives up),
 //!   renew, extend and inspect, one set per kind under `scripts/<kind>/`;
 //! - **its shortcut**: the plain command, if any, that does an uncontended acquire without a
-//!   script (the lock's `SET NX PX`).
+//!   script (the lock's `SET NX PX`);
+//! - **its argument**: a parameter of its own, last in its acquire call (a semaphore's
+//!   permit count).
 //!
 //! A kind is a variant, not a trait object or a type parameter: the set is closed and known
 //! here, a `match` names every kind that a new one must be taught, and a lease stays one small
@@ -25,16 +27,27 @@ use crate::key::Companion;
 pub(crate) enum Kind {
     /// An exclusive lock: one holder at a time, the key's value its owner token.
     Lock,
+    /// A permit of a semaphore of `permits`: at most that many holders at once, each permit
+    /// a lease of its own. The key is a sorted set of the permits in use, scored by the end
+    /// of each one's lease, with the count stored beside them (`scripts/semaphore/`).
+    Permit { permits: u32 },
 }
 
 impl Kind {
-    /// Every kind, for loading each one's scripts up front.
-    pub(crate) const ALL: [Self; 1] = [Self::Lock];
-
     /// Its scripts, hashed once.
     pub(crate) fn scripts(self) -> &'static KindScripts {
         match self {
             Self::Lock => &LOCK,
+            Self::Permit { .. } => &SEMAPHORE,
+        }
+    }
+
+    /// The argument of its own that its acquire script takes last, if any (a semaphore's
+    /// permit count).
+    pub(crate) fn argument(self) -> Option<u32> {
+        match self {
+            Self::Lock => None,
+            Self::Permit { permits } => Some(permits),
         }
     }
 
@@ -44,6 +57,7 @@ impl Kind {
     pub(crate) fn acquires_with_set_nx(self) -> bool {
         match self {
             Self::Lock => true,
+            Self::Permit { .. } => false,
         }
     }
 
@@ -51,8 +65,11 @@ impl Kind {
     /// this order: where waiters stand (the queue in Redis, or Redlock's awaited mark), then
     /// the fence record.
     pub(crate) fn companions(self, key: &str, queue: bool) -> [Companion<'_>; 2] {
+        // A semaphore declares the lock's companions: its queue, and a fence record that
+        // it never writes (permits carry no fence), so that every kind's scripts take the
+        // same keys.
         match self {
-            Self::Lock => {
+            Self::Lock | Self::Permit { .. } => {
                 let waiters = if queue {
                     Companion::waiters(key)
                 } else {
@@ -67,6 +84,7 @@ impl Kind {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Lock => "lock",
+            Self::Permit { .. } => "semaphore",
         }
     }
 }
@@ -101,8 +119,15 @@ pub(crate) struct KindScripts {
 }
 
 impl KindScripts {
-    /// All of them, for loading into a server's script cache.
-    pub(crate) fn each(&'static self) -> [&'static Lua; 5] {
+    /// The ones every hold calls, for loading into a server's script cache up front (the
+    /// others are sent whole the first time a server lacks them).
+    pub(crate) fn hot(&'static self) -> [&'static Lua; 4] {
+        [&self.acquire, &self.release, &self.extend, &self.renew]
+    }
+
+    /// All of them.
+    #[cfg(test)]
+    fn each(&'static self) -> [&'static Lua; 5] {
         [
             &self.acquire,
             &self.release,
@@ -128,16 +153,30 @@ static LOCK: LazyLock<KindScripts> = LazyLock::new(|| KindScripts {
     inspect: Lua::new(include_str!("../../scripts/lock/inspect.lua")),
 });
 
+static SEMAPHORE: LazyLock<KindScripts> = LazyLock::new(|| KindScripts {
+    acquire: Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/semaphore/acquire.lua")
+    )),
+    release: Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/semaphore/release.lua")
+    )),
+    renew: Lua::new(include_str!("../../scripts/semaphore/renew.lua")),
+    extend: Lua::new(include_str!("../../scripts/semaphore/extend.lua")),
+    inspect: Lua::new(include_str!("../../scripts/semaphore/inspect.lua")),
+});
+
 #[cfg(test)]
 mod tests {
     use super::Kind;
 
     #[test]
     fn every_kind_has_its_own_name_and_scripts() {
-        let mut names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
-        names.dedup();
-        assert_eq!(names.len(), Kind::ALL.len());
-        for kind in Kind::ALL {
+        let kinds = [Kind::Lock, Kind::Permit { permits: 2 }];
+        assert_ne!(kinds[0].name(), kinds[1].name());
+        assert!(!std::ptr::eq(kinds[0].scripts(), kinds[1].scripts()));
+        for kind in kinds {
             for lua in kind.scripts().each() {
                 assert!(!lua.source().is_empty(), "{kind:?}");
             }

@@ -1,5 +1,5 @@
-//! The in-process backend: the same semantics as Redis (expiry, ownership, fencing) inside
-//! one process, for unit tests and single-instance tools.
+//! The in-process backend: the same semantics as Redis (expiry, ownership, fencing, a
+//! semaphore's count) inside one process, for unit tests and single-instance tools.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, ReleaseListener};
+use super::{Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, Misfit, ReleaseListener};
 use crate::error::LockError;
 
 #[derive(Debug, Clone, Default)]
@@ -28,6 +28,8 @@ struct Shared {
 #[derive(Debug, Default)]
 struct Locks {
     entries: HashMap<String, Entry>,
+    /// Semaphores with a permit in use.
+    semaphores: HashMap<String, Permits>,
     /// Size after the last sweep of expired entries; the next sweep waits until it doubles.
     swept_at: usize,
 }
@@ -36,6 +38,21 @@ struct Locks {
 struct Entry {
     token: String,
     expires: Instant,
+}
+
+/// One semaphore: its count, and when each permit in use ends, by owner token.
+#[derive(Debug)]
+struct Permits {
+    count: u32,
+    held: HashMap<String, Instant>,
+}
+
+impl Permits {
+    /// The permits still in their lease at `now`; the ended ones are free again.
+    fn live(&mut self, now: Instant) -> &mut HashMap<String, Instant> {
+        self.held.retain(|_, ends| *ends > now);
+        &mut self.held
+    }
 }
 
 impl MemoryBackend {
@@ -50,11 +67,14 @@ impl MemoryBackend {
 
     fn try_acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Attempt {
         let Lease {
-            kind: Kind::Lock,
+            kind,
             key,
             token,
             ttl,
         } = lease;
+        if let Kind::Permit { permits } = kind {
+            return self.try_permit(lease, permits);
+        }
         let now = Instant::now();
         let mut locks = self.locks();
         if let Some(entry) = locks.entries.get(key)
@@ -82,7 +102,38 @@ impl MemoryBackend {
         Attempt::Acquired { fence }
     }
 
-    /// Deletes the lock if `token` owns it, and tells every client's waiters.
+    /// A permit of the semaphore `lease.key` of `permits`, if one is free.
+    fn try_permit(&self, lease: Lease<'_>, permits: u32) -> Attempt {
+        let now = Instant::now();
+        let mut locks = self.locks();
+        let semaphore = locks
+            .semaphores
+            .entry(lease.key.to_owned())
+            .or_insert_with(|| Permits {
+                count: permits,
+                held: HashMap::new(),
+            });
+        let count = semaphore.count;
+        let held = semaphore.live(now);
+        if held.is_empty() {
+            // The count goes with the last permit, as in Redis.
+            semaphore.count = permits;
+        } else if count != permits {
+            return Attempt::Misfit(Misfit::Permits { stored: count });
+        }
+        let held = semaphore.live(now);
+        if held.len() < usize::try_from(permits).unwrap_or(usize::MAX) {
+            held.insert(lease.token.to_owned(), now + lease.ttl);
+            return Attempt::Acquired { fence: None };
+        }
+        Attempt::Busy {
+            remaining: held.values().min().map(|ends| *ends - now),
+            queued: false,
+        }
+    }
+
+    /// Deletes the lock, or gives back the permit, if `token` owns it, and tells every
+    /// client's waiters.
     pub(crate) fn release_now(&self, key: &str, token: &str) -> bool {
         let now = Instant::now();
         let released = {
@@ -92,7 +143,19 @@ impl MemoryBackend {
                     locks.entries.remove(key);
                     true
                 }
-                _ => false,
+                _ => match locks.semaphores.get_mut(key) {
+                    Some(semaphore) => {
+                        let ours = semaphore
+                            .live(now)
+                            .remove(token)
+                            .is_some_and(|ends| ends > now);
+                        if semaphore.held.is_empty() {
+                            locks.semaphores.remove(key);
+                        }
+                        ours
+                    }
+                    None => false,
+                },
             }
         };
         if released {
@@ -124,11 +187,21 @@ impl MemoryBackend {
     fn set_lease(&self, lease: Lease<'_>, only_longer: bool) -> bool {
         let now = Instant::now();
         let mut locks = self.locks();
-        match locks.entries.get_mut(lease.key) {
-            Some(e) if e.token == lease.token && e.expires > now => {
+        let ends = match lease.kind {
+            Kind::Lock => match locks.entries.get_mut(lease.key) {
+                Some(e) if e.token == lease.token => Some(&mut e.expires),
+                _ => None,
+            },
+            Kind::Permit { .. } => locks
+                .semaphores
+                .get_mut(lease.key)
+                .and_then(|semaphore| semaphore.live(now).get_mut(lease.token)),
+        };
+        match ends {
+            Some(ends) if *ends > now => {
                 let expires = now + lease.ttl;
-                if !only_longer || expires > e.expires {
-                    e.expires = expires;
+                if !only_longer || expires > *ends {
+                    *ends = expires;
                 }
                 true
             }
@@ -139,12 +212,22 @@ impl MemoryBackend {
 
 impl LeaseStore for MemoryBackend {
     async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {
-        let Kind::Lock = kind;
         let now = Instant::now();
-        Ok(match self.locks().entries.get(key) {
-            Some(e) if e.expires > now => Holder {
-                token: Some(e.token.clone()),
-                remaining: Some(e.expires - now),
+        let mut locks = self.locks();
+        // A semaphore is told by the permit that ends first.
+        let first = match kind {
+            Kind::Lock => locks.entries.get(key).map(|e| (&e.token, e.expires)),
+            Kind::Permit { .. } => locks.semaphores.get_mut(key).and_then(|semaphore| {
+                let held = semaphore.live(now);
+                held.iter()
+                    .min_by_key(|(_, ends)| **ends)
+                    .map(|(t, e)| (t, *e))
+            }),
+        };
+        Ok(match first {
+            Some((token, ends)) if ends > now => Holder {
+                token: Some(token.clone()),
+                remaining: Some(ends - now),
             },
             _ => Holder::default(),
         })

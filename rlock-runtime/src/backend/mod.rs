@@ -53,6 +53,35 @@ pub(crate) enum Attempt {
     },
     /// Redlock: too few masters answered for a majority to grant it.
     NoQuorum { granted: usize, needed: usize },
+    /// The key holds what this kind cannot take: nothing was done.
+    Misfit(Misfit),
+}
+
+/// Why a key cannot be taken as the kind asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Misfit {
+    /// The semaphore was made with another permit count.
+    Permits { stored: u32 },
+    /// The key holds another kind of thing (a lock where a semaphore was asked for).
+    OtherKind,
+}
+
+impl Misfit {
+    /// The configuration error's message for a request of `kind` on `key`.
+    pub(crate) fn describe(self, kind: Kind, key: impl std::fmt::Display) -> String {
+        match (self, kind) {
+            (Self::Permits { stored }, Kind::Permit { permits }) => format!(
+                "semaphore `{key}` has {stored} permits in Redis, and this request names \
+                 {permits}: every caller of a semaphore must name the same count (it is \
+                 stored with the permits and ends with the last of them)"
+            ),
+            _ => format!(
+                "`{key}` holds something other than a {}: a name is a lock or a semaphore, \
+                 not both",
+                kind.name()
+            ),
+        }
+    }
 }
 
 /// What an attempt must find out besides taking the lock.
@@ -176,6 +205,8 @@ pub(crate) enum Feature {
     FairWaiting,
     /// A grant confirmed by replicas (`min_replicas`).
     ReplicaAcks,
+    /// Semaphores: a count of permits kept in one place.
+    Semaphores,
 }
 
 /// The lease operations every backend offers, each atomic on the server.

@@ -172,6 +172,12 @@ impl LeaseStore for Redlock {
                  a master restarted without persistence lets a majority issue a token lower \
                  than one already given; use a single Redis (or Sentinel) for fenced locks"
             }
+            Feature::Semaphores => {
+                "semaphores are not safe on Redlock: each master would count permits of its \
+                 own, and a master restarted without persistence forgets its count, so a \
+                 majority could grant more holders than permits; use a single Redis, Sentinel \
+                 or Cluster for semaphores"
+            }
         })
     }
 
@@ -204,7 +210,7 @@ impl LeaseStore for Redlock {
                         remaining = Some(remaining.map_or(left, |r| r.min(left)));
                     }
                 }
-                Ok(Attempt::NoQuorum { .. }) | Err(_) => failed += 1,
+                Ok(Attempt::NoQuorum { .. } | Attempt::Misfit(_)) | Err(_) => failed += 1,
             }
         }
         let validity = lease

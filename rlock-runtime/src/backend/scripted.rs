@@ -18,8 +18,8 @@ use super::endpoint::Endpoint;
 use super::pubsub::{Announcing, Connector, Feed};
 use super::scripts::{Lua, ScriptCall, Waiters, query};
 use super::{
-    Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, QueueAsk, QueueCall, ReleaseListener,
-    millis,
+    Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, Misfit, QueueAsk, QueueCall,
+    ReleaseListener, millis,
 };
 use crate::error::{LockError, Operation};
 use crate::key::Companion;
@@ -158,12 +158,11 @@ impl<O: Opener> Scripted<O> {
         Ok(outcome == 1)
     }
 
-    /// Connects and loads the scripts up front, so the first calls do not all miss at once and
-    /// load them again one by one. (After a server restart the cache is empty; EVALSHA
-    /// reloads then.)
+    /// Connects and loads the lock's scripts up front, so the first calls do not all miss at
+    /// once and load them again one by one. (After a server restart the cache is empty, and
+    /// another kind's scripts are not loaded yet: EVALSHA reloads then.)
     pub(crate) async fn load_scripts(&self) -> Result<(), LockError> {
-        let scripts = Kind::ALL.iter().flat_map(|kind| kind.scripts().each());
-        for script in scripts {
+        for script in Kind::Lock.scripts().hot() {
             self.conn
                 .call(
                     Operation::Connect,
@@ -232,10 +231,13 @@ impl<O: Opener> Scripted<O> {
                 }
             });
         }
+        // A kind with an argument of its own (a semaphore's count) has it checked by every
+        // call: it never joins without the script.
         if let Some(QueueAsk {
             call: QueueCall::Append { refresh },
             ..
         }) = queue
+            && lease.kind.argument().is_none()
             && let Some(busy) = self.append(lease, refresh, ask.fence, timeout).await?
         {
             return Ok(busy);
@@ -263,6 +265,9 @@ impl<O: Opener> Scripted<O> {
         } else {
             acquire.arg(Waiters::None.arg());
         }
+        if let Some(argument) = lease.kind.argument() {
+            acquire.arg(argument);
+        }
         let reply: Vec<i64> = self.invoke(Operation::Acquire, timeout, &acquire).await?;
         let at = |i: usize| reply.get(i).copied().unwrap_or(0);
         // The script's fences are positive; a negative one cannot come from it.
@@ -273,6 +278,10 @@ impl<O: Opener> Scripted<O> {
                 fence: fence(),
                 left: lease_left(at(2)).unwrap_or_default(),
             },
+            4 => Attempt::Misfit(Misfit::Permits {
+                stored: u32::try_from(at(1)).unwrap_or(0),
+            }),
+            5 => Attempt::Misfit(Misfit::OtherKind),
             outcome => Attempt::Busy {
                 remaining: lease_left(at(1)),
                 queued: queue.is_some() && outcome == 0,

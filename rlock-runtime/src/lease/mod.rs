@@ -181,6 +181,10 @@ impl Engine {
                     },
                 });
             }
+            Ok(Attempt::Misfit(misfit)) => {
+                orphan.armed = false;
+                return Err(LockError::InvalidConfig(misfit.describe(plan.kind, key)));
+            }
             Ok(Attempt::NoQuorum { granted, needed }) => {
                 return Err(LockError::QuorumNotReached {
                     key: key.as_str().to_owned(),

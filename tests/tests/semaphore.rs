@@ -1,0 +1,373 @@
+//! Semaphores against a real `redis-server` (and the in-process backend where it keeps the
+//! same rules): never more holders than permits, a crashed holder's permit back at its own
+//! lease's end, a release that hands its permit to one queued waiter, one count per
+//! semaphore, reentry within a locked scope, and the requests that are refused.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rlock_runtime::{LockClient, LockError};
+use rlock_tests::RedisServer;
+
+/// Long enough for any waiter on a loaded machine; never a measured time.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+async fn client(server: &RedisServer) -> LockClient {
+    LockClient::connect(&server.url()).await.unwrap()
+}
+
+/// 4 clients × 6 tasks contend for 3 permits, each task 15 times: the number of bodies
+/// running at once never exceeds 3, and every task gets its turns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_more_holders_than_permits() {
+    let server = RedisServer::start();
+    let first = client(&server).await;
+    let clients: Vec<LockClient> = (0..4).map(|_| first.sibling()).collect();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let entered = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for c in &clients {
+        for _ in 0..6 {
+            let (c, inside, most, entered) =
+                (c.clone(), inside.clone(), most.clone(), entered.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..15 {
+                    let permit = c
+                        .semaphore("export:acme", 3)
+                        .wait(PATIENCE)
+                        .acquire()
+                        .await
+                        .unwrap();
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    entered.fetch_add(1, Ordering::SeqCst);
+                    permit.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert!(most.load(Ordering::SeqCst) <= 3, "{most:?} bodies at once");
+    assert_eq!(entered.load(Ordering::SeqCst), 4 * 6 * 15);
+    // The last release took the count with it: nothing is left behind.
+    let mut raw = server.raw().await;
+    let exists: u32 = redis::cmd("EXISTS")
+        .arg("export:acme")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(exists, 0);
+}
+
+/// A holder that stops without releasing (a crash: no release, no renewal) keeps its permit
+/// only until its own lease ends, by Redis's clock; the other holder's permit is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_holders_permit_comes_back_at_its_lease_end() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let crashed = a
+        .semaphore("report:t1", 2)
+        .ttl(Duration::from_millis(400))
+        .renew(false)
+        .acquire()
+        .await
+        .unwrap();
+    let kept = a
+        .sibling()
+        .semaphore("report:t1", 2)
+        .ttl(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    std::mem::forget(crashed);
+    let b = a.sibling();
+    let third = b
+        .semaphore("report:t1", 2)
+        .wait(PATIENCE)
+        .acquire()
+        .await
+        .unwrap();
+    // Two permits in use now: the survivor's and the newcomer's.
+    assert!(
+        b.semaphore("report:t1", 2)
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+    kept.release().await.unwrap();
+    third.release().await.unwrap();
+}
+
+/// A release hands its permit to one queued waiter; the others stay queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_its_permit_to_one_waiter() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let holders = [a.clone(), a.sibling()];
+    let mut guards = Vec::new();
+    for c in &holders {
+        let request = c.semaphore("render:x", 2).ttl(Duration::from_secs(60));
+        guards.push(request.acquire().await.unwrap());
+    }
+    let (granted_tx, mut granted) = tokio::sync::mpsc::unbounded_channel();
+    let mut waiters = Vec::new();
+    for _ in 0..3 {
+        let (c, granted_tx) = (a.sibling(), granted_tx.clone());
+        waiters.push(tokio::spawn(async move {
+            let permit = c
+                .semaphore("render:x", 2)
+                .wait(PATIENCE)
+                .acquire()
+                .await
+                .unwrap();
+            granted_tx.send(()).unwrap();
+            // Held until the test ends.
+            std::future::pending::<()>().await;
+            drop(permit);
+        }));
+    }
+    let mut raw = server.raw().await;
+    let queue = "{render:x}:waiters";
+    for _ in 0..3000 {
+        let queued: u32 = redis::cmd("LLEN")
+            .arg(queue)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        if queued == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    guards.pop().unwrap().release().await.unwrap();
+    tokio::time::timeout(PATIENCE, granted.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let in_use: u32 = redis::cmd("ZCOUNT")
+        .arg("render:x")
+        .arg(0)
+        .arg("+inf")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(in_use, 2, "one permit handed on, not more");
+    let queued: u32 = redis::cmd("LLEN")
+        .arg(queue)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(queued, 2, "the other waiters keep their places");
+    for waiter in waiters {
+        waiter.abort();
+    }
+}
+
+/// What a release does in Redis, seen without any client waiting: two waiters stand in the
+/// queue as rlock's would (an entry each, and a subscriber on their client's channel), and a
+/// holder gives its permit back. The release script itself grants the permit to the first
+/// waiter, and tells it alone; the second keeps its place, and the count of permits in use
+/// never passes the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_release_script_grants_the_permit_to_the_first_live_waiter() {
+    use futures_util::StreamExt as _;
+
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let kept = a.semaphore("render:y", 2).acquire().await.unwrap();
+    let released = a.semaphore("render:y", 2).acquire().await.unwrap();
+    let mut listener = server.redis_client().get_async_pubsub().await.unwrap();
+    for waiter in ["w1", "w2"] {
+        listener
+            .subscribe(format!("rlock:released:render:y:{waiter}"))
+            .await
+            .unwrap();
+    }
+    let mut raw = server.raw().await;
+    for waiter in ["w1", "w2"] {
+        let _: () = redis::cmd("RPUSH")
+            .arg("{render:y}:waiters")
+            .arg(format!("{waiter}:1 5000 0"))
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+    }
+    released.release().await.unwrap();
+
+    let score = |member: &'static str| redis::cmd("ZSCORE").arg("render:y").arg(member).to_owned();
+    let first: Option<f64> = score("w1:1").query_async(&mut raw).await.unwrap();
+    let second: Option<f64> = score("w2:1").query_async(&mut raw).await.unwrap();
+    assert!(first.is_some(), "the first waiter holds the permit");
+    assert!(second.is_none(), "the second does not");
+    let queue: Vec<String> = redis::cmd("LRANGE")
+        .arg("{render:y}:waiters")
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(queue, ["w2:1 5000 0"]);
+    let in_use: u32 = redis::cmd("ZCOUNT")
+        .arg("render:y")
+        .arg(0)
+        .arg("+inf")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(in_use, 2);
+    let told = tokio::time::timeout(PATIENCE, listener.on_message().next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(told.get_channel_name(), "rlock:released:render:y:w1");
+    assert_eq!(told.get_payload::<String>().unwrap(), "w1:1 0");
+    kept.release().await.unwrap();
+}
+
+/// The count is stored with the permits: another count is an error while one is in use, and
+/// free to choose once the last is given back.
+async fn one_count_per_semaphore(a: &LockClient) {
+    let permit = a.semaphore("pool:db", 3).acquire().await.unwrap();
+    let err = a
+        .sibling()
+        .semaphore("pool:db", 2)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LockError::InvalidConfig(m) if m.contains("3 permits") && m.contains("names 2")),
+        "{err:?}"
+    );
+    permit.release().await.unwrap();
+    let other = a.semaphore("pool:db", 2).acquire().await.unwrap();
+    other.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_count_per_semaphore_on_redis() {
+    let server = RedisServer::start();
+    one_count_per_semaphore(&client(&server).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_count_per_semaphore_in_memory() {
+    one_count_per_semaphore(&LockClient::in_memory()).await;
+}
+
+/// A name is a lock or a semaphore: asking for a permit of a held lock is an error that says
+/// so, not a wait that never ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_is_not_a_semaphore() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let lock = a.lock("thing:1").acquire().await.unwrap();
+    let err = a.semaphore("thing:1", 2).acquire().await.unwrap_err();
+    assert!(
+        matches!(&err, LockError::InvalidConfig(m) if m.contains("something other than a semaphore")),
+        "{err:?}"
+    );
+    lock.release().await.unwrap();
+}
+
+/// Inside a locked scope, the same semaphore re-enters the permit held: a task that holds
+/// the only permit does not wait on itself.
+async fn reentry_takes_no_second_permit(a: &LockClient) {
+    let outer = a.semaphore("job:import", 1);
+    let inner = outer
+        .run(async {
+            a.semaphore("job:import", 1)
+                .run(async { "inner ran" })
+                .await
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(inner, "inner ran");
+    // Outside any scope, each acquire is a permit of its own.
+    let first = a.semaphore("job:export", 2).acquire().await.unwrap();
+    let second = a.semaphore("job:export", 2).acquire().await.unwrap();
+    assert!(
+        a.semaphore("job:export", 2)
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+    first.release().await.unwrap();
+    second.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentry_takes_no_second_permit_on_redis() {
+    let server = RedisServer::start();
+    reentry_takes_no_second_permit(&client(&server).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentry_takes_no_second_permit_in_memory() {
+    reentry_takes_no_second_permit(&LockClient::in_memory()).await;
+}
+
+/// Renewal keeps a permit past its first lease; `extend` sets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_permit_outlives_its_first_lease() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let permit = a
+        .semaphore("upload:u", 1)
+        .ttl(Duration::from_millis(300))
+        .acquire()
+        .await
+        .unwrap();
+    // Several leases long: only renewal keeps it.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(!permit.is_lost());
+    assert!(
+        a.sibling()
+            .semaphore("upload:u", 1)
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+    permit.extend(Duration::from_secs(30)).await.unwrap();
+    permit.release().await.unwrap();
+    a.semaphore("upload:u", 1)
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+/// Refused before anything is sent: no permits, a fence, and Redlock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphores_that_cannot_be_kept_are_refused() {
+    let memory = LockClient::in_memory();
+    for request in [memory.semaphore("s", 0), memory.semaphore("s", 2).fenced()] {
+        let err = request.acquire().await.unwrap_err();
+        assert!(matches!(err, LockError::InvalidConfig(_)), "{err:?}");
+    }
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let hosts: Vec<String> = masters
+        .iter()
+        .map(|m| format!("127.0.0.1:{}", m.port()))
+        .collect();
+    let redlock = LockClient::connect(&format!("redlock://{}", hosts.join(",")))
+        .await
+        .unwrap();
+    let err = redlock.semaphore("s", 2).acquire().await.unwrap_err();
+    assert!(
+        matches!(&err, LockError::InvalidConfig(m) if m.contains("not safe on Redlock")),
+        "{err:?}"
+    );
+}
