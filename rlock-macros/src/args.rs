@@ -10,9 +10,10 @@ use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned as _;
 use syn::{Expr, Ident, Lit, LitBool, LitInt, LitStr, Path, Token};
 
+use crate::attribute::Attribute;
 use crate::duration::{self, Millis};
 use crate::errors::Errors;
-use crate::limits::{MAX_HOLD, MAX_REPLICAS, MAX_TTL, MAX_WAIT, MIN_TTL};
+use crate::limits::{MAX_HOLD, MAX_PERMITS, MAX_REPLICAS, MAX_TTL, MAX_WAIT, MIN_TTL};
 use crate::suggest;
 
 mod kw {
@@ -27,6 +28,7 @@ mod kw {
     syn::custom_keyword!(client);
     syn::custom_keyword!(min_replicas);
     syn::custom_keyword!(fair);
+    syn::custom_keyword!(permits);
 }
 
 /// Every option, in the order the docs list them.
@@ -41,6 +43,7 @@ pub(crate) const OPTIONS: &[&str] = &[
     "fence",
     "min_replicas",
     "fair",
+    "permits",
     "client",
     "crate",
 ];
@@ -72,6 +75,8 @@ pub(crate) struct Args {
     pub(crate) fence: Option<Ident>,
     pub(crate) min_replicas: Option<u32>,
     pub(crate) fair: Option<LitBool>,
+    /// `#[semaphore]`'s count, with its span.
+    pub(crate) permits: Option<(u32, Span)>,
     pub(crate) client: Option<Expr>,
     pub(crate) krate: Option<Path>,
 }
@@ -137,6 +142,10 @@ impl Parse for Args {
                 let name = input.parse::<kw::fair>()?;
                 let value = bool_value(input, "fair", name.span)?;
                 set(&mut args.fair, value, "fair", name.span)?;
+            } else if lookahead.peek(kw::permits) {
+                let name = input.parse::<kw::permits>()?;
+                let value = permits_value(input, name.span)?;
+                set(&mut args.permits, value, "permits", name.span)?;
             } else if lookahead.peek(kw::client) {
                 let name = input.parse::<kw::client>()?;
                 let value = client_value(input, name.span)?;
@@ -453,6 +462,35 @@ fn replicas_value(input: ParseStream<'_>, span: Span) -> syn::Result<u32> {
     Err(syn::Error::new(value.span(), format!("{expected}{hint}")))
 }
 
+fn permits_value(input: ParseStream<'_>, span: Span) -> syn::Result<(u32, Span)> {
+    equals(input, "permits", "permits = 5", span)?;
+    let expected = format!(
+        "`permits` must be a whole number from 1 to {MAX_PERMITS}, such as `permits = 5`: how \
+         many may hold the semaphore at once"
+    );
+    if input.peek(LitInt) {
+        let lit: LitInt = input.parse()?;
+        return match lit.base10_parse::<u32>() {
+            Ok(n) if (1..=MAX_PERMITS).contains(&n) && lit.suffix().is_empty() => {
+                Ok((n, lit.span()))
+            }
+            _ => Err(syn::Error::new(lit.span(), expected)),
+        };
+    }
+    let value = bad_value(input)?;
+    let hint = match &value {
+        Expr::Lit(lit) => match &lit.lit {
+            Lit::Str(text) if text.value().parse::<u32>().is_ok() => {
+                format!("; write it without quotes: `permits = {}`", text.value())
+            }
+            _ => String::new(),
+        },
+        _ => "; the count is checked at compile time, so it cannot come from an expression"
+            .to_string(),
+    };
+    Err(syn::Error::new(value.span(), format!("{expected}{hint}")))
+}
+
 fn fence_value(input: ParseStream<'_>, span: Span) -> syn::Result<Ident> {
     equals(input, "fence", "fence = token", span)?;
     if input.peek(Ident) {
@@ -523,15 +561,40 @@ fn crate_value(input: ParseStream<'_>, span: Span) -> syn::Result<Path> {
 }
 
 impl Args {
-    /// Checks what only makes sense across options.
-    pub(crate) fn validate(&self) -> syn::Result<()> {
+    /// Checks what only makes sense across options, for `attribute`.
+    pub(crate) fn validate(&self, attribute: Attribute) -> syn::Result<()> {
         let mut errors = Errors::default();
         let mut push = |err: syn::Error| errors.push(err);
         if self.key.is_none() {
             push(syn::Error::new(
                 Span::call_site(),
-                "missing `key`: #[distributed_lock] needs the name of the lock, as in \
-                 `#[distributed_lock(key = \"order:<user_id>\")]`",
+                format!(
+                    "missing `key`: {} needs the name of {}, as in `{}`",
+                    attribute.name(),
+                    attribute.named(),
+                    attribute.example()
+                ),
+            ));
+        }
+        match (attribute, self.permits) {
+            (Attribute::DistributedLock, Some((_, span))) => push(syn::Error::new(
+                span,
+                "`permits` is an option of #[semaphore], not of #[distributed_lock] (a lock has \
+                 one holder); write `#[semaphore(key = \"…\", permits = 5)]` to let that many \
+                 hold it at once, or remove `permits`",
+            )),
+            (Attribute::Semaphore, None) => push(syn::Error::new(
+                Span::call_site(),
+                "missing `permits`: #[semaphore] needs how many may hold it at once, as in \
+                 `#[semaphore(key = \"export:<tenant>\", permits = 5)]`",
+            )),
+            _ => {}
+        }
+        if let (Attribute::Semaphore, Some(fence)) = (attribute, &self.fence) {
+            push(syn::Error::new(
+                fence.span(),
+                "`fence` does not apply to #[semaphore]: permits carry no fencing token (several \
+                 holders at once have no order to fence); remove `fence`",
             ));
         }
         let waits = self.wait.is_some_and(|wait| wait.value.0 > 0);
@@ -584,7 +647,8 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> syn::Result<Args> {
-        syn::parse_str::<Args>(text).and_then(|args| args.validate().map(|()| args))
+        syn::parse_str::<Args>(text)
+            .and_then(|args| args.validate(Attribute::DistributedLock).map(|()| args))
     }
 
     fn error(text: &str) -> String {
@@ -713,6 +777,35 @@ mod tests {
             let err = error(text);
             assert!(err.contains(needle), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn semaphores_need_a_count_and_take_no_fence() {
+        let semaphore = |text: &str| {
+            syn::parse_str::<Args>(text).and_then(|args| args.validate(Attribute::Semaphore))
+        };
+        let permits = syn::parse_str::<Args>("key = \"a\", permits = 1000000").unwrap();
+        assert_eq!(permits.permits.map(|(n, _)| n), Some(1_000_000));
+        assert!(semaphore("key = \"a\", permits = 5, wait = \"1s\", fair = true").is_ok());
+        for (text, needle) in [
+            ("key = \"a\"", "missing `permits`"),
+            ("key = \"a\", permits = 0", "from 1 to 1000000"),
+            ("key = \"a\", permits = 1000001", "from 1 to 1000000"),
+            ("key = \"a\", permits = 5u8", "from 1 to 1000000"),
+            (
+                "key = \"a\", permits = \"5\"",
+                "without quotes: `permits = 5`",
+            ),
+            (
+                "key = \"a\", permits = 5, fence = t",
+                "`fence` does not apply",
+            ),
+            ("permits = 5", "needs the name of the semaphore"),
+        ] {
+            let err = semaphore(text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+        assert!(error("key = \"a\", permits = 5").contains("an option of #[semaphore]"));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use syn::spanned::Spanned as _;
 use syn::{Ident, LitStr, Path, Type};
 
 use crate::args::{Args, OnLost};
+use crate::attribute::Attribute;
 use crate::item::LockedFn;
 use crate::resolve::{KeyPart, Value};
 
@@ -32,6 +33,7 @@ fn runtime_path(explicit: Option<&Path>) -> Path {
 }
 
 pub(crate) fn generate(
+    attribute: Attribute,
     func: &LockedFn,
     args: &Args,
     ret_ty: &Type,
@@ -167,6 +169,7 @@ pub(crate) fn generate(
     // The return type's one requirement (`LockResult`) is named here, on the return type's own
     // tokens: a function that cannot return a lock error gets one error, on its return type.
     let outcome = quote_spanned!(ret_ty.span()=> <#ret_ty as #private::LockResult>::OUTCOME);
+    let taking = attribute.taking(&private, args.permits.map(|(permits, _)| permits));
 
     quote! {
         #(#attrs)*
@@ -181,6 +184,7 @@ pub(crate) fn generate(
             let __rlock_options = #options;
             #private::run_locked(
                 __rlock_client,
+                #taking,
                 __rlock_key,
                 __rlock_options,
                 #outcome,

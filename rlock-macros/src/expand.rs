@@ -7,6 +7,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::quote;
 
 use crate::args::Args;
+use crate::attribute::Attribute;
 use crate::codegen::generate;
 use crate::errors::Errors;
 use crate::item::LockedFn;
@@ -16,7 +17,12 @@ use crate::validate::{check_async, return_type};
 
 /// The whole attribute: the expansion, or the unchanged item plus the errors.
 pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
-    match expand(args, item.clone()) {
+    attribute(Attribute::DistributedLock, args, item)
+}
+
+/// `attribute` on `item`: the expansion, or the unchanged item plus the errors.
+pub(crate) fn attribute(attribute: Attribute, args: TokenStream, item: TokenStream) -> TokenStream {
+    match expand(attribute, args, item.clone()) {
         Ok(tokens) => tokens,
         Err(err) => {
             let err = err.to_compile_error();
@@ -25,22 +31,25 @@ pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStr
     }
 }
 
-fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+fn expand(attribute: Attribute, args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     // Only attributes, visibility and signature are parsed (see `item`): a failure here is
     // about the item's shape, never about its body.
     let func: LockedFn = syn::parse2(item.clone()).map_err(|_| {
         syn::Error::new_spanned(
             &item,
-            "#[distributed_lock] applies to an `async fn` with a body: a free function, \
-             or a method in an `impl` block",
+            format!(
+                "{} applies to an `async fn` with a body: a free function, or a method in an \
+                 `impl` block",
+                attribute.name()
+            ),
         )
     })?;
 
     let mut errors = Errors::default();
-    errors.keep(check_async(&func.sig));
-    let ret_ty = errors.keep(return_type(&func.sig));
-    let args =
-        errors.keep(syn::parse2::<Args>(args).and_then(|args| args.validate().map(|()| args)));
+    errors.keep(check_async(&func.sig, attribute));
+    let ret_ty = errors.keep(return_type(&func.sig, attribute));
+    let args = errors
+        .keep(syn::parse2::<Args>(args).and_then(|args| args.validate(attribute).map(|()| args)));
     let bindings = Bindings::of(&func.sig);
     let key = args
         .as_ref()
@@ -48,11 +57,13 @@ fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
         .and_then(|key| errors.keep(resolve_key(key, &bindings, &func.sig)));
     errors.finish()?;
     match (args, ret_ty, key) {
-        (Some(args), Some(ret_ty), Some(key)) => Ok(generate(&func, &args, &ret_ty, &key)),
+        (Some(args), Some(ret_ty), Some(key)) => {
+            Ok(generate(attribute, &func, &args, &ret_ty, &key))
+        }
         // Every `None` above pushed an error, so `finish` has returned already.
         _ => Err(syn::Error::new(
             Span::call_site(),
-            "invalid #[distributed_lock]",
+            format!("invalid {}", attribute.name()),
         )),
     }
 }

@@ -210,7 +210,8 @@ fn run_cases() {
             continue;
         };
         let args = no_panic(&options, || {
-            syn::parse2::<Args>(tokens.clone()).and_then(|args| args.validate())
+            syn::parse2::<Args>(tokens.clone())
+                .and_then(|args| args.validate(crate::attribute::Attribute::DistributedLock))
         });
         match args {
             Ok(()) => ok += 1,

@@ -10,6 +10,7 @@
 //! are what the runtime takes from here through hidden macros.
 
 mod args;
+mod attribute;
 mod codegen;
 mod duration;
 mod errors;
@@ -431,6 +432,37 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::distributed_lock(args.into(), item.into()).into()
+}
+
+/// Runs an `async fn` holding one of `permits` permits of a Redis semaphore: at most that
+/// many calls across every instance run the body at once (Redisson's
+/// `RPermitExpirableSemaphore`).
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, semaphore};
+/// #[semaphore(key = "export:<tenant>", permits = 5, wait = "10s")]
+/// async fn export(tenant: &str) -> Result<usize, LockError> {
+///     Ok(tenant.len()) // at most five exports of one tenant at a time
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # rlock_runtime::install(LockClient::in_memory());
+/// assert_eq!(export("acme").await.unwrap(), 4);
+/// # }
+/// ```
+///
+/// It takes `#[distributed_lock]`'s options (`key`, `ttl`, `wait`, `renew`, `max_hold`,
+/// `min_hold`, `on_lost`, `min_replicas`, `fair`, `client`, `crate`, checked the same way at
+/// compile time) and `permits`, a whole number from 1 to 1,000,000, required. `fence` does
+/// not apply: permits carry no fencing token. Each permit is a lease of its own, renewed while
+/// the body runs and given back when it ends; a crashed instance's permit comes back when its
+/// lease ends, by Redis's clock. The count is stored with the permits: every caller of one key
+/// must name the same `permits`, or gets `LockError::InvalidConfig`. A nested call of the same
+/// semaphore in the same task re-enters the permit held instead of taking a second.
+///
+/// Without the macro: `client.semaphore(key, 5).wait(Duration::from_secs(10)).run(body).await`.
+#[proc_macro_attribute]
+pub fn semaphore(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(attribute::Attribute::Semaphore, args.into(), item.into()).into()
 }
 
 /// A limit of a lock as a literal (`__limit!(MAX_TTL_MS)`), from which `rlock-runtime`

@@ -21,6 +21,8 @@ pub(crate) const MAX_TTL: Millis = Millis::DAY;
 pub(crate) const MAX_WAIT: Millis = Millis::DAY;
 /// The longest `max_hold` accepted.
 pub(crate) const MAX_HOLD: Millis = Millis(7 * Millis::DAY.0);
+/// The most permits a semaphore may have: more is a typo, or a job for a counter.
+pub(crate) const MAX_PERMITS: u32 = 1_000_000;
 /// The longest key accepted, in bytes. Redis allows far more, but a key this long is a
 /// template bug, and every byte travels with every command.
 pub(crate) const MAX_KEY_LEN: usize = 4096;

@@ -2,18 +2,22 @@
 //! error can hold a `LockError`.
 
 use quote::ToTokens;
+
+use crate::attribute::Attribute;
 use syn::{ReturnType, Signature, Type};
 
 /// The lock is taken before the body and released after it: only an `async fn` has both.
-pub(crate) fn check_async(sig: &Signature) -> syn::Result<()> {
+pub(crate) fn check_async(sig: &Signature, attribute: Attribute) -> syn::Result<()> {
     if sig.asyncness.is_some() {
         return Ok(());
     }
     Err(syn::Error::new(
         sig.fn_token.span,
         format!(
-            "#[distributed_lock] needs an `async fn`: the lock is held across the body's awaits \
-             and released when it finishes; write `async fn {}(…)`",
+            "{} needs an `async fn`: {} is held across the body's awaits and released when \
+             it finishes; write `async fn {}(…)`",
+            attribute.name(),
+            attribute.held(),
             sig.ident
         ),
     ))
@@ -23,15 +27,19 @@ pub(crate) fn check_async(sig: &Signature) -> syn::Result<()> {
 ///
 /// Only the shape is checked here: a path type (`Result<T, E>`, `io::Result<T>`, an alias)
 /// is accepted and then checked by the `LockResult` bound in the generated code.
-pub(crate) fn return_type(sig: &Signature) -> syn::Result<Type> {
-    const NEED: &str = "#[distributed_lock] needs the fn to return `Result<T, E>` with \
-                        `E: From<LockError>`, so that failing to acquire the lock can be returned";
+pub(crate) fn return_type(sig: &Signature, attribute: Attribute) -> syn::Result<Type> {
+    let need = format!(
+        "{} needs the fn to return `Result<T, E>` with `E: From<LockError>`, so that failing \
+         to acquire {} can be returned",
+        attribute.name(),
+        attribute.held()
+    );
     let ty = match &sig.output {
         ReturnType::Type(_, ty) => ty,
         ReturnType::Default => {
             return Err(syn::Error::new(
                 sig.paren_token.span.close(),
-                format!("{NEED}; add a return type, as in `-> Result<(), LockError>`"),
+                format!("{need}; add a return type, as in `-> Result<(), LockError>`"),
             ));
         }
     };
@@ -53,7 +61,7 @@ pub(crate) fn return_type(sig: &Signature) -> syn::Result<Type> {
         return Err(syn::Error::new_spanned(
             error,
             format!(
-                "{NEED}; `{error_text}` cannot hold a `LockError` (it has no \
+                "{need}; `{error_text}` cannot hold a `LockError` (it has no \
                  `From<LockError>`): return `Result<{ok}, LockError>`, or an error type of \
                  yours with `From<LockError>` (thiserror: `#[error(transparent)] \
                  Lock(#[from] LockError)`), or `anyhow::Error`"
@@ -86,7 +94,7 @@ pub(crate) fn return_type(sig: &Signature) -> syn::Result<Type> {
     };
     Err(syn::Error::new_spanned(
         ty,
-        format!("{NEED}; `{written}` is {what}: {fix}"),
+        format!("{need}; `{written}` is {what}: {fix}"),
     ))
 }
 

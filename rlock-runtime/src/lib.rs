@@ -197,7 +197,7 @@ pub use metrics::LockMetrics;
 pub use util::fence::Fence;
 
 #[doc(inline)]
-pub use rlock_macros::distributed_lock;
+pub use rlock_macros::{distributed_lock, semaphore};
 
 // The README's tour is compiled as a doc test, so that it stays true.
 #[doc = include_str!("../README.md")]
@@ -307,7 +307,7 @@ mod private {
     /// Acquires, runs the body with the fence, releases (see `LockClient::with_lock`).
     /// The macro passes `<ReturnType as LockResult>::OUTCOME` as `outcome`, named on the
     /// function's return type so that a wrong one is reported there, once.
-    pub use crate::api::run::run_locked;
+    pub use crate::api::run::{Taking, run_locked};
 }
 
 // The support module under the versioned name generated code uses (`__private_0_1`), which

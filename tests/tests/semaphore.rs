@@ -371,3 +371,72 @@ async fn semaphores_that_cannot_be_kept_are_refused() {
         "{err:?}"
     );
 }
+
+/// A restart that loses the data set takes every permit with it: a holder's next renewal
+/// finds its permit gone and `lost()` fires, and the semaphore starts anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_that_loses_the_permits_is_a_lost_lease() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let permit = a
+        .semaphore("batch:b", 2)
+        .ttl(Duration::from_millis(600))
+        .acquire()
+        .await
+        .unwrap();
+    server.restart();
+    tokio::time::timeout(PATIENCE, permit.lost()).await.unwrap();
+    assert!(permit.release().await.unwrap_err().is_lost());
+    let fresh = a
+        .semaphore("batch:b", 3)
+        .wait(PATIENCE)
+        .acquire()
+        .await
+        .unwrap();
+    fresh.release().await.unwrap();
+}
+
+/// On Redis Cluster a semaphore's set and its queue share a slot: permits are counted and
+/// handed on as on one server, the release announced on the key's shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphores_on_a_cluster() {
+    let cluster = rlock_tests::deploy::ClusterDeployment::start();
+    let a = LockClient::connect(&cluster.url()).await.unwrap();
+    let b = LockClient::connect(&cluster.url()).await.unwrap();
+    let first = a.semaphore("export:c1", 2).acquire().await.unwrap();
+    let second = b.semaphore("export:c1", 2).acquire().await.unwrap();
+    assert!(
+        b.semaphore("export:c1", 2)
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            let permit = b
+                .semaphore("export:c1", 2)
+                .wait(PATIENCE)
+                .acquire()
+                .await
+                .unwrap();
+            permit.release().await.unwrap();
+        })
+    };
+    first.release().await.unwrap();
+    tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    second.release().await.unwrap();
+    let node = cluster.master_of_key("export:c1").unwrap();
+    let mut raw = node.raw().await;
+    let left: u32 = redis::cmd("EXISTS")
+        .arg("export:c1")
+        .arg("{export:c1}:waiters")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "nothing is left behind");
+}

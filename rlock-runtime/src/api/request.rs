@@ -59,12 +59,15 @@ impl LockClient {
     /// # drop((second, third)); Ok(()) }
     /// ```
     pub fn semaphore(&self, key: impl IntoLockKey, permits: u32) -> LockRequest<'_> {
-        LockRequest::new(
-            self,
-            Kind::Permit { permits },
-            key.into_lock_key(),
-            LockOptions::default(),
-        )
+        self.semaphore_checked(key.into_lock_key(), permits)
+    }
+
+    pub(crate) fn semaphore_checked(
+        &self,
+        key: Result<LockKey, LockError>,
+        permits: u32,
+    ) -> LockRequest<'_> {
+        LockRequest::new(self, Kind::Permit { permits }, key, LockOptions::default())
     }
 
     pub(crate) fn lock_checked(&self, key: Result<LockKey, LockError>) -> LockRequest<'_> {

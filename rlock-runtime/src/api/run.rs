@@ -38,6 +38,7 @@ impl LockClient {
         let outcome = Outcome::<Result<T, LockError>>::RESULT;
         run_locked(
             Ok(self.clone()),
+            Taking::Lock,
             key.into_lock_key(),
             options,
             outcome,
@@ -102,7 +103,16 @@ impl LockRequest<'_> {
     }
 }
 
-/// Acquires `key`, runs `body(fence)` inside the reentrancy scope, releases.
+/// What an annotated function takes: the attribute's kind of lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taking {
+    /// `#[distributed_lock]`.
+    Lock,
+    /// `#[semaphore(permits = …)]`.
+    Permit(u32),
+}
+
+/// Acquires `key` as `taking` says, runs `body(fence)` inside the reentrancy scope, releases.
 ///
 /// A missing client or an acquisition failure is returned before the body runs. With [`OnLost::Abort`] the body
 /// is dropped as soon as the lease is known lost and [`LockError::Lost`] is returned; a loss
@@ -111,6 +121,7 @@ impl LockRequest<'_> {
 /// release does not hide the body's output: the lease then expires on its own.
 pub async fn run_locked<R, F, Fut>(
     client: Result<LockClient, LockError>,
+    taking: Taking,
     key: Result<LockKey, LockError>,
     options: LockOptions,
     outcome: Outcome<R>,
@@ -124,7 +135,11 @@ where
         Ok(client) => client,
         Err(e) => return (outcome.from_lock_error)(e),
     };
-    run_request(client.lock_checked(key).options(options), outcome, body).await
+    let request = match taking {
+        Taking::Lock => client.lock_checked(key),
+        Taking::Permit(permits) => client.semaphore_checked(key, permits),
+    };
+    run_request(request.options(options), outcome, body).await
 }
 
 /// Acquires what `request` asks for, runs `body(fence)` inside the reentrancy scope,

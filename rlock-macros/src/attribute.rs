@@ -1,0 +1,57 @@
+//! Which attribute is expanded. `#[distributed_lock]` and `#[semaphore]` share the options,
+//! the key template, the checks of the signature and the code they generate; the attribute
+//! decides the name its messages give it and what the lease is of.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+/// One of the crate's locking attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attribute {
+    /// `#[distributed_lock]`: an exclusive lock.
+    DistributedLock,
+    /// `#[semaphore]`: one of `permits` permits.
+    Semaphore,
+}
+
+impl Attribute {
+    /// As the user wrote it, for messages.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::DistributedLock => "#[distributed_lock]",
+            Self::Semaphore => "#[semaphore]",
+        }
+    }
+
+    /// What its key names, for messages.
+    pub(crate) fn named(self) -> &'static str {
+        match self {
+            Self::DistributedLock => "the lock",
+            Self::Semaphore => "the semaphore",
+        }
+    }
+
+    /// What a call holds while its body runs, for messages.
+    pub(crate) fn held(self) -> &'static str {
+        match self {
+            Self::DistributedLock => "the lock",
+            Self::Semaphore => "a permit",
+        }
+    }
+
+    /// An example of it with a key, for messages.
+    pub(crate) fn example(self) -> &'static str {
+        match self {
+            Self::DistributedLock => "#[distributed_lock(key = \"order:<user_id>\")]",
+            Self::Semaphore => "#[semaphore(key = \"export:<tenant>\", permits = 5)]",
+        }
+    }
+
+    /// What the generated code asks the runtime to take: `private::Taking::…`.
+    pub(crate) fn taking(self, private: &TokenStream, permits: Option<u32>) -> TokenStream {
+        match (self, permits) {
+            (Self::Semaphore, Some(permits)) => quote!(#private::Taking::Permit(#permits)),
+            _ => quote!(#private::Taking::Lock),
+        }
+    }
+}
