@@ -784,7 +784,9 @@ mod tests {
         let semaphore = |text: &str| {
             syn::parse_str::<Args>(text).and_then(|args| args.validate(Attribute::Semaphore))
         };
-        let permits = syn::parse_str::<Args>("key = \"a\", permits = 1000000").unwrap();
+        let Ok(permits) = syn::parse_str::<Args>("key = \"a\", permits = 1000000") else {
+            panic!("the largest count parses");
+        };
         assert_eq!(permits.permits.map(|(n, _)| n), Some(1_000_000));
         assert!(semaphore("key = \"a\", permits = 5, wait = \"1s\", fair = true").is_ok());
         for (text, needle) in [
@@ -802,7 +804,10 @@ mod tests {
             ),
             ("permits = 5", "needs the name of the semaphore"),
         ] {
-            let err = semaphore(text).unwrap_err().to_string();
+            let Err(err) = semaphore(text) else {
+                panic!("{text:?} parsed");
+            };
+            let err = err.to_string();
             assert!(err.contains(needle), "{text:?}: {err}");
         }
         assert!(error("key = \"a\", permits = 5").contains("an option of #[semaphore]"));
