@@ -5,8 +5,9 @@
 //! rlock records through the [`metrics`] facade, so whichever recorder a service installs
 //! (this exporter, an OpenTelemetry bridge) receives `rlock_acquired_total`,
 //! `rlock_busy_total`, `rlock_lost_total`, `rlock_renew_failures_total`, `rlock_wait_seconds`
-//! and `rlock_hold_seconds`, labelled `lock` with the key *template*. The exporter is used
-//! here without its own HTTP listener: the service's router serves the page.
+//! and `rlock_hold_seconds`, labelled `lock` with the key *template* and `kind` (`lock` or
+//! `semaphore`). The exporter is used here without its own HTTP listener: the service's
+//! router serves the page.
 //!
 //! ```
 //! let prometheus = rlock_examples::prometheus::install();

@@ -202,7 +202,9 @@ async fn metrics_are_served_for_prometheus_labelled_by_key_template() {
     // The template the handler's attribute names, never a rendered key such as `order:7`.
     let acquired = body
         .lines()
-        .find_map(|l| l.strip_prefix("rlock_acquired_total{lock=\"order:<user_id>\"} "))
+        .find_map(|l| {
+            l.strip_prefix("rlock_acquired_total{lock=\"order:<user_id>\",kind=\"lock\"} ")
+        })
         .unwrap_or_else(|| panic!("no acquisition counted:\n{body}"));
     assert!(acquired.parse::<u64>().unwrap() >= 1, "{body}");
     assert!(
@@ -210,7 +212,9 @@ async fn metrics_are_served_for_prometheus_labelled_by_key_template() {
         "{body}"
     );
     assert!(
-        body.contains("rlock_hold_seconds_bucket{lock=\"order:<user_id>\",le=\"+Inf\"}"),
+        body.contains(
+            "rlock_hold_seconds_bucket{lock=\"order:<user_id>\",kind=\"lock\",le=\"+Inf\"}"
+        ),
         "{body}"
     );
     assert!(!body.contains("order:7"), "{body}");

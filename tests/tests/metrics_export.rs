@@ -1,6 +1,6 @@
 //! The metrics exported through the `metrics` facade, recorded by metrics-util's
-//! `DebuggingRecorder` installed for this test binary: counters and histograms labelled by the key *template*, never by a
-//! rendered key.
+//! `DebuggingRecorder` installed for this test binary: counters and histograms labelled by the
+//! key *template* (never by a rendered key) and by the kind of lease.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -56,10 +56,20 @@ async fn counters_and_histograms_are_labelled_by_template() {
     let guard = client.lock("report:1").acquire().await.unwrap();
     assert!(client.force_unlock("report:1").await.unwrap());
     guard.lost().await;
+    // A semaphore's series carry its kind.
+    client
+        .semaphore("export:acme", 2)
+        .metrics_label("export:<tenant>")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
 
     let recorded = recorded(&snapshotter);
     let get = |series: &str| recorded.get(series).copied().unwrap_or(0.0);
-    let template = "lock=order:<user_id>";
+    let template = "lock=order:<user_id>,kind=lock";
     assert_eq!(get(&format!("rlock_acquired_total{{{template}}}")), 2.0);
     assert_eq!(get(&format!("rlock_busy_total{{{template}}}")), 1.0);
     assert_eq!(
@@ -73,7 +83,11 @@ async fn counters_and_histograms_are_labelled_by_template() {
         1.0
     );
     assert_eq!(get(&format!("rlock_hold_seconds{{{template}}}")), 2.0);
-    assert_eq!(get("rlock_lost_total{lock=manual}"), 1.0);
+    assert_eq!(get("rlock_lost_total{lock=manual,kind=lock}"), 1.0);
+    assert_eq!(
+        get("rlock_acquired_total{lock=export:<tenant>,kind=semaphore}"),
+        1.0
+    );
     assert!(
         recorded
             .keys()

@@ -318,7 +318,7 @@ impl<'a> LockRequest<'a> {
             .acquire(),
         )
         .await?;
-        crate::metrics::export::acquired(plan.label, started);
+        crate::metrics::export::acquired(plan.metrics_label(), started);
         Ok(LockGuard::new(hold, false))
     }
 }

@@ -34,6 +34,7 @@ use crate::backend::{Kind, Lease, LeaseStore};
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::metrics::Count;
+use crate::metrics::export::Label;
 use crate::util::fence::Fence;
 use crate::util::stripe::Numbers;
 use crate::util::tuning::{lease_margin, renew_after, renew_retry, renew_window};
@@ -167,7 +168,7 @@ pub(crate) struct Hold {
     token: String,
     fence: Option<Fence>,
     /// Its label in exported metrics, and when it was granted (for its hold time).
-    label: &'static str,
+    label: Label,
     granted_at: Instant,
     /// `min_hold`: a release before then leaves the key taken until then.
     keep_until: Option<Instant>,
@@ -223,7 +224,7 @@ impl Hold {
             redis_key,
             token,
             fence,
-            label: plan.label,
+            label: plan.metrics_label(),
             granted_at: sent_at,
             // From now, when the grant's reply is in: never before the grant itself.
             keep_until: plan

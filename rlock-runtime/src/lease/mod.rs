@@ -17,6 +17,7 @@ use crate::backend::{
 };
 use crate::error::{LockError, Operation};
 use crate::key::LockKey;
+use crate::metrics::export::Label;
 use crate::metrics::{Count, Counters};
 use crate::util::lateness::Lateness;
 use crate::util::token::TokenSource;
@@ -45,6 +46,16 @@ pub(crate) struct LeasePlan {
     pub(crate) fair: bool,
     /// The lock's label in exported metrics: its key template.
     pub(crate) label: &'static str,
+}
+
+impl LeasePlan {
+    /// Its series' labels in exported metrics.
+    pub(crate) fn metrics_label(&self) -> Label {
+        Label {
+            lock: self.label,
+            kind: self.kind.name(),
+        }
+    }
 }
 
 /// What one attempt asks for besides the lock.

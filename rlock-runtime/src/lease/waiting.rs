@@ -34,7 +34,7 @@ impl Waiting<'_> {
     fn busy(&self) -> LockError {
         let waited = self.started.elapsed();
         self.engine.counters.add(Count::Busy, 1);
-        crate::metrics::export::busy(self.plan.label, waited);
+        crate::metrics::export::busy(self.plan.metrics_label(), waited);
         trace::debug_event!(key = self.key.as_str(), ?waited, "rlock: busy");
         LockError::Busy {
             key: self.key.as_str().to_owned(),

@@ -4,17 +4,17 @@
 //!
 //! | metric | kind | labels |
 //! |---|---|---|
-//! | `rlock_acquired_total` | counter | `lock` |
-//! | `rlock_busy_total` | counter | `lock` |
-//! | `rlock_lost_total` | counter | `lock` |
+//! | `rlock_acquired_total` | counter | `lock`, `kind` |
+//! | `rlock_busy_total` | counter | `lock`, `kind` |
+//! | `rlock_lost_total` | counter | `lock`, `kind` |
 //! | `rlock_renew_failures_total` | counter | none (renewals are batched across locks) |
-//! | `rlock_wait_seconds` | histogram: how long acquisitions waited, granted or busy | `lock`, `outcome` (`acquired` or `busy`) |
-//! | `rlock_hold_seconds` | histogram: from the grant to the release or the loss | `lock` |
+//! | `rlock_wait_seconds` | histogram: how long acquisitions waited, granted or busy | `lock`, `kind`, `outcome` (`acquired` or `busy`) |
+//! | `rlock_hold_seconds` | histogram: from the grant to the release or the loss | `lock`, `kind` |
 //!
 //! `lock` is the key *template* (`order:<user_id>`, as `#[distributed_lock]` writes it, or
 //! what [`LockRequest::metrics_label`](crate::LockRequest::metrics_label) gives), never the
 //! rendered key: one series per user would be unbounded. Locks taken by hand without a label
-//! share the label `manual`.
+//! share the label `manual`. `kind` is what was leased: `lock` or `semaphore`.
 
 use std::time::Duration;
 
@@ -23,12 +23,21 @@ use tokio::time::Instant;
 /// The label of locks that were given none.
 pub(crate) const UNLABELLED: &str = "manual";
 
+/// The labels of one lease's series: its key template and its kind's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Label {
+    pub(crate) lock: &'static str,
+    pub(crate) kind: &'static str,
+}
+
 #[cfg(feature = "metrics")]
 mod emit {
     use std::cell::RefCell;
     use std::time::Duration;
 
-    use metrics::{Key, Label, Level, Metadata};
+    use metrics::{Key, Level, Metadata};
+
+    use super::Label;
 
     /// Where the series come from, as the `metrics` macros would say it.
     static METADATA: Metadata<'static> =
@@ -39,7 +48,7 @@ mod emit {
     /// The recorder is still asked for every value, so one installed later, or a local one,
     /// records as with the macros.
     struct Series {
-        lock: &'static str,
+        label: Label,
         acquired: Key,
         busy: Key,
         lost: Key,
@@ -49,15 +58,21 @@ mod emit {
     }
 
     impl Series {
-        fn new(lock: &'static str) -> Self {
-            let labelled =
-                |name: &'static str| Key::from_parts(name, vec![Label::new("lock", lock)]);
+        fn new(label: Label) -> Self {
+            let labels = || {
+                vec![
+                    metrics::Label::new("lock", label.lock),
+                    metrics::Label::new("kind", label.kind),
+                ]
+            };
+            let labelled = |name: &'static str| Key::from_parts(name, labels());
             let waited = |outcome: &'static str| {
-                let labels = vec![Label::new("lock", lock), Label::new("outcome", outcome)];
+                let mut labels = labels();
+                labels.push(metrics::Label::new("outcome", outcome));
                 Key::from_parts("rlock_wait_seconds", labels)
             };
             Self {
-                lock,
+                label,
                 acquired: labelled("rlock_acquired_total"),
                 busy: labelled("rlock_busy_total"),
                 lost: labelled("rlock_lost_total"),
@@ -75,21 +90,21 @@ mod emit {
         static SERIES: RefCell<Vec<Series>> = const { RefCell::new(Vec::new()) };
     }
 
-    /// Runs `record` with `lock`'s keys: this thread's, or built for this use when they
+    /// Runs `record` with `label`'s keys: this thread's, or built for this use when they
     /// cannot be had (a recorder that locks from inside its own recording; a thread's end).
-    fn with_series(lock: &'static str, record: impl FnOnce(&Series)) {
+    fn with_series(label: Label, record: impl FnOnce(&Series)) {
         let mut record = Some(record);
         let _ = SERIES.try_with(|kept| {
             let Ok(mut kept) = kept.try_borrow_mut() else {
                 return;
             };
-            let index = match kept.iter().position(|s| s.lock == lock) {
+            let index = match kept.iter().position(|s| s.label == label) {
                 Some(index) => index,
                 None => {
                     if kept.len() == KEPT {
                         kept.remove(0);
                     }
-                    kept.push(Series::new(lock));
+                    kept.push(Series::new(label));
                     kept.len() - 1
                 }
             };
@@ -98,7 +113,7 @@ mod emit {
             }
         });
         if let Some(record) = record {
-            record(&Series::new(lock));
+            record(&Series::new(label));
         }
     }
 
@@ -111,18 +126,18 @@ mod emit {
         });
     }
 
-    pub(super) fn acquired(lock: &'static str, waited: Duration) {
-        with_series(lock, |s| {
+    pub(super) fn acquired(label: Label, waited: Duration) {
+        with_series(label, |s| {
             count_wait(&s.acquired, &s.waited_acquired, waited)
         });
     }
 
-    pub(super) fn busy(lock: &'static str, waited: Duration) {
-        with_series(lock, |s| count_wait(&s.busy, &s.waited_busy, waited));
+    pub(super) fn busy(label: Label, waited: Duration) {
+        with_series(label, |s| count_wait(&s.busy, &s.waited_busy, waited));
     }
 
-    pub(super) fn ended(lock: &'static str, held: Duration, lost: bool) {
-        with_series(lock, |series| {
+    pub(super) fn ended(label: Label, held: Duration, lost: bool) {
+        with_series(label, |series| {
             metrics::with_recorder(|r| {
                 if lost {
                     r.register_counter(&series.lost, &METADATA).increment(1);
@@ -139,27 +154,27 @@ mod emit {
 }
 
 /// A lock was granted to a request made at `started` (now, for a free lock).
-pub(crate) fn acquired(lock: &'static str, started: Instant) {
+pub(crate) fn acquired(label: Label, started: Instant) {
     #[cfg(feature = "metrics")]
-    emit::acquired(lock, started.elapsed());
+    emit::acquired(label, started.elapsed());
     #[cfg(not(feature = "metrics"))]
-    let _ = (lock, started);
+    let _ = (label, started);
 }
 
 /// An acquisition gave up busy after waiting `waited`.
-pub(crate) fn busy(lock: &'static str, waited: Duration) {
+pub(crate) fn busy(label: Label, waited: Duration) {
     #[cfg(feature = "metrics")]
-    emit::busy(lock, waited);
+    emit::busy(label, waited);
     #[cfg(not(feature = "metrics"))]
-    let _ = (lock, waited);
+    let _ = (label, waited);
 }
 
 /// A hold granted at `granted_at` ended: released, or `lost`.
-pub(crate) fn ended(lock: &'static str, granted_at: Instant, lost: bool) {
+pub(crate) fn ended(label: Label, granted_at: Instant, lost: bool) {
     #[cfg(feature = "metrics")]
-    emit::ended(lock, granted_at.elapsed(), lost);
+    emit::ended(label, granted_at.elapsed(), lost);
     #[cfg(not(feature = "metrics"))]
-    let _ = (lock, granted_at, lost);
+    let _ = (label, granted_at, lost);
 }
 
 /// A watchdog renewal call failed.
@@ -237,26 +252,37 @@ mod tests {
     #[test]
     fn kept_keys_record_into_whichever_recorder_is_current() {
         let now = Instant::now();
+        let job = Label {
+            lock: "job:<id>",
+            kind: "lock",
+        };
+        let other = Label {
+            lock: "other",
+            kind: "semaphore",
+        };
         // Nobody records yet; the keys are kept all the same.
-        acquired("job:<id>", now);
+        acquired(job, now);
         let (first, second) = (Tally::default(), Tally::default());
         metrics::with_local_recorder(&first, || {
-            acquired("job:<id>", now);
-            ended("job:<id>", now, true);
+            acquired(job, now);
+            ended(job, now, true);
         });
         metrics::with_local_recorder(&second, || {
-            acquired("job:<id>", now);
-            busy("other", Duration::ZERO);
+            acquired(job, now);
+            busy(other, Duration::ZERO);
         });
-        assert_eq!(first.get(r#"rlock_acquired_total["job:<id>"]"#), 1);
+        assert_eq!(first.get(r#"rlock_acquired_total["job:<id>", "lock"]"#), 1);
         assert_eq!(
-            first.get(r#"rlock_wait_seconds["job:<id>", "acquired"]"#),
+            first.get(r#"rlock_wait_seconds["job:<id>", "lock", "acquired"]"#),
             1
         );
-        assert_eq!(first.get(r#"rlock_lost_total["job:<id>"]"#), 1);
-        assert_eq!(first.get(r#"rlock_hold_seconds["job:<id>"]"#), 1);
-        assert_eq!(second.get(r#"rlock_acquired_total["job:<id>"]"#), 1);
-        assert_eq!(second.get(r#"rlock_busy_total["other"]"#), 1);
-        assert_eq!(second.get(r#"rlock_wait_seconds["other", "busy"]"#), 1);
+        assert_eq!(first.get(r#"rlock_lost_total["job:<id>", "lock"]"#), 1);
+        assert_eq!(first.get(r#"rlock_hold_seconds["job:<id>", "lock"]"#), 1);
+        assert_eq!(second.get(r#"rlock_acquired_total["job:<id>", "lock"]"#), 1);
+        assert_eq!(second.get(r#"rlock_busy_total["other", "semaphore"]"#), 1);
+        assert_eq!(
+            second.get(r#"rlock_wait_seconds["other", "semaphore", "busy"]"#),
+            1
+        );
     }
 }
