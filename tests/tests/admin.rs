@@ -39,6 +39,11 @@ async fn a_foreign_holder_is_seen_and_can_be_broken() {
         .unwrap();
     let info = client.inspect("admin:py").await.unwrap();
     assert!(info.held && !info.held_here, "{info:?}");
+    assert_eq!(
+        info.waiters,
+        Some(0),
+        "one server keeps a queue, empty here"
+    );
     assert!(client.force_unlock("admin:py").await.unwrap());
     let left: Option<String> = raw.get("admin:py").await.unwrap();
     assert_eq!(left, None);

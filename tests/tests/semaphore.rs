@@ -440,3 +440,47 @@ async fn semaphores_on_a_cluster() {
         .unwrap();
     assert_eq!(left, 0, "nothing is left behind");
 }
+
+/// An operator's view: the permits in use, the count, who holds them here and how many wait;
+/// then every permit given back by force, the first going to the waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_and_force_unlock_a_semaphore() {
+    let server = RedisServer::start();
+    let ops = client(&server).await;
+    let elsewhere = ops.sibling();
+    let here = ops.semaphore("ops:s", 2).acquire().await.unwrap();
+    let there = elsewhere.semaphore("ops:s", 2).acquire().await.unwrap();
+    let waiter = {
+        let c = ops.sibling();
+        tokio::spawn(async move {
+            let permit = c.semaphore("ops:s", 2).wait(PATIENCE).acquire().await?;
+            permit.release().await
+        })
+    };
+    let mut info = ops.inspect_semaphore("ops:s").await.unwrap();
+    for _ in 0..3000 {
+        if info.waiters == Some(1) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        info = ops.inspect_semaphore("ops:s").await.unwrap();
+    }
+    assert_eq!(
+        (info.permits, info.in_use, info.held_here, info.waiters),
+        (2, 2, 1, Some(1)),
+        "{info:?}"
+    );
+    assert!(info.next_end.is_some(), "{info:?}");
+
+    assert_eq!(ops.force_unlock_semaphore("ops:s").await.unwrap(), 2);
+    assert!(here.is_lost(), "a hold of this client is lost at once");
+    tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(there.release().await.unwrap_err().is_lost());
+    let after = ops.inspect_semaphore("ops:s").await.unwrap();
+    assert_eq!((after.permits, after.in_use), (0, 0), "{after:?}");
+    assert_eq!(ops.metrics().forced_unlocks, 2);
+}

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::api::client::LockClient;
-use crate::backend::{Kind, Lease, LeaseStore};
+use crate::backend::{Feature, Holder, Kind, Lease, LeaseStore};
 use crate::error::LockError;
 use crate::key::IntoLockKey;
 use crate::metrics::Count;
@@ -37,6 +37,41 @@ pub struct LockInfo {
     /// How many guards of this client share the hold: 1, plus one per reentry; 0 when the
     /// lock is not held here.
     pub hold_count: usize,
+    /// Entries in the lock's queue in Redis: waiters of every instance (an entry whose
+    /// waiter died stays until a release or its queue's expiry skips it). `None` where no
+    /// queue is kept in Redis (Redlock, in process).
+    pub waiters: Option<u32>,
+}
+
+/// What [`LockClient::inspect_semaphore`] found about one semaphore.
+///
+/// ```
+/// use rlock_runtime::LockClient;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+/// let client = LockClient::in_memory();
+/// let permit = client.semaphore("export:acme", 5).acquire().await?;
+/// let info = client.inspect_semaphore("export:acme").await?;
+/// assert_eq!((info.permits, info.in_use, info.held_here), (5, 1, 1));
+/// permit.release().await?;
+/// assert_eq!(client.inspect_semaphore("export:acme").await?.in_use, 0);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SemaphoreInfo {
+    /// Its count, as stored with the permits; 0 when no permit is in use (the count goes
+    /// with the last permit).
+    pub permits: u32,
+    /// Permits in use now, by every instance.
+    pub in_use: u32,
+    /// Of those, the ones this client holds.
+    pub held_here: usize,
+    /// What is left of the lease of the permit that ends first: when one comes free at the
+    /// latest, unless it is renewed.
+    pub next_end: Option<Duration>,
+    /// Entries in its queue in Redis (see [`LockInfo::waiters`]).
+    pub waiters: Option<u32>,
 }
 
 impl LockClient {
@@ -63,7 +98,107 @@ impl LockClient {
             remaining: holder.remaining,
             held_here: ours.is_some(),
             hold_count: ours.map_or(0, |hold| hold.guard_count()),
+            waiters: holder.queued,
         })
+    }
+
+    /// Reads a semaphore's permits in use, its count and its waiters, in one atomic read
+    /// (Redlock keeps no semaphores: an error). A snapshot, as [`inspect`](Self::inspect).
+    ///
+    /// See [`SemaphoreInfo`] for an example.
+    pub async fn inspect_semaphore(
+        &self,
+        key: impl IntoLockKey,
+    ) -> Result<SemaphoreInfo, LockError> {
+        let (redis_key, holder) = self.semaphore_holders(key).await?;
+        let permits = holder.permits.unwrap_or_default();
+        let ours = self.shared().engine.watchdog.holds_of(&redis_key);
+        let held_here = ours
+            .iter()
+            .filter(|hold| !hold.is_lost() && permits.owners.iter().any(|t| t == hold.token()))
+            .count();
+        Ok(SemaphoreInfo {
+            permits: permits.count,
+            in_use: u32::try_from(permits.owners.len()).unwrap_or(u32::MAX),
+            held_here,
+            next_end: holder.remaining,
+            waiters: holder.queued,
+        })
+    }
+
+    /// **Dangerous**: gives back every permit of the semaphore `key`, whoever holds them;
+    /// returns how many were given back. Each goes to the next queued waiter, as on a
+    /// release. As with [`force_unlock`](Self::force_unlock), holders in this client are
+    /// marked lost at once and holders elsewhere find out at their next renewal, so until
+    /// then more than `permits` may run. For an operator clearing permits whose holders are
+    /// known to be gone.
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let ops = LockClient::in_memory();
+    /// let stuck = ops.sibling();
+    /// let permit = stuck.semaphore("export:acme", 2).acquire().await?;
+    /// assert_eq!(ops.force_unlock_semaphore("export:acme").await?, 1);
+    /// assert_eq!(ops.inspect_semaphore("export:acme").await?.in_use, 0);
+    /// assert!(permit.release().await.unwrap_err().is_lost());
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_unlock_semaphore(&self, key: impl IntoLockKey) -> Result<u32, LockError> {
+        let (redis_key, holder) = self.semaphore_holders(key).await?;
+        let Some(permits) = holder.permits else {
+            return Ok(0);
+        };
+        let engine = &self.shared().engine;
+        let kind = Kind::Permit {
+            permits: permits.count,
+        };
+        let mut given_back = 0;
+        for token in &permits.owners {
+            let lease = Lease {
+                kind,
+                key: &redis_key,
+                token,
+                ttl: Duration::ZERO,
+            };
+            if engine.backend.release(lease, false).await? {
+                given_back += 1;
+                engine.counters.add(Count::ForcedUnlock, 1);
+                for hold in engine.watchdog.holds_of(&redis_key) {
+                    if hold.token() == token {
+                        hold.lose();
+                    }
+                }
+            }
+        }
+        if given_back > 0 {
+            crate::util::trace::warn_event!(
+                key = redis_key.as_str(),
+                permits = given_back,
+                "rlock: semaphore permits forcibly given back"
+            );
+        }
+        Ok(given_back)
+    }
+
+    /// The Redis key of the semaphore `key`, and its permits as the backend reads them.
+    async fn semaphore_holders(
+        &self,
+        key: impl IntoLockKey,
+    ) -> Result<(String, Holder), LockError> {
+        let key = key.into_lock_key()?;
+        let engine = &self.shared().engine;
+        if let Some(why) = engine.backend.refuses(Feature::Semaphores) {
+            return Err(LockError::InvalidConfig(format!(
+                "semaphore `{key}`: {why}"
+            )));
+        }
+        let redis_key = self.redis_key(&key);
+        // The count is read, not named: any will do for the inspection script.
+        let kind = Kind::Permit { permits: 1 };
+        let holder = engine.backend.inspect(kind, &redis_key).await?;
+        Ok((redis_key, holder))
     }
 
     /// **Dangerous**: deletes `key`'s lock whoever holds it, as Redisson's `forceUnlock`

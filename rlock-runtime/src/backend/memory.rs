@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, Misfit, ReleaseListener};
+use super::{
+    Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, Misfit, Permits, ReleaseListener,
+};
 use crate::error::LockError;
 
 #[derive(Debug, Clone, Default)]
@@ -29,7 +31,7 @@ struct Shared {
 struct Locks {
     entries: HashMap<String, Entry>,
     /// Semaphores with a permit in use.
-    semaphores: HashMap<String, Permits>,
+    semaphores: HashMap<String, Semaphore>,
     /// Size after the last sweep of expired entries; the next sweep waits until it doubles.
     swept_at: usize,
 }
@@ -42,12 +44,12 @@ struct Entry {
 
 /// One semaphore: its count, and when each permit in use ends, by owner token.
 #[derive(Debug)]
-struct Permits {
+struct Semaphore {
     count: u32,
     held: HashMap<String, Instant>,
 }
 
-impl Permits {
+impl Semaphore {
     /// The permits still in their lease at `now`; the ended ones are free again.
     fn live(&mut self, now: Instant) -> &mut HashMap<String, Instant> {
         self.held.retain(|_, ends| *ends > now);
@@ -109,7 +111,7 @@ impl MemoryBackend {
         let semaphore = locks
             .semaphores
             .entry(lease.key.to_owned())
-            .or_insert_with(|| Permits {
+            .or_insert_with(|| Semaphore {
                 count: permits,
                 held: HashMap::new(),
             });
@@ -214,22 +216,34 @@ impl LeaseStore for MemoryBackend {
     async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {
         let now = Instant::now();
         let mut locks = self.locks();
-        // A semaphore is told by the permit that ends first.
-        let first = match kind {
-            Kind::Lock => locks.entries.get(key).map(|e| (&e.token, e.expires)),
-            Kind::Permit { .. } => locks.semaphores.get_mut(key).and_then(|semaphore| {
-                let held = semaphore.live(now);
-                held.iter()
-                    .min_by_key(|(_, ends)| **ends)
-                    .map(|(t, e)| (t, *e))
-            }),
+        // A semaphore is told by the permit that ends first, and all of them.
+        let (first, permits) = match kind {
+            Kind::Lock => (locks.entries.get(key).map(|e| (&e.token, e.expires)), None),
+            Kind::Permit { .. } => match locks.semaphores.get_mut(key) {
+                Some(semaphore) => {
+                    let count = semaphore.count;
+                    let held = semaphore.live(now);
+                    let permits = Permits {
+                        count: if held.is_empty() { 0 } else { count },
+                        owners: held.keys().cloned().collect(),
+                    };
+                    let first = held.iter().min_by_key(|(_, ends)| **ends);
+                    (first.map(|(t, e)| (t, *e)), Some(permits))
+                }
+                None => (None, Some(Permits::default())),
+            },
         };
         Ok(match first {
             Some((token, ends)) if ends > now => Holder {
                 token: Some(token.clone()),
                 remaining: Some(ends - now),
+                queued: None,
+                permits,
             },
-            _ => Holder::default(),
+            _ => Holder {
+                permits,
+                ..Holder::default()
+            },
         })
     }
 

@@ -141,13 +141,27 @@ pub(crate) struct QueueEntry {
     pub(crate) fenced: bool,
 }
 
-/// Who holds a lock, as the backend sees it now.
+/// Who holds a lock or a semaphore, as the backend sees it now.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Holder {
-    /// The holder's owner token; `None` when the lock is free.
+    /// The holder's owner token (a semaphore's: the permit that ends first); `None` when
+    /// nobody holds it.
     pub(crate) token: Option<String>,
     /// What is left of its lease, when it has one.
     pub(crate) remaining: Option<Duration>,
+    /// Entries in its queue in Redis (live or not), where it keeps one.
+    pub(crate) queued: Option<u32>,
+    /// A semaphore's permits in use.
+    pub(crate) permits: Option<Permits>,
+}
+
+/// A semaphore's permits in use, as inspected.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Permits {
+    /// Its stored count.
+    pub(crate) count: u32,
+    /// Every permit's owner token.
+    pub(crate) owners: Vec<String>,
 }
 
 /// A release's announcement naming the waiter it handed the lock to.

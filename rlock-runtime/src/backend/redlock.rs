@@ -317,6 +317,7 @@ impl LeaseStore for Redlock {
                 return Ok(Holder {
                     token: Some(token.clone()),
                     remaining: same.iter().filter_map(|h| h.remaining).min(),
+                    ..Holder::default()
                 });
             }
         }

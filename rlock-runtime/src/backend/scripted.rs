@@ -18,7 +18,7 @@ use super::endpoint::Endpoint;
 use super::pubsub::{Announcing, Connector, Feed};
 use super::scripts::{Lua, ScriptCall, Waiters, query};
 use super::{
-    Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, Misfit, QueueAsk, QueueCall,
+    Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, Misfit, Permits, QueueAsk, QueueCall,
     ReleaseListener, millis,
 };
 use crate::error::{LockError, Operation};
@@ -429,13 +429,29 @@ impl<O: Opener> LeaseStore for Scripted<O> {
     }
 
     async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {
-        let call = kind.scripts().inspect.call(&[key]);
-        let (token, pttl): (Option<String>, i64) = self
-            .invoke(Operation::Inspect, self.conn.timeout(), &call)
-            .await?;
+        let queue = Companion::waiters(key);
+        let call = if self.queue {
+            let mut call = kind.scripts().inspect.start(2, key.len() + queue.len());
+            call.arg(key).arg(queue);
+            call
+        } else {
+            kind.scripts().inspect.call(&[key])
+        };
+        let (token, pttl, queued, count, owners): (Option<String>, i64, i64, i64, Vec<String>) =
+            self.invoke(Operation::Inspect, self.conn.timeout(), &call)
+                .await?;
+        let permits = match kind {
+            Kind::Lock => None,
+            Kind::Permit { .. } => Some(Permits {
+                count: u32::try_from(count).unwrap_or(0),
+                owners,
+            }),
+        };
         Ok(Holder {
             remaining: token.as_ref().and_then(|_| lease_left(pttl)),
             token,
+            queued: u32::try_from(queued).ok(),
+            permits,
         })
     }
 
