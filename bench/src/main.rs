@@ -9,14 +9,15 @@
 //!
 //! Without `--redis` it starts its own `redis-server` on a free loopback port. Workload (e)
 //! always starts its own servers: a Redis Cluster (which needs `redis-cli`) and five
-//! independent masters. The last line printed is `bench: uncontended=R distinct=R
-//! contended_throughput=R contended_p99_gain=R macro_overhead=R fair_p99_vs_limit=R
-//! handoff_cmds_16_clients=N cluster_distinct=R redlock3_p50=R` (`-` for a ratio of (e) when
-//! it did not run). See BENCHMARKS.md for what
-//! each workload does.
+//! independent masters. Workload (f) measures semaphores. The last line printed is
+//! `bench: uncontended=R distinct=R contended_throughput=R contended_p99_gain=R
+//! macro_overhead=R fair_p99_vs_limit=R handoff_cmds_16_clients=N cluster_distinct=R
+//! redlock3_p50=R permit_vs_floor=R semaphore_p99_vs_limit=R` (`-` for a ratio of (e) or (f)
+//! when it did not run). See BENCHMARKS.md for what each workload does.
 
 mod lockers;
 mod report;
+mod semaphores;
 mod stats;
 mod workloads;
 
@@ -33,7 +34,7 @@ use workloads::{Batch, Contended, Contender, REDLOCK_MASTERS, Watchdog};
 pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The workloads, in run order.
-const PHASES: &str = "abcde";
+const PHASES: &str = "abcdef";
 
 /// Iteration counts of one mode.
 #[derive(Debug, Clone)]
@@ -68,6 +69,15 @@ pub struct Config {
     /// (e) Redlock: rounds, acquisitions per round per topology.
     pub redlock_rounds: usize,
     pub redlock_n: u64,
+    /// (f) uncontended permits: rounds, cycles per round per way (they take turns).
+    pub sem_rounds: usize,
+    pub sem_n: u64,
+    /// (f) the contended semaphore: tasks, clients, permits, acquisitions per task, hold.
+    pub sem_tasks: usize,
+    pub sem_clients: usize,
+    pub sem_permits: u32,
+    pub sem_per_task: u64,
+    pub sem_hold: Duration,
 }
 
 impl Config {
@@ -95,6 +105,13 @@ impl Config {
             cluster_per_task: 150,
             redlock_rounds: 10,
             redlock_n: 500,
+            sem_rounds: 8,
+            sem_n: 1000,
+            sem_tasks: 64,
+            sem_clients: 4,
+            sem_permits: 8,
+            sem_per_task: 25,
+            sem_hold: Duration::from_millis(5),
         }
     }
 
@@ -122,6 +139,13 @@ impl Config {
             cluster_per_task: 20,
             redlock_rounds: 3,
             redlock_n: 300,
+            sem_rounds: 1,
+            sem_n: 100,
+            sem_tasks: 64,
+            sem_clients: 4,
+            sem_permits: 8,
+            sem_per_task: 2,
+            sem_hold: Duration::from_millis(5),
         }
     }
 }
@@ -144,6 +168,10 @@ pub struct Results {
     pub redlock: HashMap<usize, Vec<Batch>>,
     /// (e) the raw fan-out to as many masters (`SET NX PX` to all at once), per round.
     pub fanout: HashMap<usize, Vec<Batch>>,
+    /// (f) uncontended permits per way: one rate per round.
+    pub permits: HashMap<&'static str, Vec<f64>>,
+    /// (f) the contended semaphore.
+    pub semaphore: Option<semaphores::Contended>,
 }
 
 /// The benchmark's command line.
@@ -158,7 +186,7 @@ struct Args {
     /// Small counts, for CI (under a minute and a half).
     #[arg(long)]
     quick: bool,
-    /// Workloads to run, among `abcde`.
+    /// Workloads to run, among `abcdef`.
     #[arg(long, default_value = PHASES, value_parser = phases)]
     only: String,
     /// The implementations that (a) and (b) run, among
@@ -482,6 +510,12 @@ async fn main() -> Result<(), BenchError> {
         beyond_one_redis(&config, &mut results).await?;
     }
 
+    // (f)
+    if run('f') {
+        eprintln!("bench: (f) semaphores");
+        semaphores_phase(&url, &config, &mut probe, &mut results).await?;
+    }
+
     let machine = report::Machine {
         redis_version: version,
         load_before,
@@ -515,6 +549,49 @@ async fn main() -> Result<(), BenchError> {
     if overlaps > 0 {
         return Err(format!("mutual exclusion violated {overlaps} times in workload (c)").into());
     }
+    if let Some(run) = results
+        .semaphore
+        .as_ref()
+        .filter(|run| run.most_inside > run.permits)
+    {
+        return Err(format!(
+            "{} bodies ran at once under a semaphore of {} permits in workload (f)",
+            run.most_inside, run.permits
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// (f): the uncontended ways take turns within each round; then the contended run.
+async fn semaphores_phase(
+    url: &str,
+    config: &Config,
+    probe: &mut stats::Probe,
+    results: &mut Results,
+) -> Result<(), BenchError> {
+    let permits = semaphores::Permits::connect(url).await?;
+    for way in semaphores::Way::ALL {
+        permits.rate(way, 50).await?;
+    }
+    for _ in 0..config.sem_rounds {
+        for way in semaphores::Way::ALL {
+            let rate = permits.rate(way, config.sem_n).await?;
+            results.permits.entry(way.label()).or_default().push(rate);
+        }
+    }
+    results.semaphore = Some(
+        semaphores::contended(
+            url,
+            probe,
+            config.sem_tasks,
+            config.sem_clients,
+            config.sem_permits,
+            config.sem_per_task,
+            config.sem_hold,
+        )
+        .await?,
+    );
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::lockers::Kind;
 use crate::stats::{median, percentile};
 use crate::workloads::{Batch, Contended, Contender, REDLOCK_MASTERS};
-use crate::{BenchError, Config, Results};
+use crate::{BenchError, Config, Results, semaphores};
 
 const BEGIN: &str = "<!-- bench:results:begin -->";
 const END: &str = "<!-- bench:results:end -->";
@@ -84,13 +84,17 @@ pub struct Summary {
     pub cluster_distinct: Option<f64>,
     /// (e) Redlock over 3 masters p50 ÷ single-node p50 of acquire, when (e) ran.
     pub redlock3_p50: Option<f64>,
+    /// (f) rlock's permit ÷ the semaphore's scripts by hand, ops/s, when (f) ran.
+    pub permit_vs_floor: Option<f64>,
+    /// (f) the contended semaphore's wait p99 ÷ its FIFO limit, when (f) ran.
+    pub semaphore_p99_vs_limit: Option<f64>,
 }
 
 impl Summary {
     pub fn line(&self) -> String {
         let measured = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
         format!(
-            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} fair_p99_vs_limit={:.3} handoff_cmds_16_clients={:.1} cluster_distinct={} redlock3_p50={}",
+            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} fair_p99_vs_limit={:.3} handoff_cmds_16_clients={:.1} cluster_distinct={} redlock3_p50={} permit_vs_floor={} semaphore_p99_vs_limit={}",
             self.uncontended,
             self.distinct,
             self.contended_throughput,
@@ -99,7 +103,9 @@ impl Summary {
             self.fair_p99_vs_limit,
             self.handoff_cmds_16_clients,
             measured(self.cluster_distinct),
-            measured(self.redlock3_p50)
+            measured(self.redlock3_p50),
+            measured(self.permit_vs_floor),
+            measured(self.semaphore_p99_vs_limit)
         )
     }
 }
@@ -242,6 +248,23 @@ pub fn summary(results: &Results) -> Summary {
         cluster_distinct: Some(paired(&results.cluster, Kind::Manual, Kind::Floor).0)
             .filter(|r| *r > 0.0),
         redlock3_p50: vs_single(results, 3, 0.5),
+        permit_vs_floor: {
+            let rate = |way: semaphores::Way| {
+                results
+                    .permits
+                    .get(way.label())
+                    .map_or(0.0, |rates| median(rates))
+            };
+            Some(ratio(
+                rate(semaphores::Way::Permit),
+                rate(semaphores::Way::Floor),
+            ))
+            .filter(|r| *r > 0.0)
+        },
+        semaphore_p99_vs_limit: results
+            .semaphore
+            .as_ref()
+            .map(|run| ratio(run.p(0.99).as_secs_f64(), run.fifo_limit().as_secs_f64())),
     }
 }
 
@@ -567,6 +590,11 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
         beyond_one_redis(&mut o, config, results);
     }
 
+    // (f)
+    if let Some(run) = &results.semaphore {
+        semaphores(&mut o, config, results, run);
+    }
+
     // Targets
     let _ = writeln!(
         o,
@@ -653,6 +681,68 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
     }
     let _ = writeln!(o, "\n`{}`", s.line());
     o
+}
+
+/// Section (f): uncontended permits beside the lock and the floor; the contended semaphore.
+fn semaphores(o: &mut String, config: &Config, results: &Results, run: &semaphores::Contended) {
+    let _ = writeln!(
+        o,
+        "\n### (f) Semaphores\n\n\
+         **Uncontended.** Take one of 8 permits of a fresh key and give it back, one after the \
+         other: {} rounds of {} cycles per way, the ways taking turns within each round; \
+         median round. The floor sends the semaphore's own acquire and release scripts by \
+         `EVALSHA` with the arguments rlock gives them: what Redis must do for a permit.\n",
+        config.sem_rounds, config.sem_n
+    );
+    let _ = writeln!(o, "| way | ops/s | ÷ floor |\n|---|---:|---:|");
+    let rate = |way: semaphores::Way| {
+        results
+            .permits
+            .get(way.label())
+            .map_or(0.0, |rates| median(rates))
+    };
+    for way in semaphores::Way::ALL {
+        let _ = writeln!(
+            o,
+            "| {} | {:.0} | {} |",
+            way.label(),
+            rate(way),
+            x(ratio(rate(way), rate(semaphores::Way::Floor)))
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n**Contended.** {} tasks over {} clients share {} permits of one semaphore, each \
+         taking a permit {} times and holding it {:?} (measured mean {}); every wait from the \
+         call to the grant is recorded. The FIFO limit is the longest wait strict first-come \
+         grants allow: the other tasks' holds once each, spread over the permits.\n",
+        run.tasks,
+        run.clients,
+        run.permits,
+        config.sem_per_task,
+        config.sem_hold,
+        ms(run.mean_hold),
+    );
+    let _ = writeln!(
+        o,
+        "| grants/s | wait p50 ms | wait p99 ms | FIFO limit ms | p99 ÷ limit | commands per grant | most bodies at once |\n|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    let _ = writeln!(
+        o,
+        "| {:.0} | {} | {} | {} | {} | {:.1} | {} of {} |",
+        run.grants as f64 / run.elapsed.as_secs_f64().max(1e-9),
+        ms(run.p(0.5)),
+        ms(run.p(0.99)),
+        ms(run.fifo_limit()),
+        x(ratio(
+            run.p(0.99).as_secs_f64(),
+            run.fifo_limit().as_secs_f64()
+        )),
+        run.commands_per_grant(),
+        run.most_inside,
+        run.permits
+    );
+    let _ = writeln!(o, "\nCommands the server saw: {}", run.server.describe());
 }
 
 /// Section (e): the cluster's throughput table and the Redlock latency table.

@@ -1,0 +1,229 @@
+//! (f) Semaphores: an uncontended permit (take one, give it back) beside rlock's lock and
+//! beside the semaphore's own two scripts sent by hand (the floor: what Redis must do for a
+//! permit); and a contended semaphore, 64 tasks over 4 clients sharing 8 permits, its waits
+//! against the FIFO limit and its commands per grant.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::Script;
+use redis::aio::MultiplexedConnection;
+use rlock_runtime::LockClient;
+
+use crate::BenchError;
+use crate::lockers::{fresh, manual_cycle};
+use crate::stats::{self, Delta, Probe};
+
+const TTL: Duration = Duration::from_secs(10);
+/// A waiter's budget in the contended run: never reached by a working semaphore.
+const WAIT_BUDGET: Duration = Duration::from_secs(30);
+
+/// How a permit is taken and given back in the uncontended rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Way {
+    /// rlock's lock, for comparison: a permit is a lock with a count.
+    Lock,
+    /// rlock's semaphore (`client.semaphore(key, 8)`).
+    Permit,
+    /// The semaphore's acquire and release scripts by `EVALSHA`, with rlock's arguments.
+    Floor,
+}
+
+impl Way {
+    pub const ALL: [Way; 3] = [Way::Floor, Way::Permit, Way::Lock];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Way::Lock => "rlock lock (for comparison)",
+            Way::Permit => "rlock semaphore, 8 permits",
+            Way::Floor => "floor: the semaphore's two scripts by hand",
+        }
+    }
+}
+
+/// What the uncontended rows need: a client and the scripts by hand.
+pub struct Permits {
+    client: LockClient,
+    conn: MultiplexedConnection,
+    acquire: Script,
+    release: Script,
+}
+
+impl Permits {
+    pub async fn connect(url: &str) -> Result<Self, BenchError> {
+        let conn = redis::Client::open(url)?
+            .get_multiplexed_async_connection()
+            .await?;
+        Ok(Self {
+            client: LockClient::connect(url).await?,
+            conn,
+            acquire: Script::new(concat!(
+                include_str!("../../rlock-runtime/scripts/queue.lua"),
+                include_str!("../../rlock-runtime/scripts/semaphore/acquire.lua")
+            )),
+            release: Script::new(concat!(
+                include_str!("../../rlock-runtime/scripts/queue.lua"),
+                include_str!("../../rlock-runtime/scripts/semaphore/release.lua")
+            )),
+        })
+    }
+
+    /// One take-and-give-back of a fresh key, `way`.
+    async fn cycle(&self, way: Way) -> Result<(), BenchError> {
+        let key = format!("bench:sem:{}", fresh());
+        match way {
+            Way::Lock => manual_cycle(&self.client, fresh()).await,
+            Way::Permit => {
+                let permit = self.client.semaphore(key, 8).ttl(TTL).acquire().await?;
+                Ok(permit.release().await?)
+            }
+            Way::Floor => {
+                let (mut conn, token) = (self.conn.clone(), format!("bench:{}", fresh()));
+                let waiters = format!("{{{key}}}:waiters");
+                let taken: Vec<i64> = self
+                    .acquire
+                    .key(&key)
+                    .key(&waiters)
+                    .arg(&token)
+                    .arg(TTL.as_millis() as u64)
+                    .arg("0")
+                    .arg("0")
+                    .arg(8)
+                    .invoke_async(&mut conn)
+                    .await?;
+                if taken.first() != Some(&1) {
+                    return Err(format!("floor: no permit of {key}").into());
+                }
+                let given: i64 = self
+                    .release
+                    .key(&key)
+                    .key(&waiters)
+                    .arg(&token)
+                    .invoke_async(&mut conn)
+                    .await?;
+                if given != 1 {
+                    return Err(format!("floor: the permit of {key} was lost").into());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `n` cycles one after the other: the rate, in cycles per second.
+    pub async fn rate(&self, way: Way, n: u64) -> Result<f64, BenchError> {
+        let start = Instant::now();
+        for _ in 0..n {
+            self.cycle(way).await?;
+        }
+        Ok(n as f64 / start.elapsed().as_secs_f64().max(1e-9))
+    }
+}
+
+/// The contended run's result.
+#[derive(Debug, Clone, Default)]
+pub struct Contended {
+    pub tasks: usize,
+    pub clients: usize,
+    pub permits: usize,
+    pub grants: u64,
+    pub elapsed: Duration,
+    /// Sorted.
+    pub waits: Vec<Duration>,
+    pub server: Delta,
+    /// The most bodies seen running at once (at most `permits`).
+    pub most_inside: usize,
+    /// Mean time spent holding a permit (the sleep overshoots).
+    pub mean_hold: Duration,
+}
+
+impl Contended {
+    pub fn p(&self, q: f64) -> Duration {
+        stats::percentile(&self.waits, q)
+    }
+
+    /// The longest wait strict FIFO grants allow: the other tasks' holds once each, spread
+    /// over the permits, `(tasks - permits) / permits × hold`.
+    pub fn fifo_limit(&self) -> Duration {
+        let others = self.tasks.saturating_sub(self.permits) as f64;
+        self.mean_hold.mul_f64(others / self.permits.max(1) as f64)
+    }
+
+    /// Commands the server ran per grant, Lua-internal ones included.
+    pub fn commands_per_grant(&self) -> f64 {
+        self.server.total_commands as f64 / self.grants.max(1) as f64
+    }
+}
+
+/// `tasks` tasks over `clients` clients each take one of `permits` permits `per_task`
+/// times, holding it `hold`.
+pub async fn contended(
+    url: &str,
+    probe: &mut Probe,
+    tasks: usize,
+    clients: usize,
+    permits: u32,
+    per_task: u64,
+    hold: Duration,
+) -> Result<Contended, BenchError> {
+    let key = format!("bench:semaphore:{}", fresh());
+    let mut all = Vec::new();
+    for _ in 0..clients {
+        all.push(LockClient::connect(url).await?);
+    }
+    let inside = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let held_nanos = Arc::new(AtomicU64::new(0));
+    let before = probe.snapshot().await?;
+    let start = Instant::now();
+    let mut handles = Vec::with_capacity(tasks);
+    for t in 0..tasks {
+        let client = all[t % clients].clone();
+        let (key, inside, most, held_nanos) = (
+            key.clone(),
+            inside.clone(),
+            most.clone(),
+            held_nanos.clone(),
+        );
+        handles.push(tokio::spawn(async move {
+            let mut waits = Vec::new();
+            for _ in 0..per_task {
+                let asked = Instant::now();
+                let permit = client
+                    .semaphore(key.as_str(), permits)
+                    .ttl(TTL)
+                    .wait(WAIT_BUDGET)
+                    .acquire()
+                    .await?;
+                waits.push(asked.elapsed());
+                let now = inside.fetch_add(1, Ordering::AcqRel) + 1;
+                most.fetch_max(now, Ordering::AcqRel);
+                let entered = Instant::now();
+                tokio::time::sleep(hold).await;
+                held_nanos.fetch_add(entered.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                inside.fetch_sub(1, Ordering::AcqRel);
+                permit.release().await?;
+            }
+            Ok::<_, BenchError>(waits)
+        }));
+    }
+    let mut waits = Vec::new();
+    for handle in handles {
+        waits.extend(tokio::time::timeout(WAIT_BUDGET * 2, handle).await???);
+    }
+    let elapsed = start.elapsed();
+    let after = probe.snapshot().await?;
+    waits.sort();
+    let grants = waits.len() as u64;
+    Ok(Contended {
+        tasks,
+        clients,
+        permits: permits as usize,
+        grants,
+        elapsed,
+        waits,
+        server: stats::delta(&before, &after),
+        most_inside: most.load(Ordering::Acquire),
+        mean_hold: Duration::from_nanos(held_nanos.load(Ordering::Relaxed) / grants.max(1)),
+    })
+}
