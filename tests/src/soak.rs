@@ -31,6 +31,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
+use crate::history::{self, AsSection, Section};
+
 /// What became of a section's write to the fenced store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Write {
@@ -80,15 +82,6 @@ pub struct Record {
 }
 
 impl Record {
-    /// The end of the section as far as acting on the lock goes.
-    pub fn effective_end(&self) -> u64 {
-        if self.lost_us > 0 {
-            self.end_us.min(self.lost_us)
-        } else {
-            self.end_us
-        }
-    }
-
     /// The line a worker writes for this section (`key` is the key's text).
     pub fn line(&self, key: &str) -> String {
         let write = match self.write {
@@ -110,6 +103,19 @@ impl Record {
             self.write_sent_us,
             self.write_done_us
         )
+    }
+}
+
+impl AsSection for Record {
+    fn section(&self) -> Section {
+        Section {
+            key: self.key,
+            owner: self.worker as usize,
+            fence: Some(self.fence),
+            start_us: self.grant_us,
+            end_us: self.end_us,
+            lost_us: (self.lost_us > 0).then_some(self.lost_us),
+        }
     }
 }
 
@@ -355,14 +361,9 @@ impl History {
     }
 }
 
-/// An overlap: `later` was granted before `earlier`'s effective end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Overlap {
-    /// The section that still held (in its own view).
-    pub earlier: Record,
-    /// The section granted meanwhile.
-    pub later: Record,
-}
+/// An overlap of two sections ([`crate::history::sweep`]), `earlier` the holder that should
+/// have stopped.
+pub type Overlap = history::Overlap<Record>;
 
 impl Overlap {
     /// When the earlier holder was told it had lost the lock: its `lost()`, else its release
@@ -512,58 +513,38 @@ pub fn check(history: &History) -> Verdict {
         sections: history.records.len() as u64,
         ..Verdict::default()
     };
-    let mut by_key: HashMap<u32, Vec<Record>> = HashMap::new();
     for r in &history.records {
-        by_key.entry(r.key).or_default().push(*r);
         verdict.lost += u64::from(r.lost_us > 0);
         verdict.rejected_writes += u64::from(r.write == Write::Rejected);
     }
+    // Overlaps and fence order: the one check every history goes through.
+    let found = crate::history::sweep(&history.records);
+    verdict.fence_regressions = found.fence_regressions;
+    for overlap in found.overlaps {
+        // Told late: by `lost()`, or by its release answering `Lost`.
+        if let Some(told_us) = overlap.told_us() {
+            verdict.signalled_overlaps.push(overlap);
+            verdict
+                .lost_windows_us
+                .push(told_us.saturating_sub(overlap.since_us));
+        } else {
+            verdict.silent_overlaps.push(overlap);
+        }
+    }
+    let mut by_key: HashMap<u32, Vec<Record>> = HashMap::new();
+    for r in &history.records {
+        by_key.entry(r.key).or_default().push(*r);
+    }
     for sections in by_key.values_mut() {
         sections.sort_by_key(|r| (r.grant_us, r.end_us));
-        check_key(sections, &mut verdict);
+        stale_writes(sections, &mut verdict);
     }
     verdict
 }
 
-fn check_key(sections: &[Record], verdict: &mut Verdict) {
-    // Overlaps and fence order, sweeping in grant order against the section that ends last.
-    let mut holder: Option<Record> = None;
-    for &next in sections {
-        if let Some(held) = holder {
-            if next.grant_us < held.effective_end() {
-                // The holder to be told is the one granted first in Redis: the earlier one,
-                // unless the later-seen grant carries the lower fence. Then a master granted
-                // it before the other was granted, and lost it (a failover to a replica
-                // without it, a restart): its reply was simply the slower one to arrive.
-                let (first, second) = if next.fence > 0 && next.fence < held.fence {
-                    verdict.fence_regressions.push((held, next));
-                    (next, held)
-                } else {
-                    (held, next)
-                };
-                let overlap = Overlap {
-                    earlier: first,
-                    later: second,
-                };
-                // Told late: by `lost()`, or by its release answering `Lost`.
-                if let Some(told_us) = overlap.told_us() {
-                    verdict.signalled_overlaps.push(overlap);
-                    verdict
-                        .lost_windows_us
-                        .push(told_us.saturating_sub(next.grant_us));
-                } else {
-                    verdict.silent_overlaps.push(overlap);
-                }
-            } else if next.fence <= held.fence {
-                verdict.fence_regressions.push((held, next));
-            }
-        }
-        if holder.is_none_or(|h| next.effective_end() > h.effective_end()) {
-            holder = Some(next);
-        }
-    }
-    // Stale writes: accepted writes in the order the store must have taken them (one sent
-    // after the other's answer came), with a fence below one accepted before.
+/// Stale writes: accepted writes in the order the store must have taken them (one sent after
+/// the other's answer came), with a fence below one accepted before.
+fn stale_writes(sections: &[Record], verdict: &mut Verdict) {
     let mut accepted: Vec<Record> = sections
         .iter()
         .filter(|r| r.write == Write::Accepted)

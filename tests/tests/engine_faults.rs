@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use rlock_runtime::{LockClient, LockError, LockGuard, Operation};
 use rlock_tests::RedisServer;
+use rlock_tests::history::{self, AsSection, Section};
 use rlock_tests::locking::{client_at, client_for, lock_and_release};
 use rlock_tests::proxy::FaultProxy;
 
@@ -1060,39 +1061,40 @@ async fn stress_worker(client: LockClient, stress: Arc<Stress>, worker: usize, h
     }
 }
 
-/// Pairs of sections of one key that overlap while the earlier one's `lost()` had not fired
-/// by the later one's start.
-fn overlaps(sections: &[Held]) -> Vec<String> {
-    let mut by_key: BTreeMap<usize, Vec<Held>> = BTreeMap::new();
-    for s in sections {
-        by_key.entry(s.key).or_default().push(*s);
-    }
-    let mut bad = Vec::new();
-    for (key, mut list) in by_key {
-        list.sort_by_key(|s| s.start);
-        for (i, earlier) in list.iter().enumerate() {
-            for later in &list[i + 1..] {
-                if later.start >= earlier.end {
-                    continue;
-                }
-                if earlier.lost_at.is_some_and(|l| l <= later.start) {
-                    continue;
-                }
-                bad.push(format!(
-                    "key {key}: worker {} [{}..{}] lost at {:?} overlaps worker {} [{}..{}] \
-                     (µs)",
-                    earlier.worker,
-                    earlier.start,
-                    earlier.end,
-                    earlier.lost_at,
-                    later.worker,
-                    later.start,
-                    later.end
-                ));
-            }
+impl AsSection for Held {
+    fn section(&self) -> Section {
+        Section {
+            key: u32::try_from(self.key).unwrap_or(u32::MAX),
+            owner: self.worker,
+            fence: None,
+            start_us: self.start,
+            end_us: self.end,
+            lost_us: self.lost_at,
         }
     }
-    bad
+}
+
+/// Sections of one key that overlap while the earlier one's `lost()` had not fired by the
+/// later one's start.
+fn overlaps(sections: &[Held]) -> Vec<String> {
+    history::sweep(sections)
+        .overlaps
+        .iter()
+        .map(|o| {
+            let (earlier, later) = (o.earlier, o.later);
+            format!(
+                "key {}: worker {} [{}..{}] lost at {:?} overlaps worker {} [{}..{}] (µs)",
+                earlier.key,
+                earlier.worker,
+                earlier.start,
+                earlier.end,
+                earlier.lost_at,
+                later.worker,
+                later.start,
+                later.end
+            )
+        })
+        .collect()
 }
 
 /// Runs the stress workload: thread A drives a current-thread runtime, thread B a
