@@ -217,88 +217,6 @@ pub fn owner_switches(sections: &[Section]) -> usize {
         .count()
 }
 
-/// What one `lock_worker` process printed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WorkerReport {
-    /// Its critical sections, in print order.
-    pub sections: Vec<Section>,
-    /// `entered=` of the `DONE` line.
-    pub entered: u64,
-    /// `busy=` of the `DONE` line: acquisitions that gave up with `Busy` and were retried.
-    pub busy: u64,
-    /// `unavailable=`: acquisitions that failed with a backend error and were retried
-    /// (`--ride-outages`).
-    pub unavailable: u64,
-    /// `lost=`: sections whose lease was lost, or whose release failed (`--ride-outages`).
-    pub lost: u64,
-}
-
-/// Parses the stdout of a `lock_worker` process (`H <fence> <start_us> <end_us>` lines and a
-/// final `DONE entered=<n> busy=<n> unavailable=<n> lost=<n>`), tagging its sections with
-/// `owner`.
-///
-/// # Errors
-///
-/// On a malformed line, a missing `DONE` line, or a `DONE` count that disagrees with the
-/// number of `H` lines.
-pub fn parse_worker_output(owner: usize, stdout: &str) -> Result<WorkerReport, String> {
-    let mut report = WorkerReport::default();
-    let mut done = false;
-    for line in stdout.lines() {
-        let mut words = line.split_whitespace();
-        match words.next() {
-            Some("H") => {
-                let mut num = || -> Result<u64, String> {
-                    words
-                        .next()
-                        .and_then(|w| w.parse().ok())
-                        .ok_or_else(|| format!("worker {owner}: bad history line {line:?}"))
-                };
-                let (fence, start_us, end_us) = (num()?, num()?, num()?);
-                report.sections.push(Section {
-                    key: 0,
-                    owner,
-                    fence: (fence > 0).then_some(fence),
-                    start_us,
-                    end_us,
-                    lost_us: None,
-                });
-            }
-            Some("DONE") => {
-                for word in words {
-                    let value =
-                        |prefix: &str| word.strip_prefix(prefix).and_then(|v| v.parse().ok());
-                    if let Some(n) = value("entered=") {
-                        report.entered = n;
-                    } else if let Some(n) = value("busy=") {
-                        report.busy = n;
-                    } else if let Some(n) = value("unavailable=") {
-                        report.unavailable = n;
-                    } else if let Some(n) = value("lost=") {
-                        report.lost = n;
-                    } else {
-                        return Err(format!("worker {owner}: bad summary line {line:?}"));
-                    }
-                }
-                done = true;
-            }
-            Some(_) => return Err(format!("worker {owner}: unexpected line {line:?}")),
-            None => {}
-        }
-    }
-    if !done {
-        return Err(format!("worker {owner}: no DONE line"));
-    }
-    if report.entered != report.sections.len() as u64 {
-        return Err(format!(
-            "worker {owner}: DONE says entered={} but printed {} sections",
-            report.entered,
-            report.sections.len()
-        ));
-    }
-    Ok(report)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -388,16 +306,5 @@ mod tests {
         assert_eq!(found.overlaps[0].earlier.fence, Some(1));
         assert_eq!(found.overlaps[0].since_us, 12);
         assert_eq!(found.fence_regressions.len(), 1);
-    }
-
-    #[test]
-    fn parses_worker_output() {
-        let out = "H 7 100 200\nH 9 300 400\nDONE entered=2 busy=5 unavailable=1 lost=0\n";
-        let r = parse_worker_output(3, out).unwrap();
-        assert_eq!(r.sections, [s(3, 7, 100, 200), s(3, 9, 300, 400)]);
-        assert_eq!((r.entered, r.busy, r.unavailable, r.lost), (2, 5, 1, 0));
-        assert!(parse_worker_output(0, "H 1 2 3\n").is_err());
-        assert!(parse_worker_output(0, "H 1 2 3\nDONE entered=2 busy=0\n").is_err());
-        assert!(parse_worker_output(0, "H 1 x 3\nDONE entered=1 busy=0\n").is_err());
     }
 }

@@ -16,7 +16,7 @@ use rlock_tests::RedisServer;
 use rlock_tests::locking::{queue_len, wait_listening, wait_queue_len, wait_then_release};
 use rlock_tests::workers::{Running, one_waiting_section};
 
-const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
+const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 /// Generous: the workers below normally finish in seconds, on a loaded machine too.
 const DEADLINE: Duration = Duration::from_secs(90);
 
@@ -74,9 +74,8 @@ async fn missed_hand_off(fair: bool) {
     let guard = holder.lock(key).acquire().await.unwrap();
     let stalled = Running::spawn(
         WORKER,
-        &url,
         1,
-        &one_waiting_section(key, "1000", "15000", fair),
+        &one_waiting_section(&url, key, 1000, 15_000, fair),
     );
     wait_queue_len(&server, "{w:missed}:waiters", 1).await;
     wait_listening(&server, key, 1).await;
@@ -240,9 +239,8 @@ async fn a_live_waiter_behind_dead_ones_is_handed_the_lock_at_once() {
     let dead = 20;
     let mut doomed = Running::spawn(
         WORKER,
-        &url,
         dead,
-        &one_waiting_section(key, "10000", "60000", false),
+        &one_waiting_section(&url, key, 10_000, 60_000, false),
     );
     wait_queue_len(&server, queue, dead).await;
     wait_listening(&server, key, dead).await;
