@@ -16,8 +16,9 @@
 //! [`history`] holds the one check of a recorded history (no two sections of a key at once,
 //! fences in order) that these tests, the fault tests and the soak run.
 //!
-//! The soak program (`soak` binary) checks its history with [`soak`], judges its waiting
-//! mix with [`waits`], and counts waiters' check ins on Redis's side with [`checkins`].
+//! The soak program (`soak` binary) lives in [`soak`]: its nemesis, its workers, the checks
+//! of its history and its report; it counts waiters' check ins on Redis's side with
+//! [`checkins`].
 //!
 //! [`deploy`] starts replicated deployments: a Sentinel-managed master, and a Redis Cluster.
 //!
@@ -63,7 +64,6 @@ mod resp;
 pub mod server;
 pub mod soak;
 mod stats;
-pub mod waits;
 pub mod worker;
 pub mod workers;
 

@@ -1,22 +1,17 @@
-//! The history of a soak run (`soak` binary) and the checks run over it.
+//! The checks of a soak run's merged history, and what they found.
 //!
-//! Every critical section a soak worker runs becomes one [`Record`]: its key, fencing token,
-//! when `acquire` returned, when the section ended, when `lost()` fired (if it did), and its
-//! one write through the fenced store (a Redis hash that keeps the highest fence per key and
-//! refuses lower ones). [`check`] merges the records of all workers and counts what a lock
-//! must never do, and what it may do only with a signal:
+//! [`check`] runs the one overlap check of every history ([`crate::history::sweep`]) and
+//! counts what a lock must never do, and what it may do only with a signal:
 //!
-//! - **overlaps**: a section granted while another section on the same key had not ended.
-//!   An overlap is *signalled* when the earlier holder was told, late: its `lost()` fired, or
+//! - **overlaps**: a section granted while another section on the same key had not ended
+//!   (a section ends where its holder was told, by `lost()`, that it lost the lease). An
+//!   overlap is *signalled* when the earlier holder was told, late: its `lost()` fired, or
 //!   its release answered `Lost`; an overlap whose earlier holder was never told is
 //!   *silent*, the one outcome rlock promises never to produce.
 //! - **stale writes accepted**: a write accepted by the store after a write with a higher
 //!   fence had been accepted for the same key (fencing failed to protect the resource).
-//! - **fence regressions**: a section granted after another ended on the same key, with a
-//!   fence that is not higher.
-//!
-//! A section's effective end is its end, or the moment `lost()` fired if that came first:
-//! a holder stops acting on a lock it was told it lost.
+//! - **fence regressions**: a section granted after another on the same key, with a fence
+//!   that is not higher.
 //!
 //! A signalled overlap is then put down to a [`Cause`] ([`classify`]): a nemesis fault nearby
 //! (the orchestrator knows its faults and says so), else a **scheduling delay** when the
@@ -24,342 +19,14 @@
 //! late (every worker measures its timer lateness and reports it, [`Lateness`]), else
 //! nothing explains it. A silent overlap is never explained: it is a violation whatever
 //! happened around it.
-//!
-//! Workers of the waiting mix also report, per key, how their waits went ([`Waits`]) and
-//! each wait that gave up `Busy` ([`GaveUp`]); [`crate::waits`] judges them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 
-use crate::history::{self, AsSection, Section};
-
-/// What became of a section's write to the fenced store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Write {
-    /// The store took it: its fence was the highest yet for the key.
-    Accepted,
-    /// The store refused it: a higher fence had written already.
-    Rejected,
-    /// No write: `lost()` fired first, or the store could not be reached.
-    None,
-}
-
-/// What became of a section's release.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Release {
-    /// Released while still held.
-    Ok,
-    /// The lease had been lost (`LockError::Lost`, or `lost()` had fired).
-    Lost,
-    /// The release failed for another reason (Redis unreachable): the lease ends by itself.
-    Failed,
-}
-
-/// One critical section, as a worker recorded it. Times are wall-clock microseconds since the
-/// UNIX epoch (all workers run on one machine).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Record {
-    /// The worker process.
-    pub worker: u32,
-    /// Index into [`History::keys`].
-    pub key: u32,
-    /// The section's fencing token.
-    pub fence: u64,
-    /// When `acquire` returned.
-    pub grant_us: u64,
-    /// When the section ended (its body done or cut short by `lost()`).
-    pub end_us: u64,
-    /// When `lost()` fired during the section; 0 if it did not.
-    pub lost_us: u64,
-    /// When the write was sent and when its answer came; 0 without a write.
-    pub write_sent_us: u64,
-    /// See `write_sent_us`.
-    pub write_done_us: u64,
-    /// The write's outcome.
-    pub write: Write,
-    /// The release's outcome.
-    pub release: Release,
-}
-
-impl Record {
-    /// The line a worker writes for this section (`key` is the key's text).
-    pub fn line(&self, key: &str) -> String {
-        let write = match self.write {
-            Write::Accepted => 'a',
-            Write::Rejected => 'r',
-            Write::None => '-',
-        };
-        let release = match self.release {
-            Release::Ok => 'o',
-            Release::Lost => 'l',
-            Release::Failed => 'f',
-        };
-        format!(
-            "S {key} {} {} {} {} {} {} {write} {release}",
-            self.fence,
-            self.grant_us,
-            self.end_us,
-            self.lost_us,
-            self.write_sent_us,
-            self.write_done_us
-        )
-    }
-}
-
-impl AsSection for Record {
-    fn section(&self) -> Section {
-        Section {
-            key: self.key,
-            owner: self.worker as usize,
-            fence: Some(self.fence),
-            start_us: self.grant_us,
-            end_us: self.end_us,
-            lost_us: (self.lost_us > 0).then_some(self.lost_us),
-        }
-    }
-}
-
-/// How one worker's waiting-mix requests on one key went (a `Q` line).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Waits {
-    /// Calls of `acquire`.
-    pub requests: u64,
-    /// Calls that returned a guard.
-    pub grants: u64,
-    /// Calls that gave up with `Busy` when their wait budget ran out.
-    pub busy: u64,
-    /// Calls cancelled while they waited (a timeout around `acquire` shorter than its
-    /// budget, or the end of the run).
-    pub cancelled: u64,
-    /// Calls that failed otherwise (`Timeout`, `Unavailable`, …).
-    pub errors: u64,
-    /// Time spent in `acquire` by all of them, µs: the client's waiting time on the key.
-    pub waited_us: u64,
-}
-
-impl Waits {
-    /// The line a worker writes for its waits on `key`.
-    pub fn line(&self, key: &str) -> String {
-        format!(
-            "Q {key} {} {} {} {} {} {}",
-            self.requests, self.grants, self.busy, self.cancelled, self.errors, self.waited_us
-        )
-    }
-}
-
-/// A waiting-mix request that gave up `Busy` (a `B` line).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GaveUp {
-    /// The worker process.
-    pub worker: u32,
-    /// Index into [`History::keys`].
-    pub key: u32,
-    /// When `acquire` was called and when it returned `Busy` (µs since the epoch).
-    pub start_us: u64,
-    /// See `start_us`.
-    pub end_us: u64,
-}
-
-impl GaveUp {
-    /// The line a worker writes for it.
-    pub fn line(&self, key: &str) -> String {
-        format!("B {key} {} {}", self.start_us, self.end_us)
-    }
-}
-
-/// Longest sleep of a worker's lateness probe: it sleeps 5 to 10 ms, again and again.
-pub const PROBE_SLEEP_MAX_US: u64 = 10_000;
-/// A worker reports the worst lateness of its probe per window of this length.
-pub const LATENESS_WINDOW_US: u64 = 100_000;
-/// Lateness under this is not reported (a window without a line was at most this late).
-pub const LATENESS_REPORTED_US: u64 = 1_000;
-
-/// The worst timer lateness a worker process saw in one window (a `T` line): a sleep due at
-/// `woke_us - late_us` woke at `woke_us`, so the process's timers did not fire in between
-/// (it was not scheduled, or was stopped).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lateness {
-    /// The worker process.
-    pub worker: u32,
-    /// When the late sleep woke (µs since the epoch, the history's clock).
-    pub woke_us: u64,
-    /// How late it woke, µs.
-    pub late_us: u64,
-}
-
-impl Lateness {
-    /// The line a worker writes for it.
-    pub fn line(&self) -> String {
-        format!("T {} {}", self.woke_us, self.late_us)
-    }
-}
-
-/// The merged records, errors and summaries of every worker of a run.
-#[derive(Debug, Default)]
-pub struct History {
-    /// Lock keys, indexed by [`Record::key`].
-    pub keys: Vec<String>,
-    key_index: HashMap<String, u32>,
-    /// Every critical section.
-    pub records: Vec<Record>,
-    /// Waiting-mix requests per (worker, key).
-    pub waits: BTreeMap<(u32, u32), Waits>,
-    /// Waiting-mix requests that gave up `Busy`.
-    pub gave_up: Vec<GaveUp>,
-    /// Each worker's timer lateness, worst per window, in the order reported.
-    pub lateness: Vec<Lateness>,
-    /// `(worker, deployment, client id)`: the id its client on that deployment puts in its
-    /// owner tokens (`C` lines), by which Redis-side counts are told apart.
-    pub clients: Vec<(u32, String, String)>,
-    /// Failed acquisitions and releases by `LockError` variant (`Busy`, `Unavailable`, …).
-    pub errors: BTreeMap<String, u64>,
-    /// Panics reported by workers (a `P` line) or seen as a worker's abnormal exit.
-    pub panics: u64,
-    /// Workers that wrote their `DONE` line.
-    pub finished_workers: u32,
-}
-
-impl History {
-    /// The text of `record`'s key.
-    pub fn key(&self, record: &Record) -> &str {
-        self.keys
-            .get(record.key as usize)
-            .map_or("", String::as_str)
-    }
-
-    /// The index of `key`, if a worker named it.
-    pub fn key_id(&self, key: &str) -> Option<u32> {
-        self.key_index.get(key).copied()
-    }
-
-    /// Adds what one worker wrote: `S …` lines ([`Record::line`]), `Q …` ([`Waits::line`]),
-    /// `B …` ([`GaveUp::line`]), `T …` ([`Lateness::line`]), `C <deployment> <client id>`,
-    /// `E <variant> <count>`, `P <message>` and a final `DONE`.
-    ///
-    /// # Errors
-    ///
-    /// On a malformed line or a missing `DONE`.
-    pub fn add_worker(&mut self, worker: u32, text: &str) -> Result<(), String> {
-        let mut done = false;
-        for line in text.lines() {
-            let mut words = line.split_whitespace();
-            let bad = || format!("worker {worker}: bad line {line:?}");
-            match words.next() {
-                Some("S") => {
-                    let key = words.next().ok_or_else(bad)?;
-                    let mut num = || -> Result<u64, String> {
-                        words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)
-                    };
-                    let numbers = [num()?, num()?, num()?, num()?, num()?, num()?];
-                    let write = match words.next() {
-                        Some("a") => Write::Accepted,
-                        Some("r") => Write::Rejected,
-                        Some("-") => Write::None,
-                        _ => return Err(bad()),
-                    };
-                    let release = match words.next() {
-                        Some("o") => Release::Ok,
-                        Some("l") => Release::Lost,
-                        Some("f") => Release::Failed,
-                        _ => return Err(bad()),
-                    };
-                    let key = self.intern(key);
-                    let [
-                        fence,
-                        grant_us,
-                        end_us,
-                        lost_us,
-                        write_sent_us,
-                        write_done_us,
-                    ] = numbers;
-                    self.records.push(Record {
-                        worker,
-                        key,
-                        fence,
-                        grant_us,
-                        end_us,
-                        lost_us,
-                        write_sent_us,
-                        write_done_us,
-                        write,
-                        release,
-                    });
-                }
-                Some("Q") => {
-                    let key = words.next().ok_or_else(bad)?;
-                    let mut num = || -> Result<u64, String> {
-                        words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)
-                    };
-                    let [requests, grants, busy, cancelled, errors, waited_us] =
-                        [num()?, num()?, num()?, num()?, num()?, num()?];
-                    let key = self.intern(key);
-                    let waits = self.waits.entry((worker, key)).or_default();
-                    waits.requests += requests;
-                    waits.grants += grants;
-                    waits.busy += busy;
-                    waits.cancelled += cancelled;
-                    waits.errors += errors;
-                    waits.waited_us += waited_us;
-                }
-                Some("B") => {
-                    let key = words.next().ok_or_else(bad)?;
-                    let mut num = || -> Result<u64, String> {
-                        words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)
-                    };
-                    let [start_us, end_us] = [num()?, num()?];
-                    let key = self.intern(key);
-                    self.gave_up.push(GaveUp {
-                        worker,
-                        key,
-                        start_us,
-                        end_us,
-                    });
-                }
-                Some("T") => {
-                    let mut num = || -> Result<u64, String> {
-                        words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)
-                    };
-                    let [woke_us, late_us] = [num()?, num()?];
-                    self.lateness.push(Lateness {
-                        worker,
-                        woke_us,
-                        late_us,
-                    });
-                }
-                Some("C") => {
-                    let deployment = words.next().ok_or_else(bad)?;
-                    let id = words.next().ok_or_else(bad)?;
-                    self.clients
-                        .push((worker, deployment.to_owned(), id.to_owned()));
-                }
-                Some("E") => {
-                    let variant = words.next().ok_or_else(bad)?;
-                    let n: u64 = words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)?;
-                    *self.errors.entry(variant.to_owned()).or_default() += n;
-                }
-                Some("P") => self.panics += 1,
-                Some("DONE") => done = true,
-                Some(_) => return Err(bad()),
-                None => {}
-            }
-        }
-        if !done {
-            return Err(format!("worker {worker}: no DONE line"));
-        }
-        self.finished_workers += 1;
-        Ok(())
-    }
-
-    fn intern(&mut self, key: &str) -> u32 {
-        if let Some(&i) = self.key_index.get(key) {
-            return i;
-        }
-        let i = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
-        self.keys.push(key.to_owned());
-        self.key_index.insert(key.to_owned(), i);
-        i
-    }
-}
+#[cfg(doc)]
+use super::history::Lateness;
+use super::history::{History, LATENESS_WINDOW_US, PROBE_SLEEP_MAX_US, Record, Release, Write};
+use crate::history;
 
 /// An overlap of two sections ([`crate::history::sweep`]), `earlier` the holder that should
 /// have stopped.
@@ -603,6 +270,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::protocol::Line;
+    use crate::soak::history::{Lateness, output};
 
     fn rec(fence: u64, grant: u64, end: u64, lost: u64, write: (u64, u64, Write)) -> Record {
         Record {
@@ -620,10 +289,13 @@ mod tests {
     }
 
     fn history(records: &[Record]) -> History {
-        let mut text: String = records.iter().map(|r| r.line("k") + "\n").collect();
-        text.push_str("E Busy 3\nDONE\n");
+        let mut lines: Vec<Line> = records.iter().map(|r| r.line("k")).collect();
+        lines.push(Line::Errors {
+            variant: "Busy".into(),
+            count: 3,
+        });
         let mut h = History::default();
-        h.add_worker(0, &text).unwrap();
+        h.add_worker(0, &output(&lines)).unwrap();
         h
     }
 
@@ -633,8 +305,17 @@ mod tests {
         let h = history(&[r]);
         assert_eq!(h.records, [r]);
         assert_eq!(h.errors["Busy"], 3);
-        assert!(History::default().add_worker(1, "S k 1 2\nDONE\n").is_err());
+        assert!(
+            History::default()
+                .add_worker(1, "SECTION k 1 2\nDONE 1\n")
+                .is_err()
+        );
         assert!(History::default().add_worker(1, "").is_err());
+        assert!(
+            History::default()
+                .add_worker(1, "FINISHED\nDONE 0\n")
+                .is_err()
+        );
     }
 
     #[test]
@@ -734,26 +415,18 @@ mod tests {
         let later = rec(2, 100_000, 120_000, 0, (110_000, 111_000, Write::Accepted));
         let overlap_in = |lateness: &[(u32, u64, u64)]| {
             let mut h = History::default();
-            let mut text = format!("{}\n", earlier.line("k"));
-            for &(worker, woke_us, late_us) in lateness.iter().filter(|l| l.0 == 1) {
-                let l = Lateness {
-                    worker,
-                    woke_us,
-                    late_us,
-                };
-                text.push_str(&(l.line() + "\n"));
+            for (worker, record) in [(1, earlier), (0, later)] {
+                let mut lines = vec![record.line("k")];
+                for &(of, woke_us, late_us) in lateness.iter().filter(|l| l.0 == worker) {
+                    let l = Lateness {
+                        worker: of,
+                        woke_us,
+                        late_us,
+                    };
+                    lines.push(l.line());
+                }
+                h.add_worker(worker, &output(&lines)).unwrap();
             }
-            h.add_worker(1, &(text + "DONE\n")).unwrap();
-            let mut text = format!("{}\n", later.line("k"));
-            for &(worker, woke_us, late_us) in lateness.iter().filter(|l| l.0 == 0) {
-                let l = Lateness {
-                    worker,
-                    woke_us,
-                    late_us,
-                };
-                text.push_str(&(l.line() + "\n"));
-            }
-            h.add_worker(0, &(text + "DONE\n")).unwrap();
             let v = check(&h);
             assert_eq!(v.signalled_overlaps.len(), 1, "{v}");
             let o = v.signalled_overlaps[0];
