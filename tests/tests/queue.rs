@@ -76,11 +76,10 @@ fn contend(server: &RedisServer, key: &str, processes: usize, iterations: usize)
     server.counts().minus(&before)
 }
 
-/// Each release used to wake the first waiter of every client, so a handoff cost one losing
-/// attempt per other waiting process. Now the release names one waiter, and that waiter's
-/// client takes the lock without a command: per acquisition one release script and one
-/// arrival (a plain `RPUSHX` once the client waits for the key), whatever the number of
-/// processes.
+/// A release names one waiter, and that waiter's client takes the lock without a command:
+/// per acquisition one release script and one arrival (a plain `RPUSHX` once the client
+/// waits for the key), whatever the number of processes. (Waking the first waiter of every
+/// client instead would cost one losing attempt per other waiting process.)
 #[test]
 fn a_release_wakes_one_waiter_across_eight_processes() {
     let server = RedisServer::start();

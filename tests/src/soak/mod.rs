@@ -13,7 +13,7 @@
 //! Layout: one `redis-server` holds the locks (the one the nemesis attacks; `--aof` runs it
 //! with `appendonly yes`, `appendfsync always`); a second one is the fenced store, a hash
 //! that keeps the highest fence written per key and refuses lower ones. Each worker process
-//! (the `soak` binary's hidden `worker` subcommand, [`worker`]) reaches the lock server
+//! (the `soak` binary's hidden `worker` subcommand, `worker.rs`) reaches the lock server
 //! through its own [`FaultProxy`](crate::proxy::FaultProxy).
 //! Its tasks lock a hot key (one of four, contended by everyone) or a cold one of their own,
 //! write once through the store with the section's fence, and log each section.
@@ -44,13 +44,12 @@
 //! everything it does is drawn from `--seed`. The run fails (exit status 1) on a silent
 //! overlap, a stale write accepted, a fence regression, a panic, a worker that did not
 //! finish, a lock key left behind, a starved waiter, or check ins above their bound.
-
 //!
-//! The modules, by concern: [`config`] (the command line and a run's shape), [`deployment`]
-//! (where the locks live), [`nemesis`] (the faults), [`run`] (the run itself), [`worker`] (one
+//! The modules, by concern: `config` (the command line and a run's shape), `deployment`
+//! (where the locks live), `nemesis` (the faults), `run` (the run itself), `worker` (one
 //! worker process, writing the lines of [`crate::protocol`]), [`history`] (the workers'
 //! records merged), [`verdict`] (the checks, on the one overlap check of
-//! [`crate::history`]), [`waits`] (the waiting mix judged) and [`report`].
+//! [`crate::history`]), [`waits`] (the waiting mix judged) and `report`.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
