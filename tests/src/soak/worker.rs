@@ -1,5 +1,7 @@
-//! One worker process: `--tasks` tasks lock, write through the fenced store and log; the
-//! waiting mix's tasks wait for its keys; a probe measures the process's timer lateness.
+//! One worker process of a soak run: `--tasks` tasks lock, write through the fenced store and
+//! record each section; the waiting mix's tasks wait for its keys; a probe measures the
+//! process's timer lateness. Everything is written, as lines of [`crate::protocol`], to the
+//! file `--history` names, for the run to merge ([`super::history::History::add_worker`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
