@@ -1,9 +1,13 @@
-//! Helper processes that tests drive line by line over stdin/stdout, and pause or kill.
+//! One worker process (`src/bin/worker/`) that a test drives line by line over stdin and
+//! stdout, and pauses or kills: a `hold` worker, or a `body` worker.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-/// A child process speaking one line per message. Killed and reaped on drop.
+use crate::protocol::{self, Line};
+use crate::worker::{Body, Hold};
+
+/// A worker speaking the line protocol of [`crate::protocol`]. Killed and reaped on drop.
 #[derive(Debug)]
 pub struct LineChild {
     child: Child,
@@ -12,12 +16,13 @@ pub struct LineChild {
 }
 
 impl LineChild {
-    /// Starts `program` with `args`, its stdin and stdout piped to the test.
+    /// Starts `program` (the worker program: `env!("CARGO_BIN_EXE_worker")`) with `args`,
+    /// its stdin and stdout piped to the test.
     ///
     /// # Panics
     ///
     /// When the program cannot be started.
-    pub fn start(program: &str, args: &[&str]) -> Self {
+    pub fn start(program: &str, args: &[String]) -> Self {
         let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
@@ -34,30 +39,40 @@ impl LineChild {
         }
     }
 
-    /// The next line the child prints, trimmed; empty once it has exited.
-    pub fn line(&mut self) -> String {
-        let mut line = String::new();
-        // A read error means the child is gone: report it as end of output.
-        let _ = self.stdout.read_line(&mut line);
-        line.trim().to_owned()
-    }
-
-    /// Every line up to and including the first that starts with `last` (or end of output).
-    pub fn lines_until(&mut self, last: &str) -> Vec<String> {
-        let mut lines = Vec::new();
-        loop {
-            let line = self.line();
-            let done = line.is_empty() || line.starts_with(last);
-            lines.push(line);
-            if done {
-                return lines;
-            }
+    /// The next line the worker prints; `None` once it has exited.
+    ///
+    /// # Panics
+    ///
+    /// When the line is not one of the protocol's.
+    pub fn line(&mut self) -> Option<Line> {
+        let mut text = String::new();
+        // A read error means the worker is gone: report it as end of output.
+        match self.stdout.read_line(&mut text) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(
+                text.trim()
+                    .parse()
+                    .unwrap_or_else(|e| panic!("the worker wrote {text:?}: {e}")),
+            ),
         }
     }
 
-    /// Sends `command` as one line and returns the child's one-line answer.
-    pub fn ask(&mut self, command: &str) -> String {
-        // A closed pipe shows up as an empty answer.
+    /// Every line up to and including the first for which `last` holds (or end of output).
+    pub fn lines_until(&mut self, last: impl Fn(&Line) -> bool) -> Vec<Line> {
+        let mut lines = Vec::new();
+        while let Some(line) = self.line() {
+            let done = last(&line);
+            lines.push(line);
+            if done {
+                break;
+            }
+        }
+        lines
+    }
+
+    /// Sends `command` and returns the worker's one-line answer (`None` if it has exited).
+    pub fn ask(&mut self, command: protocol::Command) -> Option<Line> {
+        // A closed pipe shows up as no answer.
         let _ = writeln!(self.stdin, "{command}");
         let _ = self.stdin.flush();
         self.line()
@@ -77,22 +92,38 @@ impl LineChild {
     }
 }
 
-/// Starts the manual-API holder (`src/bin/holder.rs`, pass `env!("CARGO_BIN_EXE_holder")`)
-/// on `key` with renewal off, and returns it once it holds the lock, with its owner token.
+/// Starts a `hold` worker of `program` (pass `env!("CARGO_BIN_EXE_worker")`) on `key` with
+/// renewal off, and returns it once it holds the lock, with its owner token.
 ///
 /// # Panics
 ///
-/// When the holder does not report the acquisition.
+/// When the worker does not report the acquisition.
 pub fn start_holder(program: &str, url: &str, key: &str, ttl_ms: u64) -> (LineChild, String) {
-    let ttl = ttl_ms.to_string();
-    let mut holder = LineChild::start(program, &[url, key, &ttl, "0"]);
-    let line = holder.line();
-    let token = line
-        .strip_prefix("ACQUIRED ")
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("holder did not acquire: {line:?}"))
-        .to_owned();
-    (holder, token)
+    let hold = Hold {
+        redis: url.to_owned(),
+        key: key.to_owned(),
+        ttl_ms,
+        renew: false,
+    };
+    let mut holder = LineChild::start(program, &hold.args());
+    match holder.line() {
+        Some(Line::Acquired { token, .. }) => (holder, token),
+        other => panic!("the holder did not acquire: {other:?}"),
+    }
+}
+
+/// Starts a `body` worker of `program` (pass `env!("CARGO_BIN_EXE_worker")`) and returns it
+/// once its body has started.
+///
+/// # Panics
+///
+/// When the worker does not report the start.
+pub fn start_body(program: &str, body: &Body) -> LineChild {
+    let mut child = LineChild::start(program, &body.args());
+    match child.line() {
+        Some(Line::Started(_)) => child,
+        other => panic!("the body did not start: {other:?}"),
+    }
 }
 
 impl Drop for LineChild {

@@ -1,152 +1,207 @@
-//! Recorded lock histories and the mutual-exclusion check run over them.
+//! Recorded lock histories and the one check run over them.
 //!
-//! A history is a list of critical sections, each with its fencing token and the wall-clock
-//! interval during which the holder believed it held the lock. A correct lock yields sections
-//! that never overlap in time and whose fences increase in the order the sections happened.
+//! Whoever records a history (the `worker contend` processes, the soak's workers, a test's own
+//! tasks) reduces each critical section to a [`Section`]: its key, its fencing token when the
+//! lock was fenced, the interval during which its holder believed it held the lock, and when
+//! `lost()` told the holder otherwise, if it did. [`sweep`] goes through each key's sections
+//! in the order they began and finds what a lock must not produce:
+//!
+//! - an **overlap**: a section that began before an earlier one of the same key had ended. An
+//!   earlier holder told it lost the lease (`lost()` fired) at or before the later section
+//!   began is no overlap: a holder stops acting on a lock it was told it lost, so its section
+//!   ends there ([`Section::effective_end`]).
+//! - a **fence regression**: where both carry a fence, a later section whose fence is not
+//!   higher.
+//!
+//! What a run makes of them is built on top: [`check_mutual_exclusion`] refuses any of them
+//! (the strict check of the multi-process tests), the fault tests refuse overlaps, and the
+//! soak tells signalled overlaps from silent ones and puts them down to causes
+//! ([`crate::soak`]).
 
+use std::collections::BTreeMap;
 use std::fmt;
 
-/// One critical section as recorded by a holder.
+/// One critical section as its holder recorded it. Times are microseconds on a clock every
+/// recorder of the history shares (wall-clock time since the UNIX epoch across processes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Section {
-    /// Which recorder (process or task) produced it; only used in messages.
+    /// Which lock: sections of different keys never conflict.
+    pub key: u32,
+    /// Which recorder (process or task) produced it; only used in messages and statistics.
     pub owner: usize,
-    /// The fencing token of the hold.
-    pub fence: u64,
-    /// Microseconds since the UNIX epoch, taken right after `acquire` returned.
+    /// The fencing token of the hold, if it was fenced.
+    pub fence: Option<u64>,
+    /// Taken right after `acquire` returned.
     pub start_us: u64,
-    /// Microseconds since the UNIX epoch, taken right before `release` was called.
+    /// Taken right before `release` was called (or the guard dropped).
     pub end_us: u64,
+    /// When `lost()` fired during the section, if it did.
+    pub lost_us: Option<u64>,
+}
+
+impl Section {
+    /// The end of the section as far as acting on the lock goes: its end, or the moment
+    /// `lost()` fired if that came first.
+    pub fn effective_end(&self) -> u64 {
+        self.lost_us
+            .map_or(self.end_us, |lost| lost.min(self.end_us))
+    }
 }
 
 impl fmt::Display for Section {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "owner {} fence {} [{} .. {}]",
-            self.owner, self.fence, self.start_us, self.end_us
-        )
+        write!(f, "owner {} fence ", self.owner)?;
+        match self.fence {
+            Some(fence) => write!(f, "{fence}")?,
+            None => f.write_str("-")?,
+        }
+        write!(f, " [{} .. {}]", self.start_us, self.end_us)?;
+        if let Some(lost) = self.lost_us {
+            write!(f, " lost at {lost}")?;
+        }
+        Ok(())
     }
 }
 
-/// What one `lock_worker` process printed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WorkerReport {
-    /// Its critical sections, in print order.
-    pub sections: Vec<Section>,
-    /// `entered=` of the `DONE` line.
-    pub entered: u64,
-    /// `busy=` of the `DONE` line: acquisitions that gave up with `Busy` and were retried.
-    pub busy: u64,
-    /// `unavailable=`: acquisitions that failed with a backend error and were retried
-    /// (`--ride-outages`).
-    pub unavailable: u64,
-    /// `lost=`: sections whose lease was lost, or whose release failed (`--ride-outages`).
-    pub lost: u64,
+/// A recorded item the check can read as a [`Section`]: recorders keep what else they know
+/// (a write's outcome, a release's) beside it.
+pub trait AsSection: Copy {
+    /// Its critical section.
+    fn section(&self) -> Section;
 }
 
-/// Parses the stdout of a `lock_worker` process (`H <fence> <start_us> <end_us>` lines and a
-/// final `DONE entered=<n> busy=<n> unavailable=<n> lost=<n>`), tagging its sections with
-/// `owner`.
-///
-/// # Errors
-///
-/// On a malformed line, a missing `DONE` line, or a `DONE` count that disagrees with the
-/// number of `H` lines.
-pub fn parse_worker_output(owner: usize, stdout: &str) -> Result<WorkerReport, String> {
-    let mut report = WorkerReport::default();
-    let mut done = false;
-    for line in stdout.lines() {
-        let mut words = line.split_whitespace();
-        match words.next() {
-            Some("H") => {
-                let mut num = || -> Result<u64, String> {
-                    words
-                        .next()
-                        .and_then(|w| w.parse().ok())
-                        .ok_or_else(|| format!("worker {owner}: bad history line {line:?}"))
-                };
-                let (fence, start_us, end_us) = (num()?, num()?, num()?);
-                report.sections.push(Section {
-                    owner,
-                    fence,
-                    start_us,
-                    end_us,
-                });
-            }
-            Some("DONE") => {
-                for word in words {
-                    let value =
-                        |prefix: &str| word.strip_prefix(prefix).and_then(|v| v.parse().ok());
-                    if let Some(n) = value("entered=") {
-                        report.entered = n;
-                    } else if let Some(n) = value("busy=") {
-                        report.busy = n;
-                    } else if let Some(n) = value("unavailable=") {
-                        report.unavailable = n;
-                    } else if let Some(n) = value("lost=") {
-                        report.lost = n;
-                    } else {
-                        return Err(format!("worker {owner}: bad summary line {line:?}"));
-                    }
-                }
-                done = true;
-            }
-            Some(_) => return Err(format!("worker {owner}: unexpected line {line:?}")),
-            None => {}
+impl AsSection for Section {
+    fn section(&self) -> Section {
+        *self
+    }
+}
+
+/// Two sections of one key held at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overlap<T> {
+    /// The holder that should have stopped: the section that began first, unless the other
+    /// carries the lower fence. Then Redis granted that one first (a master that lost it
+    /// since, in a failover or a restart) and its reply was simply the slower to arrive.
+    pub earlier: T,
+    /// The other section.
+    pub later: T,
+    /// When the second of the two began: from then on two holders believed they held the
+    /// lock.
+    pub since_us: u64,
+}
+
+/// What [`sweep`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sweep<T> {
+    /// Every section that began while an earlier one of its key was held (each against the
+    /// earlier one that ends last).
+    pub overlaps: Vec<Overlap<T>>,
+    /// `(before, after)`: pairs in the order they began whose fences do not increase.
+    pub fence_regressions: Vec<(T, T)>,
+}
+
+impl<T> Default for Sweep<T> {
+    fn default() -> Self {
+        Sweep {
+            overlaps: Vec::new(),
+            fence_regressions: Vec::new(),
         }
     }
-    if !done {
-        return Err(format!("worker {owner}: no DONE line"));
-    }
-    if report.entered != report.sections.len() as u64 {
-        return Err(format!(
-            "worker {owner}: DONE says entered={} but printed {} sections",
-            report.entered,
-            report.sections.len()
-        ));
-    }
-    Ok(report)
 }
 
-/// Checks that no two sections overlap in time and that fences increase strictly in the order
-/// the sections happened.
-///
-/// Sections are sorted by start; each must start no earlier than the previous one ended, and
-/// carry a greater fence. Touching intervals (`start == previous end`) are accepted because the
-/// clock has microsecond resolution.
+/// Checks `items` per key, each key's sections in the order they began (then ended), against
+/// the earlier section that ends last (see the module docs).
+pub fn sweep<T: AsSection>(items: &[T]) -> Sweep<T> {
+    let mut by_key: BTreeMap<u32, Vec<(Section, T)>> = BTreeMap::new();
+    for item in items {
+        let section = item.section();
+        by_key
+            .entry(section.key)
+            .or_default()
+            .push((section, *item));
+    }
+    let mut found = Sweep::default();
+    for sections in by_key.values_mut() {
+        sections.sort_by_key(|(s, _)| (s.start_us, s.end_us));
+        sweep_key(sections, &mut found);
+    }
+    found
+}
+
+fn sweep_key<T: Copy>(sections: &[(Section, T)], found: &mut Sweep<T>) {
+    let mut holder: Option<(Section, T)> = None;
+    for &(next, next_item) in sections {
+        if let Some((held, held_item)) = holder {
+            let fences = next.fence.zip(held.fence);
+            if next.start_us < held.effective_end() {
+                let overlap = if fences.is_some_and(|(next, held)| next < held) {
+                    found.fence_regressions.push((held_item, next_item));
+                    Overlap {
+                        earlier: next_item,
+                        later: held_item,
+                        since_us: next.start_us,
+                    }
+                } else {
+                    Overlap {
+                        earlier: held_item,
+                        later: next_item,
+                        since_us: next.start_us,
+                    }
+                };
+                found.overlaps.push(overlap);
+            } else if fences.is_some_and(|(next, held)| next <= held) {
+                found.fence_regressions.push((held_item, next_item));
+            }
+        }
+        if holder.is_none_or(|(h, _)| next.effective_end() > h.effective_end()) {
+            holder = Some((next, next_item));
+        }
+    }
+}
+
+/// The strict check of a fenced lock's history: every section carries a fence, no fence is
+/// issued twice, no two sections overlap and fences increase in the order the sections
+/// began. Touching intervals (`start == previous end`) are accepted because the clock has
+/// microsecond resolution.
 ///
 /// # Errors
 ///
-/// Describes the first violation with both offending sections.
+/// Describes the first violation with the offending sections.
 pub fn check_mutual_exclusion(sections: &[Section]) -> Result<(), String> {
     for s in sections {
         if s.start_us > s.end_us {
             return Err(format!("section ends before it starts: {s}"));
         }
+        if s.fence.is_none() {
+            return Err(format!("section without a fence: {s}"));
+        }
     }
     let mut by_fence: Vec<Section> = sections.to_vec();
-    by_fence.sort_by_key(|s| (s.fence, s.start_us));
+    by_fence.sort_by_key(|s| (s.key, s.fence, s.start_us));
     for pair in by_fence.windows(2) {
-        if pair[0].fence == pair[1].fence {
+        if pair[0].key == pair[1].key && pair[0].fence == pair[1].fence {
             return Err(format!("fence issued twice: {} and {}", pair[0], pair[1]));
         }
     }
-    let mut by_start: Vec<Section> = sections.to_vec();
-    by_start.sort_by_key(|s| (s.start_us, s.end_us));
-    for pair in by_start.windows(2) {
-        let (prev, next) = (&pair[0], &pair[1]);
-        if next.start_us < prev.end_us {
-            return Err(format!(
-                "overlapping critical sections ({} µs): {prev} and {next}",
-                prev.end_us - next.start_us
-            ));
-        }
-        if next.fence <= prev.fence {
-            return Err(format!(
-                "fence order differs from time order: {prev} then {next}"
-            ));
-        }
+    let found = sweep(sections);
+    if let Some(o) = found.overlaps.iter().min_by_key(|o| o.since_us) {
+        let (first, second) = if o.earlier.start_us <= o.later.start_us {
+            (o.earlier, o.later)
+        } else {
+            (o.later, o.earlier)
+        };
+        return Err(format!(
+            "overlapping critical sections ({} µs): {first} and {second}",
+            first
+                .effective_end()
+                .min(second.effective_end())
+                .saturating_sub(o.since_us)
+        ));
+    }
+    if let Some((before, after)) = found.fence_regressions.first() {
+        return Err(format!(
+            "fence order differs from time order: {before} then {after}"
+        ));
     }
     Ok(())
 }
@@ -170,10 +225,12 @@ mod tests {
 
     fn s(owner: usize, fence: u64, start_us: u64, end_us: u64) -> Section {
         Section {
+            key: 0,
             owner,
-            fence,
+            fence: Some(fence),
             start_us,
             end_us,
+            lost_us: None,
         }
     }
 
@@ -206,16 +263,48 @@ mod tests {
         );
         let backwards = [s(0, 3, 10, 0)];
         assert!(check_mutual_exclusion(&backwards).is_err());
+        let unfenced = [Section {
+            fence: None,
+            ..s(0, 1, 0, 10)
+        }];
+        assert!(
+            check_mutual_exclusion(&unfenced)
+                .unwrap_err()
+                .contains("without a fence")
+        );
     }
 
+    /// An earlier holder told it lost the lease at or before the next one began held no
+    /// longer: no overlap. Told later, or never, it overlaps; one overlap per later section,
+    /// against the earlier one that ends last.
     #[test]
-    fn parses_worker_output() {
-        let out = "H 7 100 200\nH 9 300 400\nDONE entered=2 busy=5 unavailable=1 lost=0\n";
-        let r = parse_worker_output(3, out).unwrap();
-        assert_eq!(r.sections, [s(3, 7, 100, 200), s(3, 9, 300, 400)]);
-        assert_eq!((r.entered, r.busy, r.unavailable, r.lost), (2, 5, 1, 0));
-        assert!(parse_worker_output(0, "H 1 2 3\n").is_err());
-        assert!(parse_worker_output(0, "H 1 2 3\nDONE entered=2 busy=0\n").is_err());
-        assert!(parse_worker_output(0, "H 1 x 3\nDONE entered=1 busy=0\n").is_err());
+    fn a_section_ends_where_its_holder_was_told_it_lost_the_lease() {
+        let lost = |lost_us| Section {
+            lost_us: Some(lost_us),
+            ..s(0, 1, 0, 30)
+        };
+        assert!(sweep(&[lost(10), s(1, 2, 10, 20)]).overlaps.is_empty());
+        let late = sweep(&[lost(11), s(1, 2, 10, 20)]);
+        assert_eq!(late.overlaps.len(), 1);
+        assert_eq!(late.overlaps[0].earlier.fence, Some(1));
+        assert_eq!(late.overlaps[0].since_us, 10);
+        let never = sweep(&[s(0, 1, 0, 30), s(1, 2, 5, 20), s(2, 3, 25, 40)]);
+        assert_eq!(never.overlaps.len(), 2);
+        // Other keys never conflict.
+        let other = Section {
+            key: 1,
+            ..s(1, 1, 5, 20)
+        };
+        assert!(sweep(&[s(0, 1, 0, 30), other]).overlaps.is_empty());
+    }
+
+    /// The later-seen grant with the lower fence was Redis's first: it is the holder that
+    /// should have stopped, and the pair counts as a fence regression too.
+    #[test]
+    fn the_lower_fence_of_an_overlap_is_the_earlier_holder() {
+        let found = sweep(&[s(0, 2, 10, 20), s(1, 1, 12, 30)]);
+        assert_eq!(found.overlaps[0].earlier.fence, Some(1));
+        assert_eq!(found.overlaps[0].since_us, 12);
+        assert_eq!(found.fence_regressions.len(), 1);
     }
 }

@@ -9,13 +9,16 @@
 //! A missing `redis-server` binary is a loud panic that names the install command; tests are
 //! never skipped silently.
 //!
-//! The crate also holds the pieces of the multi-process mutual-exclusion test: the
-//! `lock_worker` binary (one contending process; integration tests launch it through
-//! `env!("CARGO_BIN_EXE_lock_worker")`) and [`history`], which parses what the workers print
-//! and checks the merged history for overlapping critical sections and out-of-order fences.
+//! Tests that need a lock holder in another OS process (to pause or kill it) start the
+//! `worker` program (`env!("CARGO_BIN_EXE_worker")`): its roles and flags are [`worker`]'s,
+//! and every line it writes or reads is one of [`protocol`]. [`child`] drives one worker line
+//! by line; [`workers`] runs contending workers side by side and collects their sections.
+//! [`history`] holds the one check of a recorded history (no two sections of a key at once,
+//! fences in order) that these tests, the fault tests and the soak run.
 //!
-//! The soak program (`soak` binary) checks its history with [`soak`], judges its waiting
-//! mix with [`waits`], and counts waiters' check ins on Redis's side with [`checkins`].
+//! The soak program (`soak` binary) lives in [`soak`]: its nemesis, its workers, the checks
+//! of its history and its report; it counts waiters' check ins on Redis's side with
+//! [`checkins`].
 //!
 //! [`deploy`] starts replicated deployments: a Sentinel-managed master, and a Redis Cluster.
 //!
@@ -55,12 +58,13 @@ pub mod child;
 pub mod deploy;
 pub mod history;
 pub mod locking;
+pub mod protocol;
 pub mod proxy;
 mod resp;
 pub mod server;
 pub mod soak;
 mod stats;
-pub mod waits;
+pub mod worker;
 pub mod workers;
 
 pub use server::{RedisServer, free_port};

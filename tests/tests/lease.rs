@@ -10,22 +10,33 @@ use rlock_runtime::{LockClient, LockError, LockOptions};
 use rlock_tests::RedisServer;
 use rlock_tests::locking::{client_for, lock_and_release, spawn_contender};
 
-const SHORT: Duration = Duration::from_millis(300);
-use rlock_tests::child::{LineChild, start_holder};
+use rlock_tests::child::{self, LineChild, start_holder};
+use rlock_tests::protocol::{Command, Line, Outcome};
+use rlock_tests::worker::{Body, OnLost};
 
-/// A `#[distributed_lock]` body running in its own process (`src/bin/body_holder.rs`),
-/// once it has started.
-fn start_body(url: &str, id: u64, body_ms: u64, renew: bool, on_lost: &str) -> LineChild {
-    let (id, body_ms) = (id.to_string(), body_ms.to_string());
-    let renew = if renew { "1" } else { "0" };
-    let mut body = LineChild::start(
-        env!("CARGO_BIN_EXE_body_holder"),
-        &[url, &id, &body_ms, renew, on_lost],
-    );
-    let started = body.line();
-    assert!(started.starts_with("STARTED "), "{started:?}");
-    body
+const SHORT: Duration = Duration::from_millis(300);
+const WORKER: &str = env!("CARGO_BIN_EXE_worker");
+
+/// A `#[distributed_lock]` body running in its own process (a `body` worker), once it has
+/// started.
+fn start_body(url: &str, id: u64, body_ms: u64, renew: bool, on_lost: OnLost) -> LineChild {
+    let body = Body {
+        redis: url.to_owned(),
+        id,
+        body_ms,
+        renew,
+        on_lost,
+    };
+    child::start_body(WORKER, &body)
 }
+
+/// What a body worker writes from now to its `RESULT`.
+fn rest(body: &mut LineChild) -> Vec<Line> {
+    body.lines_until(Line::is_result)
+}
+
+const FINISHED_OK: [Line; 2] = [Line::Finished, Line::Result(Outcome::Ok)];
+const LOST: [Line; 1] = [Line::Result(Outcome::Lost)];
 
 /// Tries to take `key` every 100 ms for `span`; returns how many tries succeeded.
 async fn steal_attempts(client: &LockClient, key: &str, span: Duration) -> usize {
@@ -52,12 +63,12 @@ async fn watchdog_keeps_a_long_body_exclusive() {
     let other = client_for(&server, SHORT).await;
 
     // ttl 1 s, body 3.5 s, renewal on: nobody else gets in during the body.
-    let mut body = start_body(&server.url(), 1, 3500, true, "abort");
+    let mut body = start_body(&server.url(), 1, 3500, true, OnLost::Abort);
     assert_eq!(
         steal_attempts(&other, "job:1", Duration::from_millis(3000)).await,
         0
     );
-    assert_eq!(body.lines_until("RESULT"), ["FINISHED", "RESULT ok"]);
+    assert_eq!(rest(&mut body), FINISHED_OK);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,12 +78,15 @@ async fn without_renewal_the_lease_ends_and_the_late_release_reports_it() {
 
     // ttl 1 s, renewal off, work of ~3.5 s: another process gets in after about 1 s, and
     // the first holder's release reports the loss and deletes nothing.
-    let (mut holder, _) = start_holder(env!("CARGO_BIN_EXE_holder"), &server.url(), "job:2", 1000);
+    let (mut holder, _) = start_holder(WORKER, &server.url(), "job:2", 1000);
     assert_eq!(
         steal_attempts(&other, "job:2", Duration::from_millis(3500)).await,
         1
     );
-    assert_eq!(holder.ask("release"), "RELEASED lost");
+    assert_eq!(
+        holder.ask(Command::Release),
+        Some(Line::Released(Outcome::Lost))
+    );
     let mut raw = server.raw().await;
     let exists: bool = raw.exists("job:2").await.unwrap();
     assert!(exists, "the late release deleted the new holder's lock");
@@ -83,18 +97,18 @@ async fn an_ended_lease_aborts_the_body_or_lets_it_continue_as_asked() {
     let server = RedisServer::start();
 
     // `abort` (the default): the body is dropped when its 1 s lease ends.
-    let mut aborted = start_body(&server.url(), 20, 3000, false, "abort");
-    assert_eq!(aborted.lines_until("RESULT"), ["RESULT lost"]);
+    let mut aborted = start_body(&server.url(), 20, 3000, false, OnLost::Abort);
+    assert_eq!(rest(&mut aborted), LOST);
 
     // `continue`: the body runs to its end and its result stands.
-    let mut continued = start_body(&server.url(), 21, 1500, false, "continue");
-    assert_eq!(continued.lines_until("RESULT"), ["FINISHED", "RESULT ok"]);
+    let mut continued = start_body(&server.url(), 21, 1500, false, OnLost::Continue);
+    assert_eq!(rest(&mut continued), FINISHED_OK);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_holder_is_aborted_and_deletes_nothing() {
     let server = RedisServer::start();
-    let mut body = start_body(&server.url(), 3, 10_000, true, "abort");
+    let mut body = start_body(&server.url(), 3, 10_000, true, OnLost::Abort);
 
     // The holder's process stops past its lease (a GC pause, a VM migration).
     body.signal("-STOP");
@@ -110,7 +124,7 @@ async fn paused_holder_is_aborted_and_deletes_nothing() {
 
     body.signal("-CONT");
     // The body never reaches its end: it is dropped when the loss is noticed.
-    assert_eq!(body.lines_until("RESULT"), ["RESULT lost"]);
+    assert_eq!(rest(&mut body), LOST);
     let mut raw = server.raw().await;
     let stored: String = raw.get("job:3").await.unwrap();
     assert_eq!(
@@ -128,11 +142,11 @@ async fn paused_holder_is_aborted_and_deletes_nothing() {
 async fn a_holder_stopped_past_its_lease_takes_no_further_step_on_resume() {
     let server = RedisServer::start();
     // ttl 1 s, a body that waits 1.2 s and then prints FINISHED.
-    let mut body = start_body(&server.url(), 4, 1200, true, "abort");
+    let mut body = start_body(&server.url(), 4, 1200, true, OnLost::Abort);
     body.signal("-STOP");
     tokio::time::sleep(Duration::from_millis(2000)).await;
     body.signal("-CONT");
-    assert_eq!(body.lines_until("RESULT"), ["RESULT lost"]);
+    assert_eq!(rest(&mut body), LOST);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

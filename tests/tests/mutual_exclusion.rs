@@ -1,6 +1,6 @@
 //! Mutual exclusion across OS processes, checked from the recorded history.
 //!
-//! Eight `lock_worker` processes, each with several tasks, contend for one lock on a real Redis.
+//! Eight `contend` worker processes, each with several tasks, contend for one lock on a real Redis.
 //! Inside the lock every holder does a racy read-sleep-write increment of a plain counter key.
 //! The test then proves exclusion three ways: no increment was lost, no two recorded critical
 //! sections overlap in wall-clock time, and fencing tokens increase in the order the sections
@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 
 use rlock_tests::RedisServer;
 use rlock_tests::deploy::ClusterDeployment;
-use rlock_tests::history::{Section, WorkerReport, check_mutual_exclusion, owner_switches};
+use rlock_tests::history::{Section, check_mutual_exclusion, owner_switches};
 use rlock_tests::proxy::FaultProxy;
-use rlock_tests::workers::Running;
+use rlock_tests::worker::Contend;
+use rlock_tests::workers::{Running, WorkerReport};
 
 const PROCESSES: usize = 8;
 const TASKS: usize = 4;
@@ -24,38 +25,31 @@ const ITERATIONS: usize = 40;
 /// Generous: the run normally takes a few seconds.
 const DEADLINE: Duration = Duration::from_secs(90);
 /// The lease outlives any critical section of this test by far.
-const TTL_MS: &str = "10000";
+const TTL_MS: u64 = 10_000;
 /// Short on purpose, so that some acquisitions give up with `Busy` and the retry path runs too.
-const WAIT_MS: &str = "250";
+const WAIT_MS: u64 = 250;
 
-/// Runs `processes` workers against the Redis at `url`, each incrementing the racy counter
-/// `mx:counter`, until all exit (or kills them after [`DEADLINE`] and panics); asserts each
-/// succeeded and returns their parsed reports.
-fn run_workers(
-    url: &str,
-    processes: usize,
-    tasks: usize,
-    iterations: usize,
-    extra: &[&str],
-) -> Vec<WorkerReport> {
-    let extra = [&["--counter", "mx:counter"], extra].concat();
-    spawn(url, processes, tasks, iterations, &extra).finish(DEADLINE)
+/// Runs `processes` workers of `shape` (each incrementing the racy counter `mx:counter`)
+/// until all exit (or kills them after [`DEADLINE`] and panics); asserts each succeeded and
+/// returns their parsed reports.
+fn run_workers(processes: usize, shape: Contend) -> Vec<WorkerReport> {
+    let shape = Contend {
+        counter: Some("mx:counter".into()),
+        ..shape
+    };
+    Running::spawn(WORKER, processes, &shape).finish(DEADLINE)
 }
 
-/// Starts `processes` workers on the shared key with this test's ttl and wait.
-fn spawn(url: &str, processes: usize, tasks: usize, iterations: usize, extra: &[&str]) -> Running {
-    let (tasks, iterations) = (tasks.to_string(), iterations.to_string());
-    let mut args = vec!["--key", "mx:shared", "--tasks", &tasks];
-    args.extend([
-        "--iterations",
-        &iterations,
-        "--ttl-ms",
-        TTL_MS,
-        "--wait-ms",
-        WAIT_MS,
-    ]);
-    args.extend(extra);
-    Running::spawn(env!("CARGO_BIN_EXE_lock_worker"), url, processes, &args)
+const WORKER: &str = env!("CARGO_BIN_EXE_worker");
+
+/// A worker of `tasks` tasks entering `iterations` sections each, on the shared key with
+/// this test's ttl and wait.
+fn shape(url: &str, tasks: usize, iterations: usize) -> Contend {
+    Contend {
+        tasks,
+        iterations,
+        ..Contend::new(url, "mx:shared", TTL_MS, WAIT_MS)
+    }
 }
 
 fn counter(server: &RedisServer) -> u64 {
@@ -67,7 +61,7 @@ fn counter(server: &RedisServer) -> u64 {
 fn lock_excludes_across_processes() {
     let server = RedisServer::start();
     let started = Instant::now();
-    let reports = run_workers(&server.url(), PROCESSES, TASKS, ITERATIONS, &[]);
+    let reports = run_workers(PROCESSES, shape(&server.url(), TASKS, ITERATIONS));
     let elapsed = started.elapsed();
 
     let entered: u64 = reports.iter().map(|r| r.entered).sum();
@@ -100,7 +94,13 @@ fn lock_excludes_across_processes() {
 #[test]
 fn stale_holders_cannot_break_exclusion() {
     let server = RedisServer::start();
-    let reports = run_workers(&server.url(), 4, 2, 20, &["--stale-every", "5"]);
+    let reports = run_workers(
+        4,
+        Contend {
+            stale_every: 5,
+            ..shape(&server.url(), 2, 20)
+        },
+    );
     let entered: u64 = reports.iter().map(|r| r.entered).sum();
     let sections: Vec<Section> = reports.into_iter().flat_map(|r| r.sections).collect();
     assert_eq!(counter(&server), entered, "lost updates");
@@ -112,7 +112,13 @@ fn stale_holders_cannot_break_exclusion() {
 #[test]
 fn checks_catch_workers_without_the_lock() {
     let server = RedisServer::start();
-    let reports = run_workers(&server.url(), 2, 4, 20, &["--no-lock"]);
+    let reports = run_workers(
+        2,
+        Contend {
+            no_lock: true,
+            ..shape(&server.url(), 4, 20)
+        },
+    );
     let entered: u64 = reports.iter().map(|r| r.entered).sum();
     let sections: Vec<Section> = reports.into_iter().flat_map(|r| r.sections).collect();
 
@@ -133,7 +139,13 @@ fn lock_excludes_across_processes_through_a_slow_bursty_network() {
     let proxy = FaultProxy::start(server.port());
     proxy.set_delay(Duration::from_millis(1));
     proxy.set_batching(Some(Duration::from_millis(2)));
-    let reports = run_workers(&proxy.url(), 4, 3, 15, &["--stale-every", "5"]);
+    let reports = run_workers(
+        4,
+        Contend {
+            stale_every: 5,
+            ..shape(&proxy.url(), 3, 15)
+        },
+    );
     let entered: u64 = reports.iter().map(|r| r.entered).sum();
     let sections: Vec<Section> = reports.into_iter().flat_map(|r| r.sections).collect();
     assert_eq!(entered, 4 * 3 * 15);
@@ -156,15 +168,15 @@ fn extend_racing_renewals_keeps_exclusion_across_processes() {
     let proxy = FaultProxy::start(server.port());
     proxy.set_delay(Duration::from_millis(1));
     proxy.set_batching(Some(Duration::from_millis(2)));
-    let extra = [
-        "--ttl-ms",
-        "600",
-        "--extend-every",
-        "2",
-        "--wait-ms",
-        "5000",
-    ];
-    let reports = run_workers(&proxy.url(), 4, 2, 6, &extra);
+    let reports = run_workers(
+        4,
+        Contend {
+            ttl_ms: 600,
+            extend_every: 2,
+            wait_ms: 5000,
+            ..shape(&proxy.url(), 2, 6)
+        },
+    );
     let entered: u64 = reports.iter().map(|r| r.entered).sum();
     let sections: Vec<Section> = reports.into_iter().flat_map(|r| r.sections).collect();
     assert_eq!(entered, 4 * 2 * 6);
@@ -182,14 +194,17 @@ fn extend_racing_renewals_keeps_exclusion_across_processes() {
 fn a_cluster_failover_keeps_exclusion_across_processes_with_replica_acks() {
     let cluster = ClusterDeployment::start();
     let master = cluster.master_of_key("mx:shared").unwrap();
-    let running = spawn(
-        &cluster.url(),
+    let running = Running::spawn(
+        WORKER,
         4,
-        2,
-        150,
-        // Sections of 2 ms: the run lasts seconds, so the failover lands in its middle
-        // however fast the handoffs are.
-        &["--min-replicas", "1", "--ride-outages", "--hold-ms", "2"],
+        &Contend {
+            min_replicas: 1,
+            ride_outages: true,
+            // Sections of 2 ms: the run lasts seconds, so the failover lands in its middle
+            // however fast the handoffs are.
+            hold_ms: 2,
+            ..shape(&cluster.url(), 2, 150)
+        },
     );
     thread::sleep(Duration::from_millis(500));
     cluster.fail_over(master);

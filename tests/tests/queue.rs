@@ -10,10 +10,11 @@ use redis::AsyncCommands;
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::history::Section;
 use rlock_tests::locking::{wait_listening, wait_queue_len, wait_then_release};
+use rlock_tests::worker::Contend;
 use rlock_tests::workers::{Running, one_waiting_section};
 use rlock_tests::{Counts, RedisServer};
 
-const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
+const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 /// Generous: each run below normally takes a second or two.
 const DEADLINE: Duration = Duration::from_secs(90);
 /// A waiter whose process died is skipped at once (Redis dropped its client's subscription
@@ -66,30 +67,19 @@ async fn wait_queued(server: &RedisServer, key: &str, n: usize) {
 /// returns what that cost in Redis.
 fn contend(server: &RedisServer, key: &str, processes: usize, iterations: usize) -> Counts {
     let before = server.counts();
-    let iterations = iterations.to_string();
-    let args = [
-        "--key",
-        key,
-        "--tasks",
-        "1",
-        "--iterations",
-        &iterations,
-        "--ttl-ms",
-        "10000",
-        "--wait-ms",
-        "30000",
-        "--hold-ms",
-        "3",
-    ];
-    Running::spawn(WORKER, &server.url(), processes, &args).finish(DEADLINE);
+    let args = Contend {
+        iterations,
+        hold_ms: 3,
+        ..Contend::new(&server.url(), key, 10_000, 30_000)
+    };
+    Running::spawn(WORKER, processes, &args).finish(DEADLINE);
     server.counts().minus(&before)
 }
 
-/// Each release used to wake the first waiter of every client, so a handoff cost one losing
-/// attempt per other waiting process. Now the release names one waiter, and that waiter's
-/// client takes the lock without a command: per acquisition one release script and one
-/// arrival (a plain `RPUSHX` once the client waits for the key), whatever the number of
-/// processes.
+/// A release names one waiter, and that waiter's client takes the lock without a command:
+/// per acquisition one release script and one arrival (a plain `RPUSHX` once the client
+/// waits for the key), whatever the number of processes. (Waking the first waiter of every
+/// client instead would cost one losing attempt per other waiting process.)
 #[test]
 fn a_release_wakes_one_waiter_across_eight_processes() {
     let server = RedisServer::start();
@@ -148,11 +138,13 @@ async fn fair_waiters_are_granted_in_arrival_order_across_processes() {
         .acquire()
         .await
         .unwrap();
-    let mut args = one_waiting_section("q:fifo", "10000", "60000", true);
-    args.extend(["--hold-ms", "5"]);
-    let mut running = Running::spawn(WORKER, &url, 0, &args);
+    let args = Contend {
+        hold_ms: 5,
+        ..one_waiting_section(&url, "q:fifo", 10_000, 60_000, true)
+    };
+    let mut running = Running::spawn(WORKER, 0, &args);
     for i in 0..6 {
-        running.add(&url, &args);
+        running.add(&args);
         wait_queued(&server, "q:fifo", i + 1).await;
     }
     guard.release().await.unwrap();
@@ -193,8 +185,8 @@ async fn head_waiter_fails(stopped: bool) {
         let key = format!("q:dead:{fair}");
         let holder = LockClient::connect(&url).await.unwrap();
         let guard = holder.lock(key.as_str()).acquire().await.unwrap();
-        let args = one_waiting_section(&key, "10000", "60000", fair);
-        let mut doomed = Running::spawn(WORKER, &url, 1, &args);
+        let args = one_waiting_section(&url, &key, 10_000, 60_000, fair);
+        let mut doomed = Running::spawn(WORKER, 1, &args);
         wait_queued(&server, &key, 1).await;
         wait_listening(&server, &key, 1).await;
 

@@ -11,6 +11,7 @@ use rlock_runtime::{LockClient, LockError, LockOptions, Operation};
 use rlock_tests::RedisServer;
 use rlock_tests::child::start_holder;
 use rlock_tests::locking::{client_for, lock_and_release};
+use rlock_tests::protocol::{Command, Line, Outcome};
 
 const SHORT: Duration = Duration::from_millis(300);
 
@@ -210,7 +211,7 @@ async fn fence_records_expire_with_their_lease() {
 async fn holder_process_paused_past_its_ttl_cannot_delete_the_next_holders_lock() {
     let server = RedisServer::start();
     let (mut holder, holder_token) =
-        start_holder(env!("CARGO_BIN_EXE_holder"), &server.url(), "stock:1", 300);
+        start_holder(env!("CARGO_BIN_EXE_worker"), &server.url(), "stock:1", 300);
     holder.signal("-STOP");
     tokio::time::sleep(Duration::from_millis(600)).await;
 
@@ -224,7 +225,10 @@ async fn holder_process_paused_past_its_ttl_cannot_delete_the_next_holders_lock(
     assert_ne!(guard.token(), holder_token);
 
     holder.signal("-CONT");
-    assert_eq!(holder.ask("release"), "RELEASED lost");
+    assert_eq!(
+        holder.ask(Command::Release),
+        Some(Line::Released(Outcome::Lost))
+    );
     let mut raw = server.raw().await;
     let stored: String = raw.get("stock:1").await.unwrap();
     assert_eq!(

@@ -16,15 +16,15 @@ use rlock_tests::RedisServer;
 use rlock_tests::locking::{queue_len, wait_listening, wait_queue_len, wait_then_release};
 use rlock_tests::workers::{Running, one_waiting_section};
 
-const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
+const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 /// Generous: the workers below normally finish in seconds, on a loaded machine too.
 const DEADLINE: Duration = Duration::from_secs(90);
 
 /// The head waiter learns the holder's remaining lease from each of its check ins, not only
 /// from the one that made the queue: behind a holder that renews past its first lease, it
 /// checks in about once per renewed lease (at most once per check interval), not on the
-/// pause's floor. (It used to keep the first deadline, and once that passed, check in about
-/// 300 times a second for as long as the hold lasted.)
+/// pause's floor. (A waiter that kept the first deadline would, once it passed, check in
+/// about 300 times a second for as long as the hold lasted.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_head_waiter_checks_in_at_its_pace_behind_a_long_hold() {
     let server = RedisServer::start();
@@ -55,8 +55,8 @@ async fn the_head_waiter_checks_in_at_its_pace_behind_a_long_hold() {
 
 /// A waiter stopped past the lease of a hand-off (SIGSTOP: a pause, a hung host) declines it
 /// when it runs again; the hand-off used up its entry, so its next check in queues it again,
-/// and it gets the lock within its 15 s budget while others keep contending, fair or not. (It
-/// used to believe it was still queued, and starve until its budget ran out.) Its lease is
+/// and it gets the lock within its 15 s budget while others keep contending, fair or not,
+/// rather than believe it is still queued and starve until its budget runs out. Its lease is
 /// 1 s, so its hand-off lease is too, and the stop (1.5 s) is shorter than the command
 /// timeout: its connections live through it, and nothing but the protocol can bring it back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -74,9 +74,8 @@ async fn missed_hand_off(fair: bool) {
     let guard = holder.lock(key).acquire().await.unwrap();
     let stalled = Running::spawn(
         WORKER,
-        &url,
         1,
-        &one_waiting_section(key, "1000", "15000", fair),
+        &one_waiting_section(&url, key, 1000, 15_000, fair),
     );
     wait_queue_len(&server, "{w:missed}:waiters", 1).await;
     wait_listening(&server, key, 1).await;
@@ -134,8 +133,8 @@ async fn missed_hand_off(fair: bool) {
 
 /// The queue is lost (a Redis that blocked past the queue's lease, a failover, here deleted)
 /// and a newcomer starts a new one at once: every waiter of the old queue stands in the new
-/// one after its next check in. (The waiters used to learn of a lost queue only from a
-/// refresh of its expiry that found it gone, which a newcomer's queue hid from them.)
+/// one after its next check in, even though the newcomer's queue means no refresh of the
+/// queue's expiry ever finds it gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_of_a_lost_queue_stand_in_the_next_one() {
     let server = RedisServer::start();
@@ -240,9 +239,8 @@ async fn a_live_waiter_behind_dead_ones_is_handed_the_lock_at_once() {
     let dead = 20;
     let mut doomed = Running::spawn(
         WORKER,
-        &url,
         dead,
-        &one_waiting_section(key, "10000", "60000", false),
+        &one_waiting_section(&url, key, 10_000, 60_000, false),
     );
     wait_queue_len(&server, queue, dead).await;
     wait_listening(&server, key, dead).await;

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::soak::{GaveUp, History, LATENESS_WINDOW_US, Waits};
+use super::history::{GaveUp, History, LATENESS_WINDOW_US, Waits};
 
 /// The rules, with the shape of the run they depend on.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -331,9 +331,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::soak::{Record, Release, Write};
+    use crate::protocol::Line;
+    use crate::soak::history::{Lateness, Record, Release, Write, output};
 
-    fn section(worker: u32, grant_us: u64) -> String {
+    fn section(worker: u32, grant_us: u64) -> Line {
         let r = Record {
             worker,
             key: 0,
@@ -349,6 +350,20 @@ mod tests {
         r.line("k")
     }
 
+    fn client(id: &str) -> Line {
+        Line::Client {
+            deployment: "single".into(),
+            id: id.into(),
+        }
+    }
+
+    fn waits_on_k(waits: Waits) -> Line {
+        Line::Waits {
+            key: "k".into(),
+            waits,
+        }
+    }
+
     /// Worker 0 waits on `k` (with `waits`) and gives up once at `gave_up`; worker 1 is
     /// granted at each of `grants`, and checks in `checkins` times.
     fn run(
@@ -358,7 +373,7 @@ mod tests {
         lateness: &[(u64, u64)],
     ) -> History {
         let mut h = History::default();
-        let mut zero = format!("C single c0\n{}\n", waits.line("k"));
+        let mut zero = vec![client("c0"), waits_on_k(waits)];
         if let Some((start_us, end_us)) = gave_up {
             let wait = GaveUp {
                 worker: 0,
@@ -366,21 +381,20 @@ mod tests {
                 start_us,
                 end_us,
             };
-            zero.push_str(&(wait.line("k") + "\n"));
+            zero.push(wait.line("k"));
         }
         for &(woke_us, late_us) in lateness {
-            let l = crate::soak::Lateness {
+            let l = Lateness {
                 worker: 0,
                 woke_us,
                 late_us,
             };
-            zero.push_str(&(l.line() + "\n"));
+            zero.push(l.line());
         }
-        zero.push_str("DONE\n");
-        h.add_worker(0, &zero).unwrap();
-        let mut one = String::from("C single c1\n");
+        h.add_worker(0, &output(&zero)).unwrap();
+        let mut one = vec![client("c1")];
         for &g in grants {
-            one.push_str(&(section(1, g) + "\n"));
+            one.push(section(1, g));
         }
         let theirs = Waits {
             requests: grants.len() as u64,
@@ -388,8 +402,8 @@ mod tests {
             waited_us: 1,
             ..Waits::default()
         };
-        one.push_str(&(theirs.line("k") + "\nDONE\n"));
-        h.add_worker(1, &one).unwrap();
+        one.push(waits_on_k(theirs));
+        h.add_worker(1, &output(&one)).unwrap();
         h
     }
 
@@ -425,8 +439,16 @@ mod tests {
         );
         assert_eq!((h.lateness[0].woke_us, h.lateness[0].late_us), (30, 4000));
         assert_eq!(h.clients[1], (1, "single".to_owned(), "c1".to_owned()));
-        assert!(History::default().add_worker(0, "Q k 1 2\nDONE\n").is_err());
-        assert!(History::default().add_worker(0, "T 5\nDONE\n").is_err());
+        assert!(
+            History::default()
+                .add_worker(0, "WAITS k 1 2\nDONE 0\n")
+                .is_err()
+        );
+        assert!(
+            History::default()
+                .add_worker(0, "LATE 5\nDONE 0\n")
+                .is_err()
+        );
     }
 
     #[test]

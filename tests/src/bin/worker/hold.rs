@@ -1,0 +1,61 @@
+//! `hold`: the manual API, one lock held until the test says `release`.
+
+use std::io::BufRead;
+use std::time::Duration;
+
+use rlock_runtime::{LockClient, LockError};
+use rlock_tests::protocol::{Command, Line, Outcome};
+use rlock_tests::worker::Hold;
+
+use crate::say;
+
+pub(crate) async fn run(args: Hold) -> Result<(), String> {
+    let client = LockClient::builder()
+        .url(args.redis.as_str())
+        .command_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let guard = client
+        .lock(args.key.as_str())
+        .ttl(Duration::from_millis(args.ttl_ms))
+        .renew(args.renew)
+        .fenced()
+        .acquire()
+        .await
+        .map_err(|e| e.to_string())?;
+    say(&Line::Acquired {
+        token: guard.token().to_owned(),
+        fence: guard.fence().map(|f| f.get()),
+    });
+
+    // Stdin is read on a thread of its own: the runtime keeps renewing meanwhile.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    while let Some(command) = rx.recv().await {
+        match command.parse::<Command>()? {
+            Command::IsLost => say(&Line::Lost(guard.is_lost())),
+            Command::WaitLost => {
+                guard.lost().await;
+                say(&Line::Lost(true));
+            }
+            Command::Release => {
+                let outcome = match guard.release().await {
+                    Ok(()) => Outcome::Ok,
+                    Err(LockError::Lost { .. }) => Outcome::Lost,
+                    Err(e) => return Err(e.to_string()),
+                };
+                say(&Line::Released(outcome));
+                return Ok(());
+            }
+        }
+    }
+    Err("stdin closed before `release`".into())
+}

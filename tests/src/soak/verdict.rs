@@ -1,0 +1,491 @@
+//! The checks of a soak run's merged history, and what they found.
+//!
+//! [`check`] runs the one overlap check of every history ([`crate::history::sweep`]) and
+//! counts what a lock must never do, and what it may do only with a signal:
+//!
+//! - **overlaps**: a section granted while another section on the same key had not ended
+//!   (a section ends where its holder was told, by `lost()`, that it lost the lease). An
+//!   overlap is *signalled* when the earlier holder was told, late: its `lost()` fired, or
+//!   its release answered `Lost`; an overlap whose earlier holder was never told is
+//!   *silent*, the one outcome rlock promises never to produce.
+//! - **stale writes accepted**: a write accepted by the store after a write with a higher
+//!   fence had been accepted for the same key (fencing failed to protect the resource).
+//! - **fence regressions**: a section granted after another on the same key, with a fence
+//!   that is not higher.
+//!
+//! A signalled overlap is then put down to a [`Cause`] ([`classify`]): a nemesis fault nearby
+//! (the orchestrator knows its faults and says so), else a **scheduling delay** when the
+//! earlier holder's own process had its timers fire late by about as long as it was told
+//! late (every worker measures its timer lateness and reports it, [`Lateness`]), else
+//! nothing explains it. A silent overlap is never explained: it is a violation whatever
+//! happened around it.
+
+use std::collections::HashMap;
+use std::fmt;
+
+#[cfg(doc)]
+use super::history::Lateness;
+use super::history::{History, LATENESS_WINDOW_US, PROBE_SLEEP_MAX_US, Record, Release, Write};
+use crate::history;
+
+/// An overlap of two sections ([`crate::history::sweep`]), `earlier` the holder that should
+/// have stopped.
+pub type Overlap = history::Overlap<Record>;
+
+impl Overlap {
+    /// When the earlier holder was told it had lost the lock: its `lost()`, else its release
+    /// answering `Lost`; `None` if it never was (a silent overlap).
+    pub fn told_us(&self) -> Option<u64> {
+        let first = &self.earlier;
+        if first.lost_us > 0 {
+            Some(first.lost_us)
+        } else {
+            (first.release == Release::Lost).then_some(first.end_us)
+        }
+    }
+
+    /// How long after the later grant the earlier holder was told, µs.
+    pub fn told_late_us(&self) -> Option<u64> {
+        self.told_us()
+            .map(|told| told.saturating_sub(self.later.grant_us))
+    }
+}
+
+/// What an overlap is put down to, in this order of precedence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Cause {
+    /// A nemesis fault that reaches the key was under way or just healed at the later grant.
+    Fault,
+    /// No fault, but the earlier holder's process had its timers fire late, around the moment
+    /// it should have been told, by at least how late it was told (less
+    /// [`SCHEDULING_SLACK_US`]): the machine did not run it, so it could not tell itself.
+    SchedulingDelay,
+    /// Nothing above: for a signalled overlap, a holder told late for no visible reason; a
+    /// silent one is always this.
+    Unexplained,
+}
+
+impl Cause {
+    /// Its name in a report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Cause::Fault => "a nemesis fault nearby",
+            Cause::SchedulingDelay => "scheduling delay (the holder's process ran late)",
+            Cause::Unexplained => "unexplained",
+        }
+    }
+}
+
+/// How much less than the telling's lateness the process's timer lateness may be and still
+/// explain it: the probe's longest sleep (a stall that begins while the probe sleeps shows
+/// as lateness only from the probe's due time, up to one sleep after the stall began) and
+/// 2 ms of measuring.
+pub const SCHEDULING_SLACK_US: u64 = PROBE_SLEEP_MAX_US + 2_000;
+
+/// The worst timer lateness of the earlier holder's process that can explain `overlap`: a
+/// late wake-up reported between the later grant and one lateness window after the holder
+/// was told (a stall that kept it from being told ends when it is told; its worst-of-window
+/// line can be stamped up to a window later). `None` for a silent overlap.
+pub fn holder_lateness_us(history: &History, overlap: &Overlap) -> Option<u64> {
+    let told = overlap.told_us()?;
+    let from = overlap.later.grant_us;
+    let to = told.saturating_add(LATENESS_WINDOW_US);
+    history
+        .lateness
+        .iter()
+        .filter(|l| l.worker == overlap.earlier.worker && (from..=to).contains(&l.woke_us))
+        .map(|l| l.late_us)
+        .max()
+}
+
+/// Puts `overlap` down to a [`Cause`]; `fault_nearby` is the orchestrator's say on whether a
+/// fault reaching the key was around the later grant. A silent overlap is `Unexplained`
+/// whatever happened around it: rlock promises to tell, faults or not, so nothing excuses it.
+pub fn classify(history: &History, overlap: &Overlap, fault_nearby: bool) -> Cause {
+    let Some(late) = overlap.told_late_us() else {
+        return Cause::Unexplained;
+    };
+    if fault_nearby {
+        Cause::Fault
+    } else if holder_lateness_us(history, overlap)
+        .is_some_and(|lateness| lateness + SCHEDULING_SLACK_US >= late)
+    {
+        Cause::SchedulingDelay
+    } else {
+        Cause::Unexplained
+    }
+}
+
+/// What [`check`] found.
+#[derive(Debug, Default)]
+pub struct Verdict {
+    /// Critical sections checked.
+    pub sections: u64,
+    /// Sections whose `lost()` fired.
+    pub lost: u64,
+    /// Overlaps whose earlier holder was told, after the later grant: its `lost()` fired, or
+    /// its release answered `Lost` (when Redis lost the key, the holder learns it at its
+    /// next renewal or at its release, whichever comes first).
+    pub signalled_overlaps: Vec<Overlap>,
+    /// Overlaps whose earlier holder was never told: must be empty.
+    pub silent_overlaps: Vec<Overlap>,
+    /// For signalled overlaps: how long after the later grant the earlier holder was told,
+    /// in µs (the window in which two holders believed they held the lock).
+    pub lost_windows_us: Vec<u64>,
+    /// Writes accepted after a higher fence's write was accepted: must be empty.
+    pub stale_writes: Vec<(Record, Record)>,
+    /// Writes the store refused (a stale holder stopped by fencing).
+    pub rejected_writes: u64,
+    /// Later sections (granted after an earlier one ended) whose fence is not higher: must be
+    /// empty.
+    pub fence_regressions: Vec<(Record, Record)>,
+}
+
+impl Verdict {
+    /// The violations, one line each (empty when the run is correct).
+    pub fn violations(&self, history: &History) -> Vec<String> {
+        let key = |r: &Record| history.key(r);
+        let mut out = Vec::new();
+        for o in &self.silent_overlaps {
+            out.push(format!(
+                "silent overlap on {}: {:?} still held when {:?} was granted, and its lost() never fired",
+                key(&o.earlier),
+                o.earlier,
+                o.later
+            ));
+        }
+        for (higher, stale) in &self.stale_writes {
+            out.push(format!(
+                "stale write accepted on {}: fence {} after fence {}",
+                key(stale),
+                stale.fence,
+                higher.fence
+            ));
+        }
+        for (before, after) in &self.fence_regressions {
+            out.push(format!(
+                "fence went backwards on {}: {} then {}",
+                key(after),
+                before.fence,
+                after.fence
+            ));
+        }
+        out
+    }
+}
+
+/// Checks the merged history of a run (see the module docs).
+pub fn check(history: &History) -> Verdict {
+    let mut verdict = Verdict {
+        sections: history.records.len() as u64,
+        ..Verdict::default()
+    };
+    for r in &history.records {
+        verdict.lost += u64::from(r.lost_us > 0);
+        verdict.rejected_writes += u64::from(r.write == Write::Rejected);
+    }
+    // Overlaps and fence order: the one check every history goes through.
+    let found = crate::history::sweep(&history.records);
+    verdict.fence_regressions = found.fence_regressions;
+    for overlap in found.overlaps {
+        // Told late: by `lost()`, or by its release answering `Lost`.
+        if let Some(told_us) = overlap.told_us() {
+            verdict.signalled_overlaps.push(overlap);
+            verdict
+                .lost_windows_us
+                .push(told_us.saturating_sub(overlap.since_us));
+        } else {
+            verdict.silent_overlaps.push(overlap);
+        }
+    }
+    let mut by_key: HashMap<u32, Vec<Record>> = HashMap::new();
+    for r in &history.records {
+        by_key.entry(r.key).or_default().push(*r);
+    }
+    for sections in by_key.values_mut() {
+        sections.sort_by_key(|r| (r.grant_us, r.end_us));
+        stale_writes(sections, &mut verdict);
+    }
+    verdict
+}
+
+/// Stale writes: accepted writes in the order the store must have taken them (one sent after
+/// the other's answer came), with a fence below one accepted before.
+fn stale_writes(sections: &[Record], verdict: &mut Verdict) {
+    let mut accepted: Vec<Record> = sections
+        .iter()
+        .filter(|r| r.write == Write::Accepted)
+        .copied()
+        .collect();
+    accepted.sort_by_key(|r| r.write_done_us);
+    let mut highest: Option<Record> = None;
+    for w in accepted {
+        if let Some(h) = highest
+            && w.fence < h.fence
+            && w.write_sent_us > h.write_done_us
+        {
+            verdict.stale_writes.push((h, w));
+        }
+        if highest.is_none_or(|h| w.fence > h.fence) {
+            highest = Some(w);
+        }
+    }
+}
+
+/// `p50/p99/max` of `values` in milliseconds, or `-` when empty.
+pub fn percentiles_ms(values: &[u64]) -> String {
+    if values.is_empty() {
+        return "-".to_owned();
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let at = |q: f64| {
+        let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+        sorted[i.min(sorted.len() - 1)] as f64 / 1000.0
+    };
+    format!("{:.1} / {:.1} / {:.1}", at(0.5), at(0.99), at(1.0))
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} sections, {} lost; overlaps: {} signalled, {} silent; writes rejected by \
+             fencing: {}, stale accepted: {}; fence regressions: {}; told after the next grant \
+             (p50/p99/max ms): {}",
+            self.sections,
+            self.lost,
+            self.signalled_overlaps.len(),
+            self.silent_overlaps.len(),
+            self.rejected_writes,
+            self.stale_writes.len(),
+            self.fence_regressions.len(),
+            percentiles_ms(&self.lost_windows_us)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::protocol::Line;
+    use crate::soak::history::{Lateness, output};
+
+    fn rec(fence: u64, grant: u64, end: u64, lost: u64, write: (u64, u64, Write)) -> Record {
+        Record {
+            worker: 0,
+            key: 0,
+            fence,
+            grant_us: grant,
+            end_us: end,
+            lost_us: lost,
+            write_sent_us: write.0,
+            write_done_us: write.1,
+            write: write.2,
+            release: Release::Ok,
+        }
+    }
+
+    fn history(records: &[Record]) -> History {
+        let mut lines: Vec<Line> = records.iter().map(|r| r.line("k")).collect();
+        lines.push(Line::Errors {
+            variant: "Busy".into(),
+            count: 3,
+        });
+        let mut h = History::default();
+        h.add_worker(0, &output(&lines)).unwrap();
+        h
+    }
+
+    #[test]
+    fn lines_round_trip() {
+        let r = rec(7, 10, 20, 15, (12, 13, Write::Rejected));
+        let h = history(&[r]);
+        assert_eq!(h.records, [r]);
+        assert_eq!(h.errors["Busy"], 3);
+        assert!(
+            History::default()
+                .add_worker(1, "SECTION k 1 2\nDONE 1\n")
+                .is_err()
+        );
+        assert!(History::default().add_worker(1, "").is_err());
+        assert!(
+            History::default()
+                .add_worker(1, "FINISHED\nDONE 0\n")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_serial_history_passes() {
+        let h = history(&[
+            rec(1, 0, 10, 0, (5, 6, Write::Accepted)),
+            rec(2, 10, 20, 0, (15, 16, Write::Accepted)),
+        ]);
+        let v = check(&h);
+        assert!(v.violations(&h).is_empty(), "{v}");
+        assert!(v.signalled_overlaps.is_empty());
+    }
+
+    #[test]
+    fn an_overlap_is_signalled_only_when_lost_fired() {
+        // The first holder is told 4 µs after the second was granted.
+        let signalled = history(&[
+            rec(1, 0, 30, 14, (5, 6, Write::Accepted)),
+            rec(2, 10, 20, 0, (15, 16, Write::Accepted)),
+        ]);
+        let v = check(&signalled);
+        assert!(v.violations(&signalled).is_empty(), "{v}");
+        assert_eq!(v.signalled_overlaps.len(), 1);
+        assert_eq!(v.lost_windows_us, [4]);
+
+        let silent = history(&[
+            rec(1, 0, 30, 0, (5, 6, Write::Accepted)),
+            rec(2, 10, 20, 0, (15, 16, Write::Accepted)),
+        ]);
+        let v = check(&silent);
+        assert_eq!(v.silent_overlaps.len(), 1);
+        assert!(v.violations(&silent)[0].contains("silent overlap"));
+
+        // Told by its release instead: signalled too.
+        let mut released_lost = rec(1, 0, 30, 0, (5, 6, Write::Accepted));
+        released_lost.release = Release::Lost;
+        let by_release = history(&[released_lost, rec(2, 10, 20, 0, (15, 16, Write::Accepted))]);
+        let v = check(&by_release);
+        assert_eq!(
+            (v.signalled_overlaps.len(), v.lost_windows_us.clone()),
+            (1, vec![20])
+        );
+
+        // lost() before the next grant: no overlap at all.
+        let told = history(&[
+            rec(1, 0, 30, 8, (5, 6, Write::Accepted)),
+            rec(2, 10, 20, 0, (15, 16, Write::Accepted)),
+        ]);
+        assert!(check(&told).signalled_overlaps.is_empty());
+    }
+
+    /// Across a failover the later-seen grant can carry the lower fence: a master granted it
+    /// first and lost it. That holder must be told; the other one holds the lock rightly.
+    #[test]
+    fn a_late_reply_of_a_lost_grant_is_the_one_to_be_told() {
+        let mut stale = rec(1, 12, 30, 0, (14, 15, Write::Rejected));
+        stale.release = Release::Lost;
+        let rightful = rec(2, 10, 20, 0, (13, 14, Write::Accepted));
+        let h = history(&[rightful, stale]);
+        let v = check(&h);
+        assert!(v.silent_overlaps.is_empty(), "{v}");
+        assert_eq!(v.signalled_overlaps.len(), 1, "{v}");
+        assert_eq!(v.signalled_overlaps[0].earlier.fence, 1);
+        assert_eq!(
+            v.fence_regressions.len(),
+            1,
+            "counted, for the one server to fail on"
+        );
+        stale.release = Release::Ok;
+        let v = check(&history(&[rightful, stale]));
+        assert_eq!(v.silent_overlaps.len(), 1, "never told: {v}");
+    }
+
+    #[test]
+    fn stale_writes_and_fence_regressions_are_found() {
+        let stale = history(&[
+            rec(2, 0, 10, 0, (5, 6, Write::Accepted)),
+            rec(1, 10, 20, 0, (15, 16, Write::Accepted)),
+        ]);
+        let v = check(&stale);
+        assert_eq!(v.stale_writes.len(), 1, "{v}");
+        assert_eq!(v.fence_regressions.len(), 1, "{v}");
+        // Concurrent writes (neither sent after the other's answer) are not ordered.
+        let concurrent = history(&[
+            rec(2, 0, 10, 9, (5, 8, Write::Accepted)),
+            rec(3, 4, 20, 0, (6, 7, Write::Accepted)),
+        ]);
+        assert!(check(&concurrent).stale_writes.is_empty());
+    }
+
+    /// A holder told 50 ms after the next grant, with no fault nearby, is put down to a
+    /// scheduling delay only if its own process ran that late around then.
+    #[test]
+    fn a_late_telling_is_a_scheduling_delay_only_when_the_holders_process_ran_late() {
+        let mut earlier = rec(1, 0, 200_000, 150_000, (5, 6, Write::Accepted));
+        earlier.worker = 1;
+        let later = rec(2, 100_000, 120_000, 0, (110_000, 111_000, Write::Accepted));
+        let overlap_in = |lateness: &[(u32, u64, u64)]| {
+            let mut h = History::default();
+            for (worker, record) in [(1, earlier), (0, later)] {
+                let mut lines = vec![record.line("k")];
+                for &(of, woke_us, late_us) in lateness.iter().filter(|l| l.0 == worker) {
+                    let l = Lateness {
+                        worker: of,
+                        woke_us,
+                        late_us,
+                    };
+                    lines.push(l.line());
+                }
+                h.add_worker(worker, &output(&lines)).unwrap();
+            }
+            let v = check(&h);
+            assert_eq!(v.signalled_overlaps.len(), 1, "{v}");
+            let o = v.signalled_overlaps[0];
+            assert_eq!(o.told_late_us(), Some(50_000));
+            (classify(&h, &o, false), classify(&h, &o, true))
+        };
+        // Nothing reported: unexplained, unless a fault was nearby.
+        assert_eq!(overlap_in(&[]), (Cause::Unexplained, Cause::Fault));
+        // Its process woke 45 ms late as it was told (within the slack of 50 ms): explained.
+        assert_eq!(
+            overlap_in(&[(1, 151_000, 45_000)]).0,
+            Cause::SchedulingDelay
+        );
+        // Up to a window after it was told, still explained.
+        assert_eq!(
+            overlap_in(&[(1, 240_000, 60_000)]).0,
+            Cause::SchedulingDelay
+        );
+        // Too little lateness, at the wrong time, or in another process: unexplained.
+        for lateness in [
+            (1, 151_000, 30_000),
+            (1, 99_000, 200_000),
+            (1, 260_000, 200_000),
+            (0, 151_000, 200_000),
+        ] {
+            assert_eq!(
+                overlap_in(&[lateness]).0,
+                Cause::Unexplained,
+                "{lateness:?}"
+            );
+        }
+        // A fault nearby takes precedence.
+        assert_eq!(overlap_in(&[(1, 151_000, 45_000)]).1, Cause::Fault);
+    }
+
+    /// A silent overlap stays a violation, whatever lateness or fault was around it.
+    #[test]
+    fn a_silent_overlap_is_never_explained() {
+        let mut h = history(&[
+            rec(1, 0, 30, 0, (5, 6, Write::Accepted)),
+            rec(2, 10, 20, 0, (15, 16, Write::Accepted)),
+        ]);
+        h.lateness.push(Lateness {
+            worker: 0,
+            woke_us: 15,
+            late_us: 1_000_000,
+        });
+        let v = check(&h);
+        let o = v.silent_overlaps[0];
+        assert_eq!(o.told_us(), None);
+        assert_eq!(holder_lateness_us(&h, &o), None);
+        assert_eq!(classify(&h, &o, true), Cause::Unexplained);
+        assert_eq!(classify(&h, &o, false), Cause::Unexplained);
+        assert_eq!(v.violations(&h).len(), 1);
+    }
+
+    #[test]
+    fn percentiles() {
+        assert_eq!(percentiles_ms(&[]), "-");
+        assert_eq!(percentiles_ms(&[1000, 2000, 3000]), "2.0 / 3.0 / 3.0");
+    }
+}
