@@ -12,8 +12,9 @@
 --
 -- Every key a script touches is declared: KEYS[1] the lock, KEYS[2] its queue, KEYS[3] its
 -- fence record, all in the lock's slot (see `key::Companion`). A release declares the fence
--- record only when it needs it (see `hand_off`). (Only three functions are defined here:
--- each one costs every call of the script a closure, whether it runs or not.)
+-- record only when it needs it (see `hand_off`). (Only four functions are defined here:
+-- each one costs every call of the script a closure, whether it runs or not; the release's
+-- common case returns before they are defined.)
 
 -- A new fencing token for the lock whose fence record is `fence_key` (or, with `read_only`,
 -- the current one), above every earlier one: max(last + 1, server time in microseconds). The
@@ -103,4 +104,29 @@ local function hand_off(lock, queue, fence_key, channel, publish, head, grant)
     end
     head = nil
   end
+end
+
+-- Stands a busy caller's `entry` in `queue`: a newcomer joins at its end; a queued caller
+-- (`queued`) keeps its place, and comes back at the end when its entry is gone (a hand-off
+-- it missed, a release that skipped it while its client did not listen, a queue that
+-- lapsed). So a live waiter is out of the queue for at most one check in. Every call keeps
+-- the queue alive for `queue_lease` ms. Returns the entry's place (0: the head), or nil when
+-- the queue already held `most` entries: the entry is taken back and the caller waits on
+-- its timers.
+local function stand(queue, entry, queued, queue_lease, most)
+  local place = nil
+  if queued then
+    place = redis.call('LPOS', queue, entry)
+  end
+  local length = nil
+  if not place then
+    length = redis.call('RPUSH', queue, entry)
+    place = length - 1
+  end
+  redis.call('PEXPIRE', queue, queue_lease)
+  if length and length > tonumber(most) then
+    redis.call('RPOP', queue)
+    return nil
+  end
+  return place
 end

@@ -74,6 +74,28 @@ async fn the_documented_least_privilege_user_is_enough() {
     let told = tokio::time::timeout(Duration::from_secs(3), handed.lost()).await;
     assert!(told.is_ok(), "lost() did not fire after force_unlock");
 
+    // A semaphore: permits renewed, one handed to a waiter by a release, inspected.
+    let permit = a
+        .semaphore("export:1", 1)
+        .ttl(Duration::from_millis(300))
+        .acquire()
+        .await
+        .unwrap();
+    let waiting = tokio::spawn({
+        let b = b.clone();
+        async move {
+            b.semaphore("export:1", 1)
+                .wait(Duration::from_secs(5))
+                .acquire()
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!permit.is_lost(), "a permit's renewals were refused");
+    assert_eq!(a.inspect_semaphore("export:1").await.unwrap().in_use, 1);
+    permit.release().await.unwrap();
+    waiting.await.unwrap().unwrap().release().await.unwrap();
+
     // Nothing was refused: not a command, a key or a channel.
     let mut admin = server.raw().await;
     let refused: Vec<redis::Value> = redis::cmd("ACL")

@@ -60,22 +60,9 @@ if not holder and redis.call('SET', lock, token, 'NX', 'PX', lease) then
   return {1, fenced and issue_fence(fence_key, lease) or 0}
 end
 
--- Busy. The caller stands in the queue: a newcomer joins at its end; a queued caller keeps
--- its place, and comes back at the end when its entry is gone (a hand-off it missed, a
--- release that skipped it while its client did not listen, a queue that lapsed). So a live
--- waiter is out of the queue for at most one check in. Every call keeps the queue alive.
-local place = nil
-if queued then
-  place = redis.call('LPOS', queue, entry)
-end
-local length = nil
+-- Busy. The caller stands in the queue (queue.lua's `stand`).
+local place = stand(queue, entry, queued, ARGV[5], ARGV[9])
 if not place then
-  length = redis.call('RPUSH', queue, entry)
-  place = length - 1
-end
-redis.call('PEXPIRE', queue, ARGV[5])
-if length and length > tonumber(ARGV[9]) then
-  redis.call('RPOP', queue)
   return {3, redis.call('PTTL', lock)}
 end
 -- The head times its next look by the holder's lease, told afresh on each of its calls:

@@ -84,19 +84,9 @@ if free then
   return {1, 0}
 end
 
--- Busy: the caller stands in the queue, as for a lock (see the lock's acquire.lua).
-local place = nil
-if queued then
-  place = redis.call('LPOS', queue, entry)
-end
-local length = nil
+-- Busy: the caller stands in the queue (queue.lua's `stand`).
+local place = stand(queue, entry, queued, ARGV[5], ARGV[9])
 if not place then
-  length = redis.call('RPUSH', queue, entry)
-  place = length - 1
-end
-redis.call('PEXPIRE', queue, ARGV[5])
-if length and length > tonumber(ARGV[9]) then
-  redis.call('RPOP', queue)
   return {3, earliest_left()}
 end
 return {0, place == 0 and earliest_left() or -3}

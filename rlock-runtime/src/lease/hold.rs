@@ -558,9 +558,24 @@ impl Hold {
             .await;
         unanswered.armed = outcome.is_err();
         drop(unanswered);
+        self.released(was, outcome, Freed::Yes)
+    }
+
+    /// Settles a release that Redis answered with `outcome` (`Ok(true)`: it was ours), of a
+    /// hold that was `was` before, which `freed` the key or left it taken.
+    fn released(
+        &self,
+        was: Phase,
+        outcome: Result<bool, LockError>,
+        freed: Freed,
+    ) -> Result<(), LockError> {
         match outcome {
             Ok(true) => {
-                self.count_release();
+                match freed {
+                    Freed::Yes => self.engine.released(&self.redis_key, Count::Released),
+                    Freed::No => self.engine.counters.add(Count::Released, 1),
+                }
+                crate::metrics::export::ended(self.label, self.granted_at, false);
                 self.finish_release();
                 if was == Phase::Lost {
                     Err(self.lost_error())
@@ -594,26 +609,7 @@ impl Hold {
     async fn release_kept(&self, was: Phase, left: Duration) -> Result<(), LockError> {
         self.in_flight_settled().await;
         let outcome = self.engine.backend.extend(self.lease(left)).await;
-        match outcome {
-            Ok(true) => {
-                self.engine.counters.add(Count::Released, 1);
-                crate::metrics::export::ended(self.label, self.granted_at, false);
-                self.finish_release();
-                if was == Phase::Lost {
-                    Err(self.lost_error())
-                } else {
-                    Ok(())
-                }
-            }
-            Ok(false) => {
-                self.lose();
-                Err(self.lost_error())
-            }
-            Err(e) => {
-                self.finish_release();
-                Err(e)
-            }
-        }
+        self.released(was, outcome, Freed::No)
     }
 
     /// Returns once no renewal or extend of this hold is on its way (each is bounded by its
@@ -670,6 +666,14 @@ impl Hold {
             let _ = hold.release().await;
         });
     }
+}
+
+/// Whether a release freed the key, for waiters to take (or, for `min_hold`, left it taken
+/// until it ends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Freed {
+    Yes,
+    No,
 }
 
 /// Marks an extend unanswered when its future is dropped before the reply (or it failed).
