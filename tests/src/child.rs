@@ -104,6 +104,7 @@ pub fn start_holder(program: &str, url: &str, key: &str, ttl_ms: u64) -> (LineCh
         key: key.to_owned(),
         ttl_ms,
         renew: false,
+        permits: None,
     };
     let mut holder = LineChild::start(program, &hold.args());
     match holder.line() {

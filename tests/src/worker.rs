@@ -4,7 +4,7 @@
 //! Every role speaks the line protocol of [`crate::protocol`].
 //!
 //! ```text
-//! worker hold    --redis URL --key K --ttl-ms T [--renew]
+//! worker hold    --redis URL --key K --ttl-ms T [--renew] [--permits N]
 //! worker body    --redis URL --id N --body-ms B [--renew] [--on-lost abort|continue]
 //! worker contend --redis URL --key K --ttl-ms T --wait-ms W [--tasks N] [--iterations M] …
 //! ```
@@ -49,6 +49,9 @@ pub struct Hold {
     /// Let the watchdog renew the lease.
     #[arg(long)]
     pub renew: bool,
+    /// Hold one of this many permits of a semaphore instead of a lock (no fence).
+    #[arg(long)]
+    pub permits: Option<u32>,
 }
 
 impl Hold {
@@ -58,6 +61,9 @@ impl Hold {
         args.extend(strings(&["--ttl-ms", &self.ttl_ms.to_string()]));
         if self.renew {
             args.push("--renew".into());
+        }
+        if let Some(permits) = self.permits {
+            args.extend(strings(&["--permits", &permits.to_string()]));
         }
         args
     }
@@ -254,6 +260,7 @@ mod tests {
             key: "k".into(),
             ttl_ms: 300,
             renew: true,
+            permits: Some(2),
         };
         let Role::Hold(back) = parse(hold.args()) else {
             panic!("not hold")

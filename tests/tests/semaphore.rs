@@ -484,3 +484,150 @@ async fn inspect_and_force_unlock_a_semaphore() {
     assert_eq!((after.permits, after.in_use), (0, 0), "{after:?}");
     assert_eq!(ops.metrics().forced_unlocks, 2);
 }
+
+/// A permit's holder whose process is stopped past its lease (a GC pause, a VM migration):
+/// its permit goes to another instance at the lease's end, by Redis's clock, and on resuming
+/// the holder is told it lost it; its late release gives back nothing of the new holder's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_holder_stopped_past_its_lease_is_told_it_lost_it() {
+    use rlock_tests::child::LineChild;
+    use rlock_tests::protocol::{Command, Line, Outcome};
+    use rlock_tests::worker::Hold;
+
+    let server = RedisServer::start();
+    let hold = Hold {
+        redis: server.url(),
+        key: "render:stopped".into(),
+        ttl_ms: 600,
+        renew: true,
+        permits: Some(1),
+    };
+    let mut holder = LineChild::start(env!("CARGO_BIN_EXE_worker"), &hold.args());
+    assert!(matches!(holder.line(), Some(Line::Acquired { .. })));
+    holder.signal("-STOP");
+    let other = client(&server).await;
+    let permit = other
+        .semaphore("render:stopped", 1)
+        .wait(PATIENCE)
+        .acquire()
+        .await
+        .unwrap();
+    holder.signal("-CONT");
+    assert_eq!(holder.ask(Command::WaitLost), Some(Line::Lost(true)));
+    assert_eq!(
+        holder.ask(Command::Release),
+        Some(Line::Released(Outcome::Lost))
+    );
+    let info = other.inspect_semaphore("render:stopped").await.unwrap();
+    assert_eq!((info.in_use, info.held_here), (1, 1), "{info:?}");
+    permit.release().await.unwrap();
+}
+
+/// A waiter cancelled at any moment around a release (queued, handed the permit, adopting
+/// it, holding it) leaves nothing behind: its entry is withdrawn, a permit handed to it is
+/// given back, and an arrival whose answer it never read is released in the background.
+/// Permits are asked for a minute, so one left behind would outlast the check by far.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_waiter_is_never_left_holding_a_permit() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let long = Duration::from_secs(60);
+    for round in 0..24u64 {
+        let held = a
+            .semaphore("render:c", 1)
+            .ttl(long)
+            .wait(PATIENCE)
+            .acquire()
+            .await
+            .unwrap();
+        let waiter = {
+            let c = a.sibling();
+            tokio::spawn(async move {
+                let permit = c
+                    .semaphore("render:c", 1)
+                    .ttl(long)
+                    .wait(PATIENCE)
+                    .acquire()
+                    .await?;
+                permit.release().await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(round % 4)).await;
+        if round % 2 == 0 {
+            waiter.abort();
+            held.release().await.unwrap();
+        } else {
+            held.release().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(round % 3)).await;
+            waiter.abort();
+        }
+        let _ = waiter.await;
+    }
+    let mut raw = server.raw().await;
+    let mut left = u32::MAX;
+    for _ in 0..100 {
+        left = redis::cmd("EXISTS")
+            .arg("render:c")
+            .arg("{render:c}:waiters")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, 0, "a permit or an entry was left behind");
+}
+
+/// Behind Sentinel, a failover moves the semaphore with the master: afterwards a permit is
+/// taken on the new master, every permit held before is renewed there or reported lost, and
+/// the new master never counts more permits in use than the semaphore has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphores_follow_a_sentinel_failover() {
+    let deployment = rlock_tests::deploy::SentinelDeployment::start();
+    let connect = || async {
+        LockClient::builder()
+            .url(deployment.url().as_str())
+            .command_timeout(Duration::from_millis(300))
+            .connect()
+            .await
+            .unwrap()
+    };
+    let (a, b) = (connect().await, connect().await);
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let request = a.semaphore("export:s", 3).ttl(Duration::from_secs(2));
+        held.push(request.acquire().await.unwrap());
+    }
+    // Let replication carry them over, as it normally would before a crash.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let new_master = deployment.fail_over();
+
+    // Waiting retries failed attempts within its budget: it serves again on the new master.
+    let after = b
+        .semaphore("export:s", 3)
+        .wait(Duration::from_secs(20))
+        .acquire()
+        .await
+        .unwrap();
+    // A few renewal periods on the new master.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut raw = new_master.raw().await;
+    let owners: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+        .arg("export:s")
+        .arg(0)
+        .arg("+inf")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(owners.len() <= 3, "{owners:?}");
+    assert!(owners.iter().any(|t| t == after.token()), "{owners:?}");
+    for guard in &held {
+        assert!(
+            guard.is_lost() || owners.iter().any(|t| t == guard.token()),
+            "a permit missing on the new master was kept"
+        );
+    }
+    after.release().await.unwrap();
+}

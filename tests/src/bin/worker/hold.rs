@@ -1,4 +1,5 @@
-//! `hold`: the manual API, one lock held until the test says `release`.
+//! `hold`: the manual API, one lock (or one permit of a semaphore) held until the test says
+//! `release`.
 
 use std::io::BufRead;
 use std::time::Duration;
@@ -16,11 +17,13 @@ pub(crate) async fn run(args: Hold) -> Result<(), String> {
         .connect()
         .await
         .map_err(|e| e.to_string())?;
-    let guard = client
-        .lock(args.key.as_str())
+    let request = match args.permits {
+        Some(permits) => client.semaphore(args.key.as_str(), permits),
+        None => client.lock(args.key.as_str()).fenced(),
+    };
+    let guard = request
         .ttl(Duration::from_millis(args.ttl_ms))
         .renew(args.renew)
-        .fenced()
         .acquire()
         .await
         .map_err(|e| e.to_string())?;
