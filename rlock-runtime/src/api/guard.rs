@@ -35,6 +35,9 @@ use crate::util::fence::Fence;
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
     lock: Arc<Hold>,
+    /// The other keys' holds of a [`lock_all`](crate::LockClient::lock_all), in the order
+    /// they were taken after the first.
+    also: Vec<Arc<Hold>>,
     reentrant: bool,
     finished: bool,
 }
@@ -43,18 +46,57 @@ impl LockGuard {
     pub(crate) fn new(lock: Arc<Hold>, reentrant: bool) -> Self {
         Self {
             lock,
+            also: Vec::new(),
             reentrant,
             finished: false,
         }
     }
 
-    pub(crate) fn hold(&self) -> Arc<Hold> {
+    /// One guard over every hold of `guards` (at least one), taken in that order.
+    pub(crate) fn all_of(guards: Vec<LockGuard>) -> Option<Self> {
+        let reentrant = guards.iter().all(|g| g.reentrant);
+        let mut holds = guards.into_iter().map(LockGuard::into_hold);
+        let lock = holds.next()?;
+        Some(Self {
+            lock,
+            also: holds.collect(),
+            reentrant,
+            finished: false,
+        })
+    }
+
+    /// Its one hold, handed over without releasing it.
+    fn into_hold(mut self) -> Arc<Hold> {
+        self.finished = true;
         self.lock.clone()
     }
 
-    /// The lock key (without the client's namespace).
+    /// Every hold of the guard: one, or one per key of a `lock_all`.
+    pub(crate) fn holds(&self) -> impl DoubleEndedIterator<Item = &Arc<Hold>> {
+        std::iter::once(&self.lock).chain(&self.also)
+    }
+
+    /// The lock key (without the client's namespace); of a
+    /// [`lock_all`](crate::LockClient::lock_all), the first in the order they were taken.
     pub fn key(&self) -> &LockKey {
         self.lock.key()
+    }
+
+    /// Every key held (one, or each key of a [`lock_all`](crate::LockClient::lock_all), in
+    /// the order they were taken).
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::in_memory();
+    /// let both = client.lock_all(["account:2", "account:1"]).acquire().await?;
+    /// let keys: Vec<&str> = both.keys().map(|k| k.as_str()).collect();
+    /// assert_eq!(keys, ["account:1", "account:2"]);
+    /// # Ok(()) }
+    /// ```
+    pub fn keys(&self) -> impl Iterator<Item = &LockKey> {
+        self.holds().map(|hold| hold.key())
     }
 
     /// The fencing token of this hold, if it was asked for (`fenced`, or `fence = …` on the
@@ -73,9 +115,9 @@ impl LockGuard {
         self.reentrant
     }
 
-    /// Whether the lease is known to be lost.
+    /// Whether the lease is known to be lost (of a `lock_all`, any key's).
     pub fn is_lost(&self) -> bool {
-        self.lock.is_lost()
+        self.holds().any(|hold| hold.is_lost())
     }
 
     /// Resolves once the lease can no longer be counted on: a renewal, extend or release
@@ -101,7 +143,12 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn lost(&self) {
-        self.lock.lost().await;
+        if self.also.is_empty() {
+            return self.lock.lost().await;
+        }
+        // Of a `lock_all`, the first key's loss.
+        let each = self.holds().map(|hold| Box::pin(hold.lost()));
+        futures_util::future::select_all(each).await;
     }
 
     /// Sets the lease to `ttl` from now, if the lock is still ours; later renewals ask for
@@ -125,7 +172,10 @@ impl LockGuard {
     /// ```
     pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
         check_ttl(self.lock.key(), ttl)?;
-        self.lock.extend(ttl).await
+        for hold in self.holds() {
+            hold.extend(ttl).await?;
+        }
+        Ok(())
     }
 
     /// Releases this hold. The last guard of a hold deletes the key, and only if it still
@@ -147,17 +197,30 @@ impl LockGuard {
     /// ```
     pub async fn release(mut self) -> Result<(), LockError> {
         self.finished = true;
-        if !self.lock.drop_guard() {
-            return Ok(());
+        // A `lock_all`'s keys go back in the reverse of the order they were taken, each
+        // whatever became of the others; the first error is the answer.
+        let mut outcome = Ok(());
+        for hold in self.holds().rev() {
+            if hold.drop_guard()
+                && let Err(e) = hold.release().await
+                && outcome.is_ok()
+            {
+                outcome = Err(e);
+            }
         }
-        self.lock.release().await
+        outcome
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if !self.finished && self.lock.drop_guard() {
-            self.lock.release_in_background();
+        if self.finished {
+            return;
+        }
+        for hold in self.holds() {
+            if hold.drop_guard() {
+                hold.release_in_background();
+            }
         }
     }
 }

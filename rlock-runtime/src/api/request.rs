@@ -7,6 +7,7 @@ use tokio::time::Instant;
 
 use crate::api::client::LockClient;
 use crate::api::guard::LockGuard;
+use crate::api::multi::acquire_all;
 use crate::api::options::{LockOptions, OnLost, check_max_hold, check_min_hold, check_ttl};
 use crate::api::scope;
 use crate::backend::{Feature, Kind, LeaseStore as _};
@@ -97,8 +98,15 @@ pub struct LockRequest<'a> {
     client: &'a LockClient,
     /// What it leases.
     kind: Kind,
-    key: Result<LockKey, LockError>,
+    keys: Result<Keys, LockError>,
     options: LockOptions,
+}
+
+/// The keys a request takes: one, or all of several ([`LockClient::lock_all`]).
+#[derive(Debug)]
+pub(crate) enum Keys {
+    One(LockKey),
+    All(Vec<LockKey>),
 }
 
 impl<'a> LockRequest<'a> {
@@ -108,10 +116,19 @@ impl<'a> LockRequest<'a> {
         key: Result<LockKey, LockError>,
         options: LockOptions,
     ) -> Self {
+        Self::of_keys(client, kind, key.map(Keys::One), options)
+    }
+
+    pub(crate) fn of_keys(
+        client: &'a LockClient,
+        kind: Kind,
+        keys: Result<Keys, LockError>,
+        options: LockOptions,
+    ) -> Self {
         Self {
             client,
             kind,
-            key,
+            keys,
             options,
         }
     }
@@ -284,43 +301,54 @@ impl<'a> LockRequest<'a> {
     /// On Redlock, which keeps no queue, a release wakes the first waiter of each client,
     /// which tries again.
     pub async fn acquire(self) -> Result<LockGuard, LockError> {
-        let client = self.client;
-        let options = self.options;
-        let key = self.key?;
-        let redis_key = client.redis_key(&key);
-        if let Some(held) = scope::find(client.id(), self.kind, &redis_key) {
-            if options.fenced && held.fence().is_none() {
-                return Err(LockError::InvalidConfig(format!(
-                    "lock `{key}` is already held by this task without a fencing token, so \
-                     re-entering it cannot give one; ask for the fence on the outermost lock"
-                )));
-            }
-            held.add_guard();
-            return Ok(LockGuard::new(held, true));
+        match self.keys? {
+            Keys::One(key) => acquire_one(self.client, self.kind, key, self.options).await,
+            // Boxed: a rare path, whose state would ride inline in every acquisition.
+            Keys::All(keys) => Box::pin(acquire_all(self.client, keys, self.options)).await,
         }
-        let plan = plan(client, self.kind, &key, &options)?;
-        let started = Instant::now();
-        // Boxed: the acquisition path is a few kilobytes of state, which bodies that lock
-        // again (nested `with_lock`) would otherwise carry inline, level after level.
-        let hold = Box::pin(
-            Waiting {
-                engine: &client.shared().engine,
-                key: &key,
-                redis_key: &redis_key,
-                plan,
-                started,
-                // A wait past any deadline a clock can hold means "until granted".
-                budget: options
-                    .wait
-                    .unwrap_or(client.shared().default_wait)
-                    .min(WAIT_FOREVER),
-            }
-            .acquire(),
-        )
-        .await?;
-        crate::metrics::export::acquired(plan.metrics_label(), started);
-        Ok(LockGuard::new(hold, false))
     }
+}
+
+/// Takes one key as `kind`, waiting up to the options' budget (see [`LockRequest::acquire`]).
+pub(crate) async fn acquire_one(
+    client: &LockClient,
+    kind: Kind,
+    key: LockKey,
+    options: LockOptions,
+) -> Result<LockGuard, LockError> {
+    let redis_key = client.redis_key(&key);
+    if let Some(held) = scope::find(client.id(), kind, &redis_key) {
+        if options.fenced && held.fence().is_none() {
+            return Err(LockError::InvalidConfig(format!(
+                "lock `{key}` is already held by this task without a fencing token, so \
+                 re-entering it cannot give one; ask for the fence on the outermost lock"
+            )));
+        }
+        held.add_guard();
+        return Ok(LockGuard::new(held, true));
+    }
+    let plan = plan(client, kind, &key, &options)?;
+    let started = Instant::now();
+    // Boxed: the acquisition path is a few kilobytes of state, which bodies that lock
+    // again (nested `with_lock`) would otherwise carry inline, level after level.
+    let hold = Box::pin(
+        Waiting {
+            engine: &client.shared().engine,
+            key: &key,
+            redis_key: &redis_key,
+            plan,
+            started,
+            // A wait past any deadline a clock can hold means "until granted".
+            budget: options
+                .wait
+                .unwrap_or(client.shared().default_wait)
+                .min(WAIT_FOREVER),
+        }
+        .acquire(),
+    )
+    .await?;
+    crate::metrics::export::acquired(plan.metrics_label(), started);
+    Ok(LockGuard::new(hold, false))
 }
 
 /// Checks the lease options of a request and fills in the client's defaults.

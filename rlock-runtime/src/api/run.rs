@@ -157,7 +157,7 @@ where
     // The body's fence is 0 unless one was asked for (the macro asks when it binds one).
     let fence = guard.fence().map_or(0, Fence::get);
     // Boxed, so that a body which locks again does not nest its state inline in ours.
-    let body = Box::pin(scope::enter(guard.hold(), body(fence)));
+    let body = Box::pin(scope::enter(guard.holds().cloned(), body(fence)));
     let output = match on_lost {
         OnLost::Abort => {
             // The loss is looked at first: a body that could go on (its timer due, say) after

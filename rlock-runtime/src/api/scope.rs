@@ -49,9 +49,14 @@ pub(crate) fn find(client: Uuid, kind: Kind, redis_key: &str) -> Option<Arc<Hold
     .flatten()
 }
 
-/// Runs `fut` with `lock` added to the current call chain's holds.
-pub(crate) async fn enter<F: Future>(lock: Arc<Hold>, fut: F) -> F::Output {
+/// Runs `fut` with `locks` added to the current call chain's holds.
+pub(crate) async fn enter<F: Future>(
+    locks: impl IntoIterator<Item = Arc<Hold>>,
+    fut: F,
+) -> F::Output {
     let outer = HELD.try_with(Chain::clone).unwrap_or_default();
-    let chain = Chain(Some(Arc::new(Link { lock, outer })));
+    let chain = locks.into_iter().fold(outer, |outer, lock| {
+        Chain(Some(Arc::new(Link { lock, outer })))
+    });
     HELD.scope(chain, fut).await
 }

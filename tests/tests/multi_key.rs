@@ -1,0 +1,150 @@
+//! `lock_all`: all of several keys or none, against a real `redis-server` (and Redis
+//! Cluster, where the keys live on different masters): callers naming the keys in different
+//! orders never deadlock and never overlap, a caller never keeps some of the keys, and the
+//! loss of any key is the guard's loss.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rlock_runtime::{LockClient, LockError};
+use rlock_tests::RedisServer;
+
+/// Long enough for any waiter on a loaded machine; never a measured time.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Tasks of 3 clients transfer between two accounts, half naming them one way and half the
+/// other: every transfer completes (no deadlock), and no two run at once on an account.
+async fn transfers_in_both_orders_never_deadlock_nor_overlap(first: LockClient) {
+    let clients = [first.clone(), first.sibling(), first.sibling()];
+    let busy = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for t in 0..12 {
+        let (client, busy, overlaps) = (clients[t % 3].clone(), busy.clone(), overlaps.clone());
+        tasks.push(tokio::spawn(async move {
+            let keys = if t % 2 == 0 {
+                ["account:1", "account:2"]
+            } else {
+                ["account:2", "account:1"]
+            };
+            for _ in 0..10 {
+                let both = client.lock_all(keys).wait(PATIENCE).acquire().await?;
+                for account in busy.iter() {
+                    if account.swap(true, Ordering::SeqCst) {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                for account in busy.iter() {
+                    account.store(false, Ordering::SeqCst);
+                }
+                both.release().await?;
+            }
+            Ok::<_, LockError>(())
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfers_in_both_orders_on_redis() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    transfers_in_both_orders_never_deadlock_nor_overlap(client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfers_in_both_orders_in_memory() {
+    transfers_in_both_orders_never_deadlock_nor_overlap(LockClient::in_memory()).await;
+}
+
+/// On a cluster the keys spread over the masters; each is its own lock there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfers_in_both_orders_on_a_cluster() {
+    let cluster = rlock_tests::deploy::ClusterDeployment::start();
+    let client = LockClient::connect(&cluster.url()).await.unwrap();
+    transfers_in_both_orders_never_deadlock_nor_overlap(client).await;
+}
+
+/// One key held elsewhere: the caller gets `Busy` for it and keeps none of the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_cannot_have_every_key_keeps_none() {
+    let server = RedisServer::start();
+    let a = LockClient::connect(&server.url()).await.unwrap();
+    let b = a.sibling();
+    let held = b.lock("acct:3").acquire().await.unwrap();
+    let err = a
+        .lock_all(["acct:1", "acct:2", "acct:3"])
+        .wait(Duration::from_millis(100))
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LockError::Busy { key, .. } if key == "acct:3"),
+        "{err:?}"
+    );
+    for key in ["acct:1", "acct:2"] {
+        let info = b.inspect(key).await.unwrap();
+        assert!(!info.held, "{key} was kept: {info:?}");
+    }
+    held.release().await.unwrap();
+}
+
+/// Each key is an ordinary lock key, seen held by `inspect` and `lock`; the loss of any one
+/// is the guard's loss, and its release reports it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loss_of_any_key_is_the_guards() {
+    let server = RedisServer::start();
+    let a = LockClient::connect(&server.url()).await.unwrap();
+    let ops = a.sibling();
+    let both = a.lock_all(["acct:7", "acct:8"]).acquire().await.unwrap();
+    let keys: Vec<&str> = both.keys().map(|k| k.as_str()).collect();
+    assert_eq!(keys, ["acct:7", "acct:8"]);
+    for key in ["acct:7", "acct:8"] {
+        assert!(ops.inspect(key).await.unwrap().held);
+        assert!(ops.lock(key).acquire().await.unwrap_err().is_busy());
+    }
+    assert!(a.force_unlock("acct:8").await.unwrap());
+    tokio::time::timeout(PATIENCE, both.lost()).await.unwrap();
+    assert!(both.is_lost());
+    assert!(both.release().await.unwrap_err().is_lost());
+    // The key that was not broken was given back all the same.
+    assert!(!ops.inspect("acct:7").await.unwrap().held);
+}
+
+/// Inside a `lock_all` scope, locking one of its keys re-enters it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_lock_of_one_key_re_enters_it() {
+    let client = LockClient::in_memory();
+    let reentered = client
+        .lock_all(["acct:1", "acct:2"])
+        .run(async {
+            let inner = client.lock("acct:2").acquire().await.unwrap();
+            let reentrant = inner.is_reentrant();
+            inner.release().await.unwrap();
+            reentrant
+        })
+        .await
+        .unwrap();
+    assert!(reentered);
+    assert!(!client.inspect("acct:2").await.unwrap().held);
+}
+
+/// Refused before anything is sent.
+#[tokio::test]
+async fn requests_that_make_no_sense_are_refused() {
+    let client = LockClient::in_memory();
+    for request in [
+        client.lock_all(["a", "b", "a"]),
+        client.lock_all(Vec::<&str>::new()),
+        client.lock_all(["a", "b"]).fenced(),
+    ] {
+        let err = request.acquire().await.unwrap_err();
+        assert!(matches!(err, LockError::InvalidConfig(_)), "{err:?}");
+    }
+}
