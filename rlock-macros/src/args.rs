@@ -18,6 +18,7 @@ use crate::suggest;
 
 mod kw {
     syn::custom_keyword!(key);
+    syn::custom_keyword!(keys);
     syn::custom_keyword!(ttl);
     syn::custom_keyword!(wait);
     syn::custom_keyword!(renew);
@@ -43,6 +44,7 @@ pub(crate) const OPTIONS: &[&str] = &[
     "fence",
     "min_replicas",
     "fair",
+    "keys",
     "permits",
     "client",
     "crate",
@@ -66,6 +68,8 @@ pub(crate) enum OnLost {
 #[derive(Default)]
 pub(crate) struct Args {
     pub(crate) key: Option<LitStr>,
+    /// `keys = ["…", …]`: several locks taken together, with the list's span.
+    pub(crate) keys: Option<(Vec<LitStr>, Span)>,
     pub(crate) ttl: Option<DurationArg>,
     pub(crate) wait: Option<DurationArg>,
     pub(crate) renew: Option<LitBool>,
@@ -98,7 +102,11 @@ impl Parse for Args {
         let mut unknown = Errors::default();
         while !input.is_empty() {
             let lookahead = input.lookahead1();
-            if lookahead.peek(kw::key) {
+            if lookahead.peek(kw::keys) {
+                let name = input.parse::<kw::keys>()?;
+                let value = keys_value(input, name.span)?;
+                set(&mut args.keys, value, "keys", name.span)?;
+            } else if lookahead.peek(kw::key) {
                 let name = input.parse::<kw::key>()?;
                 let value = string_value(input, "key", "key = \"order:<user_id>\"", name.span)?;
                 set(&mut args.key, value, "key", name.span)?;
@@ -211,7 +219,6 @@ const FOREIGN_NAMES: &[(&str, &str)] = &[
     ("lockatmostfor", "ttl"),
     ("lock_at_least_for", "min_hold"),
     ("lockatleastfor", "min_hold"),
-    ("keys", "key"),
     ("name", "key"),
     ("value", "key"),
 ];
@@ -300,6 +307,49 @@ fn string_value(
         value.span(),
         format!("`{name}` must be a string literal, as in `{example}`"),
     ))
+}
+
+/// `keys = ["a:<x>", "b:<y>"]`: a non-empty list of distinct string templates.
+fn keys_value(input: ParseStream<'_>, span: Span) -> syn::Result<(Vec<LitStr>, Span)> {
+    const EXAMPLE: &str = "keys = [\"account:<from>\", \"account:<to>\"]";
+    equals(input, "keys", EXAMPLE, span)?;
+    let value = bad_value(input)?;
+    let Expr::Array(list) = &value else {
+        return Err(syn::Error::new(
+            value.span(),
+            format!("`keys` must be a list of key templates in brackets, as in `{EXAMPLE}`"),
+        ));
+    };
+    let mut templates: Vec<LitStr> = Vec::new();
+    for element in &list.elems {
+        let Expr::Lit(syn::ExprLit {
+            lit: Lit::Str(template),
+            ..
+        }) = element
+        else {
+            return Err(syn::Error::new(
+                element.span(),
+                "each of `keys` must be a string literal, such as \"account:<from>\"",
+            ));
+        };
+        if templates.iter().any(|t| t.value() == template.value()) {
+            return Err(syn::Error::new(
+                template.span(),
+                format!(
+                    "`keys` names \"{}\" twice; name each key once",
+                    template.value().escape_debug()
+                ),
+            ));
+        }
+        templates.push(template.clone());
+    }
+    if templates.is_empty() {
+        return Err(syn::Error::new(
+            list.span(),
+            format!("`keys` needs at least one key template, as in `{EXAMPLE}`"),
+        ));
+    }
+    Ok((templates, list.span()))
 }
 
 fn duration_value(input: ParseStream<'_>, name: &str, span: Span) -> syn::Result<DurationArg> {
@@ -565,7 +615,31 @@ impl Args {
     pub(crate) fn validate(&self, attribute: Attribute) -> syn::Result<()> {
         let mut errors = Errors::default();
         let mut push = |err: syn::Error| errors.push(err);
-        if self.key.is_none() {
+        if let (Some(_), Some((_, span))) = (&self.key, &self.keys) {
+            push(syn::Error::new(
+                *span,
+                "give `key` for one lock or `keys` for several, not both",
+            ));
+        }
+        if let Some((_, span)) = &self.keys {
+            if attribute != Attribute::DistributedLock {
+                push(syn::Error::new(
+                    *span,
+                    format!(
+                        "`keys` is for #[distributed_lock], which takes several locks together; \
+                         {} takes one key",
+                        attribute.name()
+                    ),
+                ));
+            } else if let Some(fence) = &self.fence {
+                push(syn::Error::new(
+                    fence.span(),
+                    "`fence` binds one fencing token, and `keys` takes several locks; lock each \
+                     key on its own for its fence, or remove `fence`",
+                ));
+            }
+        }
+        if self.key.is_none() && self.keys.is_none() {
             push(syn::Error::new(
                 Span::call_site(),
                 format!(
@@ -777,6 +851,39 @@ mod tests {
             let err = error(text);
             assert!(err.contains(needle), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn keys_are_a_list_of_distinct_templates() {
+        let Ok(args) = parse("keys = [\"account:<from>\", \"account:<to>\"], wait = \"1s\"") else {
+            panic!("a list of keys parses");
+        };
+        assert_eq!(args.keys.map(|(keys, _)| keys.len()), Some(2));
+        for (text, needle) in [
+            ("keys = \"a\"", "a list of key templates in brackets"),
+            ("keys = []", "at least one key template"),
+            (
+                "keys = [\"a\", 1]",
+                "each of `keys` must be a string literal",
+            ),
+            ("keys = [\"a\", \"a\"]", "names \"a\" twice"),
+            ("key = \"a\", keys = [\"b\"]", "not both"),
+            (
+                "keys = [\"a\", \"b\"], fence = t",
+                "`fence` binds one fencing token",
+            ),
+        ] {
+            assert!(error(text).contains(needle), "{text:?}: {}", error(text));
+        }
+        let Err(err) = syn::parse_str::<Args>("keys = [\"a\"], permits = 2")
+            .and_then(|args| args.validate(Attribute::Semaphore))
+        else {
+            panic!("keys on a semaphore parsed");
+        };
+        assert!(
+            err.to_string()
+                .contains("`keys` is for #[distributed_lock]")
+        );
     }
 
     #[test]

@@ -32,12 +32,18 @@ fn runtime_path(explicit: Option<&Path>) -> Path {
     }
 }
 
+/// One key the function locks: its template and its resolved parts.
+pub(crate) struct LockedKey {
+    pub(crate) template: LitStr,
+    pub(crate) parts: Vec<KeyPart>,
+}
+
 pub(crate) fn generate(
     attribute: Attribute,
     func: &LockedFn,
     args: &Args,
     ret_ty: &Type,
-    key: &[KeyPart],
+    keys: &[LockedKey],
 ) -> TokenStream {
     let krate = runtime_path(args.krate.as_ref());
     let module = crate::private::module();
@@ -55,17 +61,19 @@ pub(crate) fn generate(
     // a missing `Display` once, on the parameter's type, instead of once per use.
     // The call is spanned on the key and its argument on the type, so that a missing
     // `Display` is shown at both: the placeholder that needs it and the type that lacks it.
-    let key_span = args.key.as_ref().map_or_else(Span::call_site, LitStr::span);
     let mut checks = Vec::new();
-    for part in key {
-        if let KeyPart::Value(Value {
-            expr,
-            type_span: Some(span),
-        }) = part
-        {
-            let arg = quote_spanned!(*span=> &#expr);
-            let check = respan(quote!(#private::key_placeholder_needs_display), key_span);
-            checks.push(quote_spanned!(key_span=> #check(#arg);));
+    for key in keys {
+        let key_span = key.template.span();
+        for part in &key.parts {
+            if let KeyPart::Value(Value {
+                expr,
+                type_span: Some(span),
+            }) = part
+            {
+                let arg = quote_spanned!(*span=> &#expr);
+                let check = respan(quote!(#private::key_placeholder_needs_display), key_span);
+                checks.push(quote_spanned!(key_span=> #check(#arg);));
+            }
         }
     }
 
@@ -77,16 +85,20 @@ pub(crate) fn generate(
         None => quote!(#private::default_client()),
     };
 
-    let key_parts = key.iter().map(|part| match part {
-        KeyPart::Literal(text) => quote!(.literal(#text)),
-        KeyPart::Value(Value {
-            expr,
-            type_span: Some(span),
-        }) => {
-            let arg = quote_spanned!(*span=> &#expr);
-            quote!(.value(#arg))
-        }
-        KeyPart::Value(Value { expr, .. }) => quote!(.value(&#expr)),
+    // Each key built from its parts.
+    let built = keys.iter().map(|key| {
+        let parts = key.parts.iter().map(|part| match part {
+            KeyPart::Literal(text) => quote!(.literal(#text)),
+            KeyPart::Value(Value {
+                expr,
+                type_span: Some(span),
+            }) => {
+                let arg = quote_spanned!(*span=> &#expr);
+                quote!(.value(#arg))
+            }
+            KeyPart::Value(Value { expr, .. }) => quote!(.value(&#expr)),
+        });
+        quote!(#private::KeyBuilder::new() #(#parts)* .finish())
     });
 
     let millis = |ms: u64| quote!(#private::Duration::from_millis(#ms));
@@ -127,11 +139,11 @@ pub(crate) fn generate(
     if args.fair.as_ref().is_some_and(|fair| fair.value) {
         options.extend(quote!(.fair(true)));
     }
-    // The template, not the rendered key, labels the exported metrics.
-    if let Some(key) = &args.key {
-        let template = key.value();
-        options.extend(quote!(.metrics_label(#template)));
-    }
+    // The template, not the rendered key, labels the exported metrics (`keys`' templates
+    // joined by commas).
+    let templates: Vec<String> = keys.iter().map(|key| key.template.value()).collect();
+    let label = templates.join(",");
+    options.extend(quote!(.metrics_label(#label)));
 
     let fence = args
         .fence
@@ -171,16 +183,24 @@ pub(crate) fn generate(
     let outcome = quote_spanned!(ret_ty.span()=> <#ret_ty as #private::LockResult>::OUTCOME);
     let taking = attribute.taking(&private, args.permits.map(|(permits, _)| permits));
 
-    quote! {
-        #(#attrs)*
-        #inner_attrs
-        #vis #sig {
-            #[allow(unreachable_code, clippy::unit_arg)]
-            if false {
-                #(#checks)*
-            }
-            let __rlock_client = #client;
-            let __rlock_key = #private::KeyBuilder::new() #(#key_parts)* .finish();
+    // One key (`key`) or all of several (`keys`).
+    let built: Vec<TokenStream> = built.collect();
+    let call = if args.keys.is_some() {
+        quote! {
+            let __rlock_keys = ::std::vec![#(#built),*];
+            let __rlock_options = #options;
+            #private::run_locked_all(
+                __rlock_client,
+                __rlock_keys,
+                __rlock_options,
+                #outcome,
+                #body,
+            )
+            .await
+        }
+    } else {
+        quote! {
+            let __rlock_key = #(#built)*;
             let __rlock_options = #options;
             #private::run_locked(
                 __rlock_client,
@@ -191,6 +211,19 @@ pub(crate) fn generate(
                 #body,
             )
             .await
+        }
+    };
+
+    quote! {
+        #(#attrs)*
+        #inner_attrs
+        #vis #sig {
+            #[allow(unreachable_code, clippy::unit_arg)]
+            if false {
+                #(#checks)*
+            }
+            let __rlock_client = #client;
+            #call
         }
     }
 }

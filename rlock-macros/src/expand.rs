@@ -5,10 +5,11 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
+use syn::LitStr;
 
 use crate::args::Args;
 use crate::attribute::Attribute;
-use crate::codegen::generate;
+use crate::codegen::{LockedKey, generate};
 use crate::errors::Errors;
 use crate::item::LockedFn;
 use crate::resolve::resolve_key;
@@ -51,14 +52,29 @@ fn expand(attribute: Attribute, args: TokenStream, item: TokenStream) -> syn::Re
     let args = errors
         .keep(syn::parse2::<Args>(args).and_then(|args| args.validate(attribute).map(|()| args)));
     let bindings = Bindings::of(&func.sig);
-    let key = args
-        .as_ref()
-        .and_then(|args| args.key.as_ref())
-        .and_then(|key| errors.keep(resolve_key(key, &bindings, &func.sig)));
+    // Every template resolved, `key`'s or each of `keys`' (validation refused both at once):
+    // `None` when one failed (its error kept) or none was given (refused too).
+    let templates: Vec<&LitStr> = match &args {
+        Some(args) => match (&args.key, &args.keys) {
+            (Some(key), _) => vec![key],
+            (None, Some((keys, _))) => keys.iter().collect(),
+            (None, None) => Vec::new(),
+        },
+        None => Vec::new(),
+    };
+    let mut keys = Vec::new();
+    for template in templates {
+        if let Some(parts) = errors.keep(resolve_key(template, &bindings, &func.sig)) {
+            keys.push(LockedKey {
+                template: template.clone(),
+                parts,
+            });
+        }
+    }
     errors.finish()?;
-    match (args, ret_ty, key) {
-        (Some(args), Some(ret_ty), Some(key)) => {
-            Ok(generate(attribute, &func, &args, &ret_ty, &key))
+    match (args, ret_ty) {
+        (Some(args), Some(ret_ty)) if !keys.is_empty() => {
+            Ok(generate(attribute, &func, &args, &ret_ty, &keys))
         }
         // Every `None` above pushed an error, so `finish` has returned already.
         _ => Err(syn::Error::new(

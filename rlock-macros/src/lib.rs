@@ -74,7 +74,8 @@ use proc_macro::TokenStream;
 ///
 /// | option | meaning | default |
 /// |---|---|---|
-/// | [`key = "order:<user_id>"`](#key) | the lock's name: literal text plus placeholders | required |
+/// | [`key = "order:<user_id>"`](#key) | the lock's name: literal text plus placeholders | required (or `keys`) |
+/// | [`keys = ["account:<from>", "account:<to>"]`](#keys) | several locks taken together, all or none | instead of `key` |
 /// | [`ttl = "10s"`](#ttl) | lease length | the client's default ttl (30 s unless configured) |
 /// | [`wait = "2s"`](#wait) | how long to wait when the lock is busy | the client's default wait (`0s`, try once, unless configured) |
 /// | [`renew = true`](#renew) | renew the lease while the body runs | `true` |
@@ -217,6 +218,30 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// Without the macro: `client.lock(key).ttl(Duration::from_secs(60)).renew(false).acquire().await?`.
+///
+/// ## `keys`
+///
+/// Several locks taken together, all of them or none ([`LockClient::lock_all`]): "transfer
+/// between two accounts". Each template is checked like `key`'s; the list must not be empty
+/// nor name a template twice, and `fence` does not apply (one fence cannot stand for several
+/// keys). The keys are taken in one canonical order whatever order they are written in, so
+/// two functions naming the same keys in different orders never deadlock; the body is
+/// dropped when any key's lease is lost. A nested call locking one of the keys re-enters it.
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, distributed_lock};
+/// #[distributed_lock(keys = ["account:<from>", "account:<to>"], wait = "1s")]
+/// async fn transfer(from: u64, to: u64, amount: u64) -> Result<u64, LockError> {
+///     Ok(amount) // both accounts are held here
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # rlock_runtime::install(LockClient::in_memory()); transfer(1, 2, 40).await.unwrap();
+/// # }
+/// ```
+///
+/// Without the macro: `client.lock_all([format!("account:{from}"), format!("account:{to}")]).wait(d).run(body).await`.
+///
+/// [`LockClient::lock_all`]: https://docs.rs/rlock-runtime/latest/rlock_runtime/struct.LockClient.html#method.lock_all
 ///
 /// ## `max_hold`
 ///

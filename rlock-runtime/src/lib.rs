@@ -307,7 +307,7 @@ mod private {
     /// Acquires, runs the body with the fence, releases (see `LockClient::with_lock`).
     /// The macro passes `<ReturnType as LockResult>::OUTCOME` as `outcome`, named on the
     /// function's return type so that a wrong one is reported there, once.
-    pub use crate::api::run::{Taking, run_locked};
+    pub use crate::api::run::{Taking, run_locked, run_locked_all};
 }
 
 // The support module under the versioned name generated code uses (`__private_0_1`), which

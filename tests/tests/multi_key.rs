@@ -148,3 +148,45 @@ async fn requests_that_make_no_sense_are_refused() {
         assert!(matches!(err, LockError::InvalidConfig(_)), "{err:?}");
     }
 }
+
+#[rlock_runtime::distributed_lock(keys = ["acct:<from>", "acct:<to>"], client = client, wait = "30s")]
+async fn transfer(client: &LockClient, from: u64, to: u64) -> Result<(u64, u64), LockError> {
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    Ok((from, to))
+}
+
+/// The attribute's `keys`, on a real server: transfers named both ways complete, and while
+/// one runs both accounts are held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attribute_takes_every_key() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let mut tasks = Vec::new();
+    for t in 0..8u64 {
+        let client = client.sibling();
+        tasks.push(tokio::spawn(async move {
+            let (from, to) = if t % 2 == 0 { (5, 6) } else { (6, 5) };
+            for _ in 0..5 {
+                transfer(&client, from, to).await?;
+            }
+            Ok::<_, LockError>(())
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let held = client
+        .lock_all(["acct:5", "acct:6"])
+        .run(async {
+            client
+                .sibling()
+                .lock("acct:6")
+                .acquire()
+                .await
+                .unwrap_err()
+                .is_busy()
+        })
+        .await
+        .unwrap();
+    assert!(held);
+}

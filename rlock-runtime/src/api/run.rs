@@ -4,8 +4,9 @@ use std::future::Future;
 
 use crate::api::client::LockClient;
 use crate::api::options::{LockOptions, OnLost};
-use crate::api::request::LockRequest;
+use crate::api::request::{Keys, LockRequest};
 use crate::api::scope;
+use crate::backend::Kind;
 use crate::error::LockError;
 use crate::key::{IntoLockKey, LockKey};
 use crate::util::fence::Fence;
@@ -139,6 +140,31 @@ where
         Taking::Lock => client.lock_checked(key),
         Taking::Permit(permits) => client.semaphore_checked(key, permits),
     };
+    run_request(request.options(options), outcome, body).await
+}
+
+/// Takes all of `keys` (`#[distributed_lock(keys = […])]`, see
+/// [`LockClient::lock_all`]), runs `body`, releases, as [`run_locked`] does for one key.
+pub async fn run_locked_all<R, F, Fut>(
+    client: Result<LockClient, LockError>,
+    keys: Vec<Result<LockKey, LockError>>,
+    options: LockOptions,
+    outcome: Outcome<R>,
+    body: F,
+) -> R
+where
+    F: FnOnce(u64) -> Fut,
+    Fut: Future<Output = R>,
+{
+    let client = match client {
+        Ok(client) => client,
+        Err(e) => return (outcome.from_lock_error)(e),
+    };
+    let keys = keys
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map(Keys::All);
+    let request = LockRequest::of_keys(&client, Kind::Lock, keys, LockOptions::default());
     run_request(request.options(options), outcome, body).await
 }
 
