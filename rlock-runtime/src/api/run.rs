@@ -132,15 +132,17 @@ where
     F: FnOnce(u64) -> Fut,
     Fut: Future<Output = R>,
 {
-    let client = match client {
-        Ok(client) => client,
-        Err(e) => return (outcome.from_lock_error)(e),
-    };
-    let request = match taking {
-        Taking::Lock => client.lock_checked(key),
-        Taking::Permit(permits) => client.semaphore_checked(key, permits),
-    };
-    run_request(request.options(options), outcome, body).await
+    run_on_client(
+        client,
+        move |client| match taking {
+            Taking::Lock => client.lock_checked(key),
+            Taking::Permit(permits) => client.semaphore_checked(key, permits),
+        },
+        options,
+        outcome,
+        body,
+    )
+    .await
 }
 
 /// Takes all of `keys` (`#[distributed_lock(keys = […])]`, see
@@ -156,16 +158,38 @@ where
     F: FnOnce(u64) -> Fut,
     Fut: Future<Output = R>,
 {
-    let client = match client {
-        Ok(client) => client,
-        Err(e) => return (outcome.from_lock_error)(e),
-    };
     let keys = keys
         .into_iter()
         .collect::<Result<Vec<_>, _>>()
         .map(Keys::All);
-    let request = LockRequest::of_keys(&client, Kind::Lock, keys, LockOptions::default());
-    run_request(request.options(options), outcome, body).await
+    run_on_client(
+        client,
+        move |client| LockRequest::of_keys(client, Kind::Lock, keys, LockOptions::default()),
+        options,
+        outcome,
+        body,
+    )
+    .await
+}
+
+/// Runs `body` under what `request` asks of the client, once there is one (see
+/// [`run_locked`]).
+async fn run_on_client<R, F, Fut>(
+    client: Result<LockClient, LockError>,
+    request: impl for<'c> FnOnce(&'c LockClient) -> LockRequest<'c>,
+    options: LockOptions,
+    outcome: Outcome<R>,
+    body: F,
+) -> R
+where
+    F: FnOnce(u64) -> Fut,
+    Fut: Future<Output = R>,
+{
+    let client = match client {
+        Ok(client) => client,
+        Err(e) => return (outcome.from_lock_error)(e),
+    };
+    run_request(request(&client).options(options), outcome, body).await
 }
 
 /// Acquires what `request` asks for, runs `body(fence)` inside the reentrancy scope,
