@@ -12,8 +12,8 @@
 //! independent masters. Workload (f) measures semaphores. The last line printed is
 //! `bench: uncontended=R distinct=R contended_throughput=R contended_p99_gain=R
 //! macro_overhead=R fair_p99_vs_limit=R handoff_cmds_16_clients=N cluster_distinct=R
-//! redlock3_p50=R permit_vs_floor=R semaphore_p99_vs_limit=R` (`-` for a ratio of (e) or (f)
-//! when it did not run). See BENCHMARKS.md for what each workload does.
+//! redlock3_p50=R permit_vs_floor=R semaphore_p99_vs_limit=R semaphore_cmds_16_vs_4=R` (`-`
+//! for a ratio of (e) or (f) when it did not run). See BENCHMARKS.md for what each workload does.
 
 mod lockers;
 mod report;
@@ -72,9 +72,10 @@ pub struct Config {
     /// (f) uncontended permits: rounds, cycles per round per way (they take turns).
     pub sem_rounds: usize,
     pub sem_n: u64,
-    /// (f) the contended semaphore: tasks, clients, permits, acquisitions per task, hold.
+    /// (f) the contended semaphore: tasks, the numbers of clients it runs with (one run
+    /// each), permits, acquisitions per task, hold.
     pub sem_tasks: usize,
-    pub sem_clients: usize,
+    pub sem_clients: [usize; 2],
     pub sem_permits: u32,
     pub sem_per_task: u64,
     pub sem_hold: Duration,
@@ -108,7 +109,7 @@ impl Config {
             sem_rounds: 8,
             sem_n: 1000,
             sem_tasks: 64,
-            sem_clients: 4,
+            sem_clients: [4, 16],
             sem_permits: 8,
             sem_per_task: 25,
             sem_hold: Duration::from_millis(5),
@@ -142,7 +143,7 @@ impl Config {
             sem_rounds: 1,
             sem_n: 100,
             sem_tasks: 64,
-            sem_clients: 4,
+            sem_clients: [4, 16],
             sem_permits: 8,
             sem_per_task: 2,
             sem_hold: Duration::from_millis(5),
@@ -170,8 +171,8 @@ pub struct Results {
     pub fanout: HashMap<usize, Vec<Batch>>,
     /// (f) uncontended permits per way: one rate per round.
     pub permits: HashMap<&'static str, Vec<f64>>,
-    /// (f) the contended semaphore.
-    pub semaphore: Option<semaphores::Contended>,
+    /// (f) the contended semaphore, one run per number of clients.
+    pub semaphore: Vec<semaphores::Contended>,
 }
 
 /// The benchmark's command line.
@@ -551,8 +552,8 @@ async fn main() -> Result<(), BenchError> {
     }
     if let Some(run) = results
         .semaphore
-        .as_ref()
-        .filter(|run| run.most_inside > run.permits)
+        .iter()
+        .find(|run| run.most_inside > run.permits)
     {
         return Err(format!(
             "{} bodies ran at once under a semaphore of {} permits in workload (f)",
@@ -580,18 +581,20 @@ async fn semaphores_phase(
             results.permits.entry(way.label()).or_default().push(rate);
         }
     }
-    results.semaphore = Some(
-        semaphores::contended(
-            url,
-            probe,
-            config.sem_tasks,
-            config.sem_clients,
-            config.sem_permits,
-            config.sem_per_task,
-            config.sem_hold,
-        )
-        .await?,
-    );
+    for clients in config.sem_clients {
+        results.semaphore.push(
+            semaphores::contended(
+                url,
+                probe,
+                config.sem_tasks,
+                clients,
+                config.sem_permits,
+                config.sem_per_task,
+                config.sem_hold,
+            )
+            .await?,
+        );
+    }
     Ok(())
 }
 

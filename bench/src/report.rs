@@ -86,15 +86,17 @@ pub struct Summary {
     pub redlock3_p50: Option<f64>,
     /// (f) rlock's permit ÷ the semaphore's scripts by hand, ops/s, when (f) ran.
     pub permit_vs_floor: Option<f64>,
-    /// (f) the contended semaphore's wait p99 ÷ its FIFO limit, when (f) ran.
+    /// (f) the contended semaphore's wait p99 ÷ its FIFO limit (4 clients), when (f) ran.
     pub semaphore_p99_vs_limit: Option<f64>,
+    /// (f) commands per grant with 16 clients ÷ with 4, when (f) ran.
+    pub semaphore_cmds_16_vs_4: Option<f64>,
 }
 
 impl Summary {
     pub fn line(&self) -> String {
         let measured = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
         format!(
-            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} fair_p99_vs_limit={:.3} handoff_cmds_16_clients={:.1} cluster_distinct={} redlock3_p50={} permit_vs_floor={} semaphore_p99_vs_limit={}",
+            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} fair_p99_vs_limit={:.3} handoff_cmds_16_clients={:.1} cluster_distinct={} redlock3_p50={} permit_vs_floor={} semaphore_p99_vs_limit={} semaphore_cmds_16_vs_4={}",
             self.uncontended,
             self.distinct,
             self.contended_throughput,
@@ -105,7 +107,8 @@ impl Summary {
             measured(self.cluster_distinct),
             measured(self.redlock3_p50),
             measured(self.permit_vs_floor),
-            measured(self.semaphore_p99_vs_limit)
+            measured(self.semaphore_p99_vs_limit),
+            measured(self.semaphore_cmds_16_vs_4)
         )
     }
 }
@@ -263,8 +266,12 @@ pub fn summary(results: &Results) -> Summary {
         },
         semaphore_p99_vs_limit: results
             .semaphore
-            .as_ref()
+            .first()
             .map(|run| ratio(run.p(0.99).as_secs_f64(), run.fifo_limit().as_secs_f64())),
+        semaphore_cmds_16_vs_4: match results.semaphore.as_slice() {
+            [few, many, ..] => Some(ratio(many.commands_per_grant(), few.commands_per_grant())),
+            _ => None,
+        },
     }
 }
 
@@ -591,8 +598,8 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
     }
 
     // (f)
-    if let Some(run) = &results.semaphore {
-        semaphores(&mut o, config, results, run);
+    if !results.semaphore.is_empty() {
+        semaphores(&mut o, config, results);
     }
 
     // Targets
@@ -684,7 +691,7 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
 }
 
 /// Section (f): uncontended permits beside the lock and the floor; the contended semaphore.
-fn semaphores(o: &mut String, config: &Config, results: &Results, run: &semaphores::Contended) {
+fn semaphores(o: &mut String, config: &Config, results: &Results) {
     let _ = writeln!(
         o,
         "\n### (f) Semaphores\n\n\
@@ -712,37 +719,44 @@ fn semaphores(o: &mut String, config: &Config, results: &Results, run: &semaphor
     }
     let _ = writeln!(
         o,
-        "\n**Contended.** {} tasks over {} clients share {} permits of one semaphore, each \
-         taking a permit {} times and holding it {:?} (measured mean {}); every wait from the \
-         call to the grant is recorded. The FIFO limit is the longest wait strict first-come \
-         grants allow: the other tasks' holds once each, spread over the permits.\n",
-        run.tasks,
-        run.clients,
-        run.permits,
-        config.sem_per_task,
-        config.sem_hold,
-        ms(run.mean_hold),
+        "\n**Contended.** {} tasks share {} permits of one semaphore, spread over 4 clients \
+         and then over 16, each taking a permit {} times and holding it {:?}; every wait from \
+         the call to the grant is recorded. The FIFO limit is the longest wait strict \
+         first-come grants allow: the other tasks' holds (as measured) once each, spread over \
+         the permits. Commands per grant must not grow with the clients.\n",
+        config.sem_tasks, config.sem_permits, config.sem_per_task, config.sem_hold,
     );
     let _ = writeln!(
         o,
-        "| grants/s | wait p50 ms | wait p99 ms | FIFO limit ms | p99 ÷ limit | commands per grant | most bodies at once |\n|---:|---:|---:|---:|---:|---:|---:|"
+        "| clients | grants/s | wait p50 ms | wait p99 ms | FIFO limit ms | p99 ÷ limit | commands per grant | script calls per grant | most bodies at once |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
-    let _ = writeln!(
-        o,
-        "| {:.0} | {} | {} | {} | {} | {:.1} | {} of {} |",
-        run.grants as f64 / run.elapsed.as_secs_f64().max(1e-9),
-        ms(run.p(0.5)),
-        ms(run.p(0.99)),
-        ms(run.fifo_limit()),
-        x(ratio(
-            run.p(0.99).as_secs_f64(),
-            run.fifo_limit().as_secs_f64()
-        )),
-        run.commands_per_grant(),
-        run.most_inside,
-        run.permits
-    );
-    let _ = writeln!(o, "\nCommands the server saw: {}", run.server.describe());
+    for run in &results.semaphore {
+        let _ = writeln!(
+            o,
+            "| {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.2} | {} of {} |",
+            run.clients,
+            run.grants as f64 / run.elapsed.as_secs_f64().max(1e-9),
+            ms(run.p(0.5)),
+            ms(run.p(0.99)),
+            ms(run.fifo_limit()),
+            x(ratio(
+                run.p(0.99).as_secs_f64(),
+                run.fifo_limit().as_secs_f64()
+            )),
+            run.commands_per_grant(),
+            run.server.round_trips(&["evalsha", "eval"]) as f64 / run.grants.max(1) as f64,
+            run.most_inside,
+            run.permits
+        );
+    }
+    for run in &results.semaphore {
+        let _ = writeln!(
+            o,
+            "\nCommands the server saw, {} clients: {}",
+            run.clients,
+            run.server.describe()
+        );
+    }
 }
 
 /// Section (e): the cluster's throughput table and the Redlock latency table.
