@@ -30,8 +30,10 @@ struct Shared {
 #[derive(Debug, Default)]
 struct Locks {
     entries: HashMap<String, Entry>,
-    /// Semaphores with a permit in use.
+    /// Semaphores with a permit in use (or whose permits ended since the last sweep).
     semaphores: HashMap<String, Semaphore>,
+    /// Semaphores after their last sweep; the next waits until they double.
+    semaphores_swept_at: usize,
     /// Size after the last sweep of expired entries; the next sweep waits until it doubles.
     swept_at: usize,
 }
@@ -108,6 +110,14 @@ impl MemoryBackend {
     fn try_permit(&self, lease: Lease<'_>, permits: u32) -> Attempt {
         let now = Instant::now();
         let mut locks = self.locks();
+        // Semaphores whose permits all ended without a release go, as a lock's ended entries
+        // do, so that a long-lived process does not keep every name it ever used.
+        if locks.semaphores.len() > 2 * locks.semaphores_swept_at.max(512) {
+            locks
+                .semaphores
+                .retain(|_, semaphore| !semaphore.live(now).is_empty());
+            locks.semaphores_swept_at = locks.semaphores.len();
+        }
         let semaphore = locks
             .semaphores
             .entry(lease.key.to_owned())
@@ -278,5 +288,47 @@ impl LeaseStore for MemoryBackend {
     /// that asks for replicas runs unchanged in unit tests.
     async fn confirm_replicas(&self, _lease: Lease<'_>, replicas: u32) -> Result<u32, LockError> {
         Ok(replicas)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Kind, Lease, MemoryBackend};
+    use crate::backend::{Attempt, AttemptAsks};
+
+    const ASKS: AttemptAsks = AttemptAsks {
+        fence: false,
+        remaining: false,
+        queue: None,
+    };
+
+    /// Semaphores whose permits all ended unreleased are swept, as ended locks are: of
+    /// 1,100 ended and 1,100 live, the ended ones go.
+    #[test]
+    fn ended_semaphores_do_not_pile_up() {
+        let memory = MemoryBackend::default();
+        let take = |key: String, ttl: Duration| {
+            let lease = Lease {
+                kind: Kind::Permit { permits: 2 },
+                key: &key,
+                token: "t",
+                ttl,
+            };
+            assert_eq!(
+                memory.try_acquire(lease, ASKS),
+                Attempt::Acquired { fence: None }
+            );
+        };
+        for i in 0..1100 {
+            take(format!("ended:{i}"), Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        for i in 0..1100 {
+            take(format!("live:{i}"), Duration::from_secs(60));
+        }
+        let kept = memory.locks().semaphores.len();
+        assert!(kept < 1700, "{kept} semaphores kept");
     }
 }
