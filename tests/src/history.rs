@@ -13,8 +13,14 @@
 //! - a **fence regression**: where both carry a fence, a later section whose fence is not
 //!   higher.
 //!
+//! A semaphore's sections may overlap, up to its permit count: [`count_sweep`] goes through
+//! each key's sections the same way and finds every **excess**, a section that began while
+//! `permits` others of its key were held, with the same rule for lost leases (a holder told
+//! at or before the next section began no longer counts).
+//!
 //! What a run makes of them is built on top: [`check_mutual_exclusion`] refuses any of them
-//! (the strict check of the multi-process tests), the fault tests refuse overlaps, and the
+//! (the strict check of the multi-process tests), [`check_permit_count`] refuses any excess,
+//! the fault tests refuse overlaps, and the
 //! soak tells signalled overlaps from silent ones and puts them down to causes
 //! ([`crate::soak`]).
 
@@ -159,6 +165,72 @@ fn sweep_key<T: Copy>(sections: &[(Section, T)], found: &mut Sweep<T>) {
     }
 }
 
+/// More sections of one semaphore key held at once than it has permits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Excess<T> {
+    /// The sections of the key held when `later` began (at least `permits` of them), in the
+    /// order they began.
+    pub held: Vec<T>,
+    /// The section whose grant made one too many.
+    pub later: T,
+    /// When `later` began: from then on more holders than permits believed they held one.
+    pub since_us: u64,
+}
+
+/// Checks `items` per key, each key's sections in the order they began (then ended), against
+/// the permit count `permits` gives for a section: every section that began while that many
+/// others of its key were held is an [`Excess`] (see the module docs). Sections that touch
+/// (`start == earlier end`) are not held at once, as in [`sweep`].
+pub fn count_sweep<T: AsSection>(items: &[T], permits: impl Fn(&T) -> u32) -> Vec<Excess<T>> {
+    let mut by_key: BTreeMap<u32, Vec<(Section, T)>> = BTreeMap::new();
+    for item in items {
+        let section = item.section();
+        by_key
+            .entry(section.key)
+            .or_default()
+            .push((section, *item));
+    }
+    let mut found = Vec::new();
+    for sections in by_key.values_mut() {
+        sections.sort_by_key(|(s, _)| (s.start_us, s.end_us));
+        // The sections still held as the next one begins.
+        let mut held: Vec<(Section, T)> = Vec::new();
+        for &(next, next_item) in sections.iter() {
+            held.retain(|(s, _)| s.effective_end() > next.start_us);
+            if held.len() >= permits(&next_item) as usize {
+                found.push(Excess {
+                    held: held.iter().map(|&(_, item)| item).collect(),
+                    later: next_item,
+                    since_us: next.start_us,
+                });
+            }
+            held.push((next, next_item));
+        }
+    }
+    found
+}
+
+/// The strict check of a semaphore's history: no more than `permits` sections of one key
+/// held at once (a holder told it lost its lease stops counting there).
+///
+/// # Errors
+///
+/// Describes the first excess with the offending sections.
+pub fn check_permit_count(sections: &[Section], permits: u32) -> Result<(), String> {
+    match count_sweep(sections, |_| permits).first() {
+        None => Ok(()),
+        Some(excess) => {
+            let held: Vec<String> = excess.held.iter().map(Section::to_string).collect();
+            Err(format!(
+                "more than {permits} sections held at {}: {} began while {} were held",
+                excess.since_us,
+                excess.later,
+                held.join(", ")
+            ))
+        }
+    }
+}
+
 /// The strict check of a fenced lock's history: every section carries a fence, no fence is
 /// issued twice, no two sections overlap and fences increase in the order the sections
 /// began. Touching intervals (`start == previous end`) are accepted because the clock has
@@ -296,6 +368,58 @@ mod tests {
             ..s(1, 1, 5, 20)
         };
         assert!(sweep(&[s(0, 1, 0, 30), other]).overlaps.is_empty());
+    }
+
+    fn permit(owner: usize, start_us: u64, end_us: u64) -> Section {
+        Section {
+            fence: None,
+            ..s(owner, 0, start_us, end_us)
+        }
+    }
+
+    /// Three permits: three sections held at once pass, a fourth begun while they are held
+    /// is one too many; one that begins as another ends (touching) is not.
+    #[test]
+    fn a_semaphore_holds_no_more_sections_than_permits() {
+        let three = [permit(0, 0, 30), permit(1, 5, 30), permit(2, 10, 30)];
+        check_permit_count(&three, 3).unwrap();
+        let mut four = three.to_vec();
+        four.push(permit(3, 20, 40));
+        let err = check_permit_count(&four, 3).unwrap_err();
+        assert!(err.contains("more than 3"), "{err}");
+        let found = count_sweep(&four, |_| 3);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].later.owner, 3);
+        assert_eq!(found[0].held.len(), 3);
+        assert_eq!(found[0].since_us, 20);
+        four[3].start_us = 30;
+        check_permit_count(&four, 3).unwrap();
+        // Other keys never count.
+        four[3] = Section {
+            key: 1,
+            ..permit(3, 20, 40)
+        };
+        check_permit_count(&four, 3).unwrap();
+        // One permit is a lock's mutual exclusion.
+        assert_eq!(
+            count_sweep(&[permit(0, 0, 10), permit(1, 9, 20)], |_| 1).len(),
+            1
+        );
+    }
+
+    /// A holder told it lost its permit at or before the next section began holds it no
+    /// longer; told later, it still counts.
+    #[test]
+    fn a_permit_ends_where_its_holder_was_told_it_lost_the_lease() {
+        let lost = |lost_us| Section {
+            lost_us: Some(lost_us),
+            ..permit(0, 0, 30)
+        };
+        let others = [permit(1, 5, 30), permit(2, 10, 30), permit(3, 20, 40)];
+        let told = [&[lost(20)][..], &others].concat();
+        check_permit_count(&told, 3).unwrap();
+        let late = [&[lost(21)][..], &others].concat();
+        assert_eq!(count_sweep(&late, |_| 3).len(), 1);
     }
 
     /// The later-seen grant with the lower fence was Redis's first: it is the holder that

@@ -10,7 +10,8 @@
 //! FINISHED                              body: the body ran to its end
 //! RESULT ok|lost|error <message>        body: what the locked call returned
 //! SECTION <key> <fence> <start_us> <end_us> <lost_us> <write> <sent_us> <done_us> <release>
-//!                                       contend, soak: one critical section
+//!         [permits=<n>]                 contend, soak: one critical section; `permits=<n>`
+//!                                       when it held a permit of a semaphore of n permits
 //! WAITS <key> <requests> <grants> <busy> <cancelled> <errors> <waited_us>
 //!                                       soak: how a worker's waiting-mix requests on a key went
 //! GAVE-UP <key> <start_us> <end_us>     soak: a waiting-mix request that gave up `Busy`
@@ -66,6 +67,19 @@ pub enum Release {
     Failed,
 }
 
+/// What a section held: a lock, or one permit of a semaphore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SectionKind {
+    /// The lock of its key (a `SECTION` line without `permits=`, as every line was before
+    /// semaphores).
+    Lock,
+    /// One permit of its key's semaphore, of this many (`permits=<n>`).
+    Semaphore {
+        /// The semaphore's permit count.
+        permits: u32,
+    },
+}
+
 /// One critical section as a worker recorded it (a `SECTION` line).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SectionLine {
@@ -87,6 +101,8 @@ pub struct SectionLine {
     pub write_done_us: u64,
     /// Its release's outcome.
     pub release: Release,
+    /// A lock's section or a semaphore's.
+    pub kind: SectionKind,
 }
 
 /// How one worker's waiting-mix requests on one key went (a `WAITS` line).
@@ -267,7 +283,11 @@ impl fmt::Display for Line {
                     Maybe(s.lost_us),
                     s.write_sent_us,
                     s.write_done_us
-                )
+                )?;
+                match s.kind {
+                    SectionKind::Lock => Ok(()),
+                    SectionKind::Semaphore { permits } => write!(f, " permits={permits}"),
+                }
             }
             Line::Waits { key, waits: w } => write!(
                 f,
@@ -381,6 +401,17 @@ impl FromStr for Line {
                     "failed" => Release::Failed,
                     _ => return Err(w.bad()),
                 };
+                // Absent on a lock's section (and on every line older than semaphores).
+                let kind = match w.words.next() {
+                    None => SectionKind::Lock,
+                    Some(word) => {
+                        let permits = word.strip_prefix("permits=").and_then(|n| n.parse().ok());
+                        match permits {
+                            Some(permits) => SectionKind::Semaphore { permits },
+                            None => return Err(w.bad()),
+                        }
+                    }
+                };
                 Line::Section(SectionLine {
                     key,
                     fence,
@@ -391,6 +422,7 @@ impl FromStr for Line {
                     write_sent_us,
                     write_done_us,
                     release,
+                    kind,
                 })
             }
             "WAITS" => Line::Waits {
@@ -506,6 +538,7 @@ mod tests {
             write_sent_us: 12,
             write_done_us: 13,
             release: Release::Lost,
+            kind: SectionKind::Lock,
         };
         let lines = [
             Line::Acquired {
@@ -522,6 +555,13 @@ mod tests {
                 fence: None,
                 lost_us: Some(15),
                 write: Write::None,
+                ..section.clone()
+            }),
+            Line::Section(SectionLine {
+                key: "soak:single:sem:0".into(),
+                fence: None,
+                write: Write::None,
+                kind: SectionKind::Semaphore { permits: 3 },
                 ..section
             }),
             Line::Waits {
@@ -553,13 +593,14 @@ mod tests {
                 count: 3,
             },
             Line::Panic("task 3 panicked".into()),
-            Line::Done { sections: 2 },
+            Line::Done { sections: 3 },
         ];
         for line in &lines {
             assert_eq!(line.to_string().parse::<Line>().unwrap(), *line, "{line}");
         }
         let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
         assert_eq!(parse_output(&text).unwrap(), lines);
+        assert!(lines[8].to_string().ends_with(" permits=3"), "{}", lines[8]);
         for command in [Command::Release, Command::IsLost, Command::WaitLost] {
             assert_eq!(command.to_string().parse::<Command>().unwrap(), command);
         }
@@ -570,6 +611,8 @@ mod tests {
         for bad in [
             "SECTION k 1 2\n",
             "SECTION k x 2 3 - none 0 0 ok\nDONE 1\n",
+            "SECTION k - 2 3 - none 0 0 ok permits=x\n",
+            "SECTION k - 2 3 - none 0 0 ok 3\n",
             "LOST maybe\n",
             "FINISHED now\n",
             "H 1 2 3\n",
@@ -590,5 +633,13 @@ mod tests {
             "after DONE"
         );
         assert_eq!(parse_output(&format!("{one}DONE 1\n")).unwrap().len(), 2);
+        // A line without `permits=`, as written before semaphores, is a lock's section.
+        assert!(matches!(
+            one.trim().parse::<Line>().unwrap(),
+            Line::Section(SectionLine {
+                kind: SectionKind::Lock,
+                ..
+            })
+        ));
     }
 }

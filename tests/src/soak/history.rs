@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::history::{AsSection, Section};
 use crate::protocol::{self, Line, SectionLine};
-pub use crate::protocol::{Release, Waits, Write};
+pub use crate::protocol::{Release, SectionKind, Waits, Write};
 
 /// One critical section, as a worker recorded it. Times are wall-clock microseconds since the
 /// UNIX epoch (all workers run on one machine).
@@ -15,7 +15,7 @@ pub struct Record {
     pub worker: u32,
     /// Index into [`History::keys`].
     pub key: u32,
-    /// The section's fencing token.
+    /// The section's fencing token (0 for a semaphore's: permits carry none).
     pub fence: u64,
     /// When `acquire` returned.
     pub grant_us: u64,
@@ -31,14 +31,29 @@ pub struct Record {
     pub write: Write,
     /// The release's outcome.
     pub release: Release,
+    /// A lock's section, or a semaphore's with its permit count.
+    pub kind: SectionKind,
 }
 
 impl Record {
+    /// Its fence, if its section was a lock's.
+    fn fence(&self) -> Option<u64> {
+        (self.kind == SectionKind::Lock).then_some(self.fence)
+    }
+
+    /// The permit count of its semaphore; `None` for a lock's section.
+    pub fn permits(&self) -> Option<u32> {
+        match self.kind {
+            SectionKind::Lock => None,
+            SectionKind::Semaphore { permits } => Some(permits),
+        }
+    }
+
     /// The line a worker writes for this section (`key` is the key's text).
     pub fn line(&self, key: &str) -> Line {
         Line::Section(SectionLine {
             key: key.to_owned(),
-            fence: Some(self.fence),
+            fence: self.fence(),
             start_us: self.grant_us,
             end_us: self.end_us,
             lost_us: (self.lost_us > 0).then_some(self.lost_us),
@@ -46,6 +61,7 @@ impl Record {
             write_sent_us: self.write_sent_us,
             write_done_us: self.write_done_us,
             release: self.release,
+            kind: self.kind,
         })
     }
 }
@@ -55,7 +71,7 @@ impl AsSection for Record {
         Section {
             key: self.key,
             owner: self.worker as usize,
-            fence: Some(self.fence),
+            fence: self.fence(),
             start_us: self.grant_us,
             end_us: self.end_us,
             lost_us: (self.lost_us > 0).then_some(self.lost_us),
@@ -179,6 +195,7 @@ impl History {
                         write_done_us: s.write_done_us,
                         write: s.write,
                         release: s.release,
+                        kind: s.kind,
                     });
                 }
                 Line::Waits { key, waits: w } => {

@@ -16,7 +16,11 @@
 //! (the `soak` binary's hidden `worker` subcommand, `worker.rs`) reaches the lock server
 //! through its own [`FaultProxy`](crate::proxy::FaultProxy).
 //! Its tasks lock a hot key (one of four, contended by everyone) or a cold one of their own,
-//! write once through the store with the section's fence, and log each section.
+//! write once through the store with the section's fence, and log each section. One section
+//! in four takes a permit of a **semaphore** instead (`soak:<name>:sem:<k>`, two keys per
+//! deployment, three permits each, waited for like a lock): held a few ms, released, logged
+//! with its permit count; no write, as a permit carries no fence. Its keys are checked for
+//! more holders at once than permits ([`crate::history::count_sweep`]) instead of overlaps.
 //!
 //! The **waiting mix** (`--waiters N` per key and worker, on by default; `0` turns it off)
 //! adds, on each deployment, two keys that many requests wait for at once
@@ -42,7 +46,8 @@
 //!
 //! The nemesis deals its faults from a shuffled deck, so every kind comes up equally often;
 //! everything it does is drawn from `--seed`. The run fails (exit status 1) on a silent
-//! overlap, a stale write accepted, a fence regression, a panic, a worker that did not
+//! overlap, a silent permit excess (more holders of a semaphore than permits, too few of
+//! them ever told they lost theirs), a stale write accepted, a fence regression, a panic, a worker that did not
 //! finish, a lock key left behind, a starved waiter, or check ins above their bound.
 //!
 //! The modules, by concern: `config` (the command line and a run's shape), `deployment`

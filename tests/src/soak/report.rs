@@ -1,5 +1,6 @@
-//! The report of a soak run: its shape, the faults and what followed them, the outcomes, the
-//! timer lateness, the errors and the waiting mix (Markdown tables, as RELIABILITY.md keeps
+//! The report of a soak run: its shape, the faults and what followed them, the outcomes (a
+//! semaphore's permit excesses listed one by one), the timer lateness, the errors and the
+//! waiting mix (Markdown tables, as RELIABILITY.md keeps
 //! them).
 
 use std::collections::BTreeMap;
@@ -46,7 +47,7 @@ pub(super) fn report(
         "| run | |\n|---|---|\n| command | `soak {}` |\n| workers × tasks | {} × {} |\n\
          | ttl | {} ms (waiting mix: {} ms, {} waiters per key and worker) |\n\
          | deployments | {} |\n| wall time | {:.0} s |\n\
-         | acquisitions | {} ({:.0}/s) |",
+         | acquisitions | {} ({:.0}/s; {} of them semaphore permits) |",
         command_line(config),
         config.workers,
         config.tasks,
@@ -57,6 +58,7 @@ pub(super) fn report(
         elapsed.as_secs_f64(),
         verdict.sections,
         verdict.sections as f64 / elapsed.as_secs_f64().max(1e-9),
+        verdict.semaphore_sections,
     );
     // Each signalled overlap, put down to the fault around its later grant.
     let mut overlaps_after: BTreeMap<Option<Fault>, u64> = BTreeMap::new();
@@ -81,13 +83,19 @@ pub(super) fn report(
          | overlaps, the earlier holder told late (`lost()` or its release) | {} |\n\
          | overlaps, the earlier holder never told | {} |\n\
          | writes refused by fencing | {} |\n| stale writes accepted | {} |\n\
-         | fence regressions | {} |\n| panics | {} |\n| orphan keys | {} |",
+         | fence regressions | {} |\n| semaphore sections | {} |\n\
+         | permit excesses, enough holders told late | {} |\n\
+         | permit excesses, too few holders ever told | {} |\n\
+         | panics | {} |\n| orphan keys | {} |",
         verdict.lost,
         verdict.signalled_overlaps.len(),
         verdict.silent_overlaps.len(),
         verdict.rejected_writes,
         verdict.stale_writes.len(),
         verdict.fence_regressions.len(),
+        verdict.semaphore_sections,
+        verdict.signalled_excesses.len(),
+        verdict.silent_excesses.len(),
         history.panics,
         orphans.len(),
     );
@@ -127,6 +135,7 @@ pub(super) fn report(
     for (cause, (told, never)) in &by_cause {
         let _ = writeln!(o, "| {} | {told} | {never} |", cause.describe());
     }
+    o.push_str(&excesses(history, verdict, nemesis));
     let _ = writeln!(
         o,
         "\nTimer lateness of the workers (worst per 100 ms, reported from 1 ms), per worker: \
@@ -136,6 +145,40 @@ pub(super) fn report(
     let _ = writeln!(o, "\n| error (`LockError`) | count |\n|---|---:|");
     for (variant, n) in &history.errors {
         let _ = writeln!(o, "| {variant} | {n} |");
+    }
+    o
+}
+
+/// Every permit excess, one line each: key, when, the holder that should have stopped and
+/// what it is put down to (a silent one is always unexplained).
+fn excesses(history: &History, verdict: &Verdict, nemesis: &Nemesis) -> String {
+    let mut o = String::new();
+    let all = [
+        (&verdict.signalled_excesses, "told late"),
+        (&verdict.silent_excesses, "never told"),
+    ];
+    if all.iter().all(|(excesses, _)| excesses.is_empty()) {
+        return o;
+    }
+    let _ = writeln!(
+        o,
+        "\n| permit excess on | permits | at (µs) | holder that should have stopped | it was | \
+         put down to |\n|---|---:|---:|---|---|---|"
+    );
+    for (excesses, told) in all {
+        for e in excesses {
+            let key = history.key(&e.later);
+            let nearby = nemesis.cause(e.later.grant_us, key).is_some();
+            let _ = writeln!(
+                o,
+                "| `{key}` | {} | {} | worker {}, granted at {} | {told} | {} |",
+                e.later.permits().unwrap_or(0),
+                e.since_us,
+                e.earlier.worker,
+                e.earlier.grant_us,
+                verdict::classify(history, e, nearby).describe()
+            );
+        }
     }
     o
 }

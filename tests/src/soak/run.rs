@@ -289,10 +289,12 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
     if let Some(path) = &config.report {
         std::fs::write(path, &report).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    for overlap in &verdict.silent_overlaps {
+    for (overlap, what) in (verdict.silent_overlaps.iter().map(|o| (o, "overlap")))
+        .chain(verdict.silent_excesses.iter().map(|e| (e, "permit excess")))
+    {
         let cause = nemesis.cause(overlap.later.grant_us, history.key(&overlap.later));
         problems.push(format!(
-            "(the silent overlap granted at {} followed {cause:?})",
+            "(the silent {what} granted at {} followed {cause:?})",
             overlap.later.grant_us
         ));
     }

@@ -12,6 +12,13 @@
 //!   fence had been accepted for the same key (fencing failed to protect the resource).
 //! - **fence regressions**: a section granted after another on the same key, with a fence
 //!   that is not higher.
+//! - **permit excesses**, on a semaphore's keys instead of overlaps: a section granted while
+//!   as many sections of the key as it has permits were held ([`crate::history::count_sweep`],
+//!   a section again ending where its holder was told it lost the lease). Each is read as an
+//!   [`Overlap`] whose `earlier` is the holder that should have stopped: the first of those
+//!   sections (the new one included) told, late, that it lost its permit. It is signalled
+//!   when enough of them were told to bring the count back to the permits, *silent*
+//!   otherwise, and signalled ones are put down to a [`Cause`] like overlaps.
 //!
 //! A signalled overlap is then put down to a [`Cause`] ([`classify`]): a nemesis fault nearby
 //! (the orchestrator knows its faults and says so), else a **scheduling delay** when the
@@ -25,23 +32,30 @@ use std::fmt;
 
 #[cfg(doc)]
 use super::history::Lateness;
-use super::history::{History, LATENESS_WINDOW_US, PROBE_SLEEP_MAX_US, Record, Release, Write};
+use super::history::{
+    History, LATENESS_WINDOW_US, PROBE_SLEEP_MAX_US, Record, Release, SectionKind, Write,
+};
 use crate::history;
 
 /// An overlap of two sections ([`crate::history::sweep`]), `earlier` the holder that should
 /// have stopped.
 pub type Overlap = history::Overlap<Record>;
 
+/// When `section`'s holder was told it had lost its lease: its `lost()`, else its release
+/// answering `Lost`; `None` if it never was.
+fn told_us(section: &Record) -> Option<u64> {
+    if section.lost_us > 0 {
+        Some(section.lost_us)
+    } else {
+        (section.release == Release::Lost).then_some(section.end_us)
+    }
+}
+
 impl Overlap {
     /// When the earlier holder was told it had lost the lock: its `lost()`, else its release
     /// answering `Lost`; `None` if it never was (a silent overlap).
     pub fn told_us(&self) -> Option<u64> {
-        let first = &self.earlier;
-        if first.lost_us > 0 {
-            Some(first.lost_us)
-        } else {
-            (first.release == Release::Lost).then_some(first.end_us)
-        }
+        told_us(&self.earlier)
     }
 
     /// How long after the later grant the earlier holder was told, µs.
@@ -139,6 +153,14 @@ pub struct Verdict {
     /// Later sections (granted after an earlier one ended) whose fence is not higher: must be
     /// empty.
     pub fence_regressions: Vec<(Record, Record)>,
+    /// Of `sections`, those that held a semaphore's permit.
+    pub semaphore_sections: u64,
+    /// Semaphore keys held by more sections than permits, enough of whose holders were told,
+    /// late, to bring the count back: `earlier` the first told.
+    pub signalled_excesses: Vec<Overlap>,
+    /// Semaphore keys held by more sections than permits with too few holders ever told
+    /// (`earlier` one never told): must be empty.
+    pub silent_excesses: Vec<Overlap>,
 }
 
 impl Verdict {
@@ -152,6 +174,16 @@ impl Verdict {
                 key(&o.earlier),
                 o.earlier,
                 o.later
+            ));
+        }
+        for e in &self.silent_excesses {
+            out.push(format!(
+                "silent permit excess on {} ({} permits): {:?} granted while {:?} and others \
+                 held every permit, and too few of them were ever told they lost theirs",
+                key(&e.later),
+                e.later.permits().unwrap_or(0),
+                e.later,
+                e.earlier
             ));
         }
         for (higher, stale) in &self.stale_writes {
@@ -184,8 +216,20 @@ pub fn check(history: &History) -> Verdict {
         verdict.lost += u64::from(r.lost_us > 0);
         verdict.rejected_writes += u64::from(r.write == Write::Rejected);
     }
-    // Overlaps and fence order: the one check every history goes through.
-    let found = crate::history::sweep(&history.records);
+    let (locks, permits): (Vec<Record>, Vec<Record>) = history
+        .records
+        .iter()
+        .copied()
+        .partition(|r| r.kind == SectionKind::Lock);
+    verdict.semaphore_sections = permits.len() as u64;
+    for excess in crate::history::count_sweep(&permits, |r| r.permits().unwrap_or(1)) {
+        match read_excess(&excess) {
+            ExcessRead::Signalled(overlap) => verdict.signalled_excesses.push(overlap),
+            ExcessRead::Silent(overlap) => verdict.silent_excesses.push(overlap),
+        }
+    }
+    // Overlaps and fence order: the one check every lock's history goes through.
+    let found = crate::history::sweep(&locks);
     verdict.fence_regressions = found.fence_regressions;
     for overlap in found.overlaps {
         // Told late: by `lost()`, or by its release answering `Lost`.
@@ -199,7 +243,7 @@ pub fn check(history: &History) -> Verdict {
         }
     }
     let mut by_key: HashMap<u32, Vec<Record>> = HashMap::new();
-    for r in &history.records {
+    for r in &locks {
         by_key.entry(r.key).or_default().push(*r);
     }
     for sections in by_key.values_mut() {
@@ -207,6 +251,34 @@ pub fn check(history: &History) -> Verdict {
         stale_writes(sections, &mut verdict);
     }
     verdict
+}
+
+/// A permit excess read as an overlap with the holder that should have stopped.
+enum ExcessRead {
+    /// At least as many holders were told (late) as there were sections over the permits:
+    /// `earlier` the first of them told.
+    Signalled(Overlap),
+    /// Too few were: `earlier` one never told.
+    Silent(Overlap),
+}
+
+fn read_excess(excess: &history::Excess<Record>) -> ExcessRead {
+    let permits = excess.later.permits().unwrap_or(1) as usize;
+    let over = excess.held.len() + 1 - permits;
+    let holders = || excess.held.iter().chain([&excess.later]);
+    let mut told: Vec<&Record> = holders().filter(|r| told_us(r).is_some()).collect();
+    told.sort_by_key(|r| told_us(r));
+    let overlap = |earlier: &Record| Overlap {
+        earlier: *earlier,
+        later: excess.later,
+        since_us: excess.since_us,
+    };
+    match (told.first(), holders().find(|r| told_us(r).is_none())) {
+        (Some(first), _) if told.len() >= over => ExcessRead::Signalled(overlap(first)),
+        (_, Some(never_told)) => ExcessRead::Silent(overlap(never_told)),
+        // Unreachable: fewer told than over the permits leaves one never told.
+        (_, None) => ExcessRead::Silent(overlap(&excess.later)),
+    }
 }
 
 /// Stale writes: accepted writes in the order the store must have taken them (one sent after
@@ -252,7 +324,8 @@ impl fmt::Display for Verdict {
             f,
             "{} sections, {} lost; overlaps: {} signalled, {} silent; writes rejected by \
              fencing: {}, stale accepted: {}; fence regressions: {}; told after the next grant \
-             (p50/p99/max ms): {}",
+             (p50/p99/max ms): {}; semaphore sections: {}, permit excesses: {} signalled, {} \
+             silent",
             self.sections,
             self.lost,
             self.signalled_overlaps.len(),
@@ -260,7 +333,10 @@ impl fmt::Display for Verdict {
             self.rejected_writes,
             self.stale_writes.len(),
             self.fence_regressions.len(),
-            percentiles_ms(&self.lost_windows_us)
+            percentiles_ms(&self.lost_windows_us),
+            self.semaphore_sections,
+            self.signalled_excesses.len(),
+            self.silent_excesses.len()
         )
     }
 }
@@ -285,6 +361,16 @@ mod tests {
             write_done_us: write.1,
             write: write.2,
             release: Release::Ok,
+            kind: SectionKind::Lock,
+        }
+    }
+
+    /// A section holding one permit of 2: no fence, no write.
+    fn permit(grant: u64, end: u64, lost: u64) -> Record {
+        Record {
+            fence: 0,
+            kind: SectionKind::Semaphore { permits: 2 },
+            ..rec(0, grant, end, lost, (0, 0, Write::None))
         }
     }
 
@@ -481,6 +567,38 @@ mod tests {
         assert_eq!(classify(&h, &o, true), Cause::Unexplained);
         assert_eq!(classify(&h, &o, false), Cause::Unexplained);
         assert_eq!(v.violations(&h).len(), 1);
+    }
+
+    /// Two permits: a third section held at once is an excess, silent unless one of the three
+    /// holders was told (late) it lost its permit; a holder told before the third began no
+    /// longer counts. Lock sections on other keys are not counted against permits.
+    #[test]
+    fn a_permit_excess_is_signalled_only_when_a_holder_was_told() {
+        let both = [permit(0, 30, 0), permit(5, 30, 0)];
+        let h = history(&[both[0], both[1], permit(30, 40, 0)]);
+        let v = check(&h);
+        assert!(v.violations(&h).is_empty(), "{v}");
+        assert_eq!(v.semaphore_sections, 3);
+        assert_eq!(v.sections, 3);
+
+        let silent = history(&[both[0], both[1], permit(10, 20, 0)]);
+        let v = check(&silent);
+        assert_eq!(v.silent_excesses.len(), 1, "{v}");
+        assert!(v.violations(&silent)[0].contains("permit excess"));
+        assert!(v.signalled_overlaps.is_empty() && v.silent_overlaps.is_empty());
+
+        // The first holder told 4 µs after the third grant: signalled, it should have stopped.
+        let told = history(&[permit(0, 30, 14), both[1], permit(10, 20, 0)]);
+        let v = check(&told);
+        assert!(v.violations(&told).is_empty(), "{v}");
+        assert_eq!(v.signalled_excesses.len(), 1);
+        assert_eq!(v.signalled_excesses[0].earlier.grant_us, 0);
+        assert_eq!(v.signalled_excesses[0].told_late_us(), Some(4));
+
+        // Told before the third grant: no excess at all.
+        let before = history(&[permit(0, 30, 8), both[1], permit(10, 20, 0)]);
+        let v = check(&before);
+        assert!(v.signalled_excesses.is_empty() && v.silent_excesses.is_empty());
     }
 
     #[test]

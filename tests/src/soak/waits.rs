@@ -332,7 +332,7 @@ mod tests {
 
     use super::*;
     use crate::protocol::Line;
-    use crate::soak::history::{Lateness, Record, Release, Write, output};
+    use crate::soak::history::{Lateness, Record, Release, SectionKind, Write, output};
 
     fn section(worker: u32, grant_us: u64) -> Line {
         let r = Record {
@@ -346,6 +346,7 @@ mod tests {
             write_done_us: 0,
             write: Write::None,
             release: Release::Ok,
+            kind: SectionKind::Lock,
         };
         r.line("k")
     }

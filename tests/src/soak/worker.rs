@@ -1,6 +1,6 @@
 //! One worker process of a soak run: `--tasks` tasks lock, write through the fenced store and
-//! record each section; the waiting mix's tasks wait for its keys; a probe measures the
-//! process's timer lateness. Everything is written, as lines of [`crate::protocol`], to the
+//! record each section, or take a semaphore's permit and record it; the waiting mix's tasks
+//! wait for its keys; a probe measures the process's timer lateness. Everything is written, as lines of [`crate::protocol`], to the
 //! file `--history` names, for the run to merge ([`super::history::History::add_worker`]).
 
 use std::collections::BTreeMap;
@@ -16,7 +16,7 @@ use super::COMMAND_TIMEOUT;
 use super::deployment::Deployment;
 use super::history::{
     GaveUp, LATENESS_REPORTED_US, LATENESS_WINDOW_US, Lateness, PROBE_SLEEP_MAX_US, Record,
-    Release, Waits, Write,
+    Release, SectionKind, Waits, Write,
 };
 use super::now_us;
 use crate::protocol::{Line, variant_name};
@@ -40,6 +40,12 @@ const WAIT_KEYS: u64 = 2;
 const WAIT_BUDGET_TTLS: u32 = 5;
 /// One waiting-mix request in this many is cancelled while it waits.
 const CANCEL_ONE_IN: u64 = 8;
+/// Semaphore keys per deployment, each of [`PERMITS`] permits.
+const SEMAPHORE_KEYS: u64 = 2;
+/// Permits of every semaphore key: few enough that every task of every worker contends.
+const PERMITS: u32 = 3;
+/// One section of a locking task in this many takes a permit instead of a lock.
+const SEMAPHORE_ONE_IN: u64 = 4;
 
 struct Args {
     id: u64,
@@ -301,17 +307,25 @@ async fn lateness_probe(shared: Arc<Shared>) -> Vec<Line> {
     out
 }
 
+/// What a section holds: a key on client `client`, and whether a lock or a permit.
+struct Held<'a> {
+    client: usize,
+    key: &'a str,
+    kind: SectionKind,
+}
+
 /// Runs one critical section under `guard`: holds it `hold_ms`, writing once through the
-/// store at a random moment of it, then releases it. Returns its line.
+/// store at a random moment of it (a lock's: a permit carries no fence to write with), then
+/// releases it. Returns its line.
 async fn section(
     shared: &Shared,
-    client: usize,
-    key: &str,
+    held: Held<'_>,
     guard: LockGuard,
     hold_ms: u64,
     rng: &mut fastrand::Rng,
     errors: &mut BTreeMap<&'static str, u64>,
 ) -> Line {
+    let Held { client, key, kind } = held;
     shared.acquired.fetch_add(1, Ordering::Relaxed);
     let grant_us = now_us();
     if let Some((id, _)) = guard.token().split_once(':') {
@@ -331,13 +345,19 @@ async fn section(
         write_done_us: 0,
         write: Write::None,
         release: Release::Ok,
+        kind,
+    };
+    // A lock's section waits for its write; a permit's holds to its end.
+    let until = match kind {
+        SectionKind::Lock => write_at,
+        SectionKind::Semaphore { .. } => Duration::from_millis(hold_ms),
     };
     tokio::select! {
         biased;
         () = guard.lost() => record.lost_us = now_us(),
-        () = tokio::time::sleep(write_at) => {}
+        () = tokio::time::sleep(until) => {}
     }
-    if record.lost_us == 0 {
+    if record.lost_us == 0 && kind == SectionKind::Lock {
         // The write itself is never cut short: its outcome must be known.
         record.write_sent_us = now_us();
         let mut store = shared.store.clone();
@@ -385,10 +405,17 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
     while !done(&shared) {
         let c = rng.usize(..shared.clients.len());
         let (on, client) = &shared.clients[c];
-        let key = if rng.bool() {
-            format!("soak:{on}:hot:{}", rng.u64(..HOT_KEYS))
+        let kind = if rng.u64(..SEMAPHORE_ONE_IN) == 0 {
+            SectionKind::Semaphore { permits: PERMITS }
         } else {
-            format!("soak:{on}:cold:{}:{t}:{}", args.id, rng.u64(..4))
+            SectionKind::Lock
+        };
+        let key = match kind {
+            SectionKind::Semaphore { .. } => {
+                format!("soak:{on}:sem:{}", rng.u64(..SEMAPHORE_KEYS))
+            }
+            SectionKind::Lock if rng.bool() => format!("soak:{on}:hot:{}", rng.u64(..HOT_KEYS)),
+            SectionKind::Lock => format!("soak:{on}:cold:{}:{t}:{}", args.id, rng.u64(..4)),
         };
         // The one server has no replica to wait for.
         let min_replicas = if *on == "single" {
@@ -396,12 +423,14 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
         } else {
             args.min_replicas
         };
-        let attempt = client
-            .lock(key.as_str())
+        let request = match kind {
+            SectionKind::Lock => client.lock(key.as_str()).fenced(),
+            SectionKind::Semaphore { permits } => client.semaphore(key.as_str(), permits),
+        };
+        let attempt = request
             .ttl(args.ttl)
             .wait(args.ttl * 2)
             .min_replicas(min_replicas)
-            .fenced()
             .acquire()
             .await;
         let guard = match attempt {
@@ -414,13 +443,19 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
                 continue;
             }
         };
-        // Mostly short sections; one in 400 spans renewals (and so the faults).
-        let hold_ms = if rng.u64(..400) == 0 {
-            rng.u64(ttl_ms / 2..=ttl_ms * 3)
-        } else {
-            rng.u64(0..=1)
+        // Mostly short sections (a permit's a little longer, for its holders to overlap); one
+        // in 400 spans renewals (and so the faults).
+        let hold_ms = match kind {
+            _ if rng.u64(..400) == 0 => rng.u64(ttl_ms / 2..=ttl_ms * 3),
+            SectionKind::Lock => rng.u64(0..=1),
+            SectionKind::Semaphore { .. } => rng.u64(1..=10),
         };
-        let line = section(&shared, c, &key, guard, hold_ms, &mut rng, &mut out.errors).await;
+        let held = Held {
+            client: c,
+            key: &key,
+            kind,
+        };
+        let line = section(&shared, held, guard, hold_ms, &mut rng, &mut out.errors).await;
         out.lines.push(line);
     }
     out
@@ -490,8 +525,12 @@ async fn waiting_task(shared: Arc<Shared>, c: usize, k: u64, n: u64) -> Output {
                 } else {
                     rng.u64(5..=50)
                 };
-                let line =
-                    section(&shared, c, &key, guard, hold_ms, &mut rng, &mut out.errors).await;
+                let held = Held {
+                    client: c,
+                    key: &key,
+                    kind: SectionKind::Lock,
+                };
+                let line = section(&shared, held, guard, hold_ms, &mut rng, &mut out.errors).await;
                 out.lines.push(line);
             }
             Ended::Failed(e) => {

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::MultiplexedConnection;
 use rlock_runtime::{LockClient, LockError, LockGuard};
-use rlock_tests::protocol::{Line, Release, SectionLine, Write, variant_name};
+use rlock_tests::protocol::{Line, Release, SectionKind, SectionLine, Write, variant_name};
 use rlock_tests::worker::Contend;
 
 use crate::say;
@@ -133,6 +133,7 @@ async fn run_task(
         write_sent_us: 0,
         write_done_us: 0,
         release: Release::Ok,
+        kind: SectionKind::Lock,
     };
     while tally.sections.len() < args.iterations {
         if stale_due {
