@@ -912,6 +912,16 @@ port. Only the part between the `bench:results` markers is rewritten by a run.
 
 Both peers implement Redlock; each is given one server URL, so its quorum is 1.
 
+The semaphore peers in (f)'s uncontended table, each taking one of 8 permits of a fresh key
+with a 10 s lease and giving it back:
+
+| row | what it does per permit |
+|---|---|
+| distributed-lock 0.2 | through its Redis backend (`distributed-lock-redis`): `RedisLockProvider`, `create_semaphore(key, 8)`, `try_acquire()` then `release()` of the handle: its acquire script (a sorted set scored by Redis `TIME`, ended tickets purged first) and a `ZREM` script, each sent as full `EVAL` text; every handle spawns a renewal task whose first tick fires at once |
+| redisson 0.1 | `AsyncRedissonClient`, `get_semaphore(key, 8)` (`EXISTS`, then `SET <key>:max`, left without expiry, on a new key), `try_acquire(1, 10s)` (a script; the permit is scored by the client's clock), `release(1)` (`ZREMRANGEBYSCORE`, `ZRANGE`, `ZREM` of whichever permit sorts first, not necessarily its own) |
+
+distkit 0.7 has counters and locks but no semaphore, so it is not in (f).
+
 ## Workloads
 
 - **(a) uncontended**: one task locks and unlocks fresh keys one after the other: ops/s and
