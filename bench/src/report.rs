@@ -698,10 +698,27 @@ fn semaphores(o: &mut String, config: &Config, results: &Results) {
          **Uncontended.** Take one of 8 permits of a fresh key and give it back, one after the \
          other: {} rounds of {} cycles per way, the ways taking turns within each round; \
          median round. The floor sends the semaphore's own acquire and release scripts by \
-         `EVALSHA` with the arguments rlock gives them: what Redis must do for a permit.\n",
+         `EVALSHA` with the arguments rlock gives them: what Redis must do for a permit. \
+         rlock's semaphore takes its permit with one script that reads the time from Redis \
+         (`TIME`) and gives it back with another, both by `EVALSHA`.\n\n\
+         The peers, each given the same 10 s lease and 8 permits of a fresh key per cycle: \
+         **distributed-lock 0.2** (`RedisLockProvider`, `create_semaphore(key, 8)`, \
+         `try_acquire` then `release` of the handle) sends its acquire script (a sorted set \
+         scored by Redis `TIME`, expired tickets purged first) and its `ZREM` release as full \
+         `EVAL` text every time, and each handle spawns a renewal task whose first tick fires \
+         at once, so a permit may cost a third script call; **redisson 0.1** \
+         (`AsyncRedissonClient`, `get_semaphore(key, 8)`, `try_acquire(1, 10s)` then \
+         `release(1)`) checks for and writes the count (`EXISTS`, `SET <key>:max`, left without \
+         expiry) when it builds the semaphore, scores the permit with the client's clock, and \
+         gives back whichever permit sorts first rather than its own, by `ZREMRANGEBYSCORE`, \
+         `ZRANGE` and `ZREM` in three round trips. distkit 0.7 offers counters and locks \
+         (mutex, read-write) but no semaphore, so it has no row.\n",
         config.sem_rounds, config.sem_n
     );
-    let _ = writeln!(o, "| way | ops/s | ÷ floor |\n|---|---:|---:|");
+    let _ = writeln!(
+        o,
+        "| way | ops/s | ÷ floor | rlock semaphore ÷ this |\n|---|---:|---:|---:|"
+    );
     let rate = |way: semaphores::Way| {
         results
             .permits
@@ -709,9 +726,14 @@ fn semaphores(o: &mut String, config: &Config, results: &Results) {
             .map_or(0.0, |rates| median(rates))
     };
     for way in semaphores::Way::ALL {
+        let versus = if way.is_peer() {
+            x(ratio(rate(semaphores::Way::Permit), rate(way)))
+        } else {
+            "—".to_owned()
+        };
         let _ = writeln!(
             o,
-            "| {} | {:.0} | {} |",
+            "| {} | {:.0} | {} | {versus} |",
             way.label(),
             rate(way),
             x(ratio(rate(way), rate(semaphores::Way::Floor)))
@@ -889,6 +911,16 @@ port. Only the part between the `bench:results` markers is rewritten by a run.
 | rlock's two scripts by hand (diagnostic) | rlock's own `acquire.lua` and `release.lua`, sent by `EVALSHA` on the floor's connection with the arguments rlock gives them: the gap floor → this row is what the scripts cost in Redis, the gap this row → rlock is what the client library costs |
 
 Both peers implement Redlock; each is given one server URL, so its quorum is 1.
+
+The semaphore peers in (f)'s uncontended table, each taking one of 8 permits of a fresh key
+with a 10 s lease and giving it back:
+
+| row | what it does per permit |
+|---|---|
+| distributed-lock 0.2 | through its Redis backend (`distributed-lock-redis`): `RedisLockProvider`, `create_semaphore(key, 8)`, `try_acquire()` then `release()` of the handle: its acquire script (a sorted set scored by Redis `TIME`, ended tickets purged first) and a `ZREM` script, each sent as full `EVAL` text; every handle spawns a renewal task whose first tick fires at once |
+| redisson 0.1 | `AsyncRedissonClient`, `get_semaphore(key, 8)` (`EXISTS`, then `SET <key>:max`, left without expiry, on a new key), `try_acquire(1, 10s)` (a script; the permit is scored by the client's clock), `release(1)` (`ZREMRANGEBYSCORE`, `ZRANGE`, `ZREM` of whichever permit sorts first, not necessarily its own) |
+
+distkit 0.7 has counters and locks but no semaphore, so it is not in (f).
 
 ## Workloads
 

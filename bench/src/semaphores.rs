@@ -1,14 +1,17 @@
-//! (f) Semaphores: an uncontended permit (take one, give it back) beside rlock's lock and
-//! beside the semaphore's own two scripts sent by hand (the floor: what Redis must do for a
-//! permit); and a contended semaphore, 64 tasks over 4 clients sharing 8 permits, its waits
+//! (f) Semaphores: an uncontended permit (take one, give it back) beside rlock's lock, beside
+//! the semaphore's own two scripts sent by hand (the floor: what Redis must do for a permit)
+//! and beside the peer crates' semaphores (distributed-lock, redisson); and a contended semaphore, 64 tasks over 4 clients sharing 8 permits, its waits
 //! against the FIFO limit and its commands per grant.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use distributed_lock_core::traits::{DistributedSemaphore, LockHandle, SemaphoreProvider};
+use distributed_lock_redis::RedisLockProvider;
 use redis::Script;
 use redis::aio::MultiplexedConnection;
+use redisson::{AsyncRedissonClient, RedissonConfig};
 use rlock_runtime::LockClient;
 
 use crate::BenchError;
@@ -28,17 +31,34 @@ pub enum Way {
     Permit,
     /// The semaphore's acquire and release scripts by `EVALSHA`, with rlock's arguments.
     Floor,
+    /// distributed-lock 0.2's `RedisDistributedSemaphore` (crate `distributed-lock-redis`).
+    DistributedLock,
+    /// redisson 0.1's `AsyncRSemaphore`.
+    Redisson,
 }
 
 impl Way {
-    pub const ALL: [Way; 3] = [Way::Floor, Way::Permit, Way::Lock];
+    pub const ALL: [Way; 5] = [
+        Way::Floor,
+        Way::Permit,
+        Way::Lock,
+        Way::DistributedLock,
+        Way::Redisson,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
             Way::Lock => "rlock lock (for comparison)",
             Way::Permit => "rlock semaphore, 8 permits",
             Way::Floor => "floor: the semaphore's two scripts by hand",
+            Way::DistributedLock => "distributed-lock 0.2, 8 permits",
+            Way::Redisson => "redisson 0.1, 8 permits",
         }
+    }
+
+    /// A peer crate's semaphore, which rlock's permit is divided by.
+    pub fn is_peer(self) -> bool {
+        matches!(self, Way::DistributedLock | Way::Redisson)
     }
 }
 
@@ -48,6 +68,8 @@ pub struct Permits {
     conn: MultiplexedConnection,
     acquire: Script,
     release: Script,
+    distributed_lock: RedisLockProvider,
+    redisson: AsyncRedissonClient,
 }
 
 impl Permits {
@@ -66,6 +88,15 @@ impl Permits {
                 include_str!("../../rlock-runtime/scripts/queue.lua"),
                 include_str!("../../rlock-runtime/scripts/semaphore/release.lua")
             )),
+            // The same 10 s lease as rlock's permits, renewed at a third of it.
+            distributed_lock: RedisLockProvider::builder()
+                .url(url)
+                .expiry(TTL)
+                .extension_cadence(TTL / 3)
+                .min_validity(TTL.mul_f64(0.9))
+                .build()
+                .await?,
+            redisson: AsyncRedissonClient::new(RedissonConfig::single_server(url)).await?,
         })
     }
 
@@ -106,6 +137,22 @@ impl Permits {
                     return Err(format!("floor: the permit of {key} was lost").into());
                 }
                 Ok(())
+            }
+            Way::DistributedLock => {
+                let semaphore = self.distributed_lock.create_semaphore(&key, 8);
+                let Some(handle) = semaphore.try_acquire().await? else {
+                    return Err(format!("distributed-lock: no permit of {key}").into());
+                };
+                Ok(handle.release().await?)
+            }
+            Way::Redisson => {
+                // `get_semaphore` writes the count (`<key>:max`) when the key is new; the
+                // `timeout` of `try_acquire` is the permit's lease (its score in the set).
+                let semaphore = self.redisson.get_semaphore(&key, 8).await;
+                if !semaphore.try_acquire(1, TTL).await? {
+                    return Err(format!("redisson: no permit of {key}").into());
+                }
+                Ok(semaphore.release(1).await?)
             }
         }
     }
