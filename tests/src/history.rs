@@ -118,6 +118,16 @@ impl<T> Default for Sweep<T> {
 /// Checks `items` per key, each key's sections in the order they began (then ended), against
 /// the earlier section that ends last (see the module docs).
 pub fn sweep<T: AsSection>(items: &[T]) -> Sweep<T> {
+    let mut found = Sweep::default();
+    for sections in per_key(items).values() {
+        sweep_key(sections, &mut found);
+    }
+    found
+}
+
+/// `items`' sections grouped by key, each key's in the order they began (then ended): the
+/// order both sweeps walk them in.
+fn per_key<T: AsSection>(items: &[T]) -> BTreeMap<u32, Vec<(Section, T)>> {
     let mut by_key: BTreeMap<u32, Vec<(Section, T)>> = BTreeMap::new();
     for item in items {
         let section = item.section();
@@ -126,12 +136,10 @@ pub fn sweep<T: AsSection>(items: &[T]) -> Sweep<T> {
             .or_default()
             .push((section, *item));
     }
-    let mut found = Sweep::default();
     for sections in by_key.values_mut() {
         sections.sort_by_key(|(s, _)| (s.start_us, s.end_us));
-        sweep_key(sections, &mut found);
     }
-    found
+    by_key
 }
 
 fn sweep_key<T: Copy>(sections: &[(Section, T)], found: &mut Sweep<T>) {
@@ -182,17 +190,8 @@ pub struct Excess<T> {
 /// others of its key were held is an [`Excess`] (see the module docs). Sections that touch
 /// (`start == earlier end`) are not held at once, as in [`sweep`].
 pub fn count_sweep<T: AsSection>(items: &[T], permits: impl Fn(&T) -> u32) -> Vec<Excess<T>> {
-    let mut by_key: BTreeMap<u32, Vec<(Section, T)>> = BTreeMap::new();
-    for item in items {
-        let section = item.section();
-        by_key
-            .entry(section.key)
-            .or_default()
-            .push((section, *item));
-    }
     let mut found = Vec::new();
-    for sections in by_key.values_mut() {
-        sections.sort_by_key(|(s, _)| (s.start_us, s.end_us));
+    for sections in per_key(items).values() {
         // The sections still held as the next one begins.
         let mut held: Vec<(Section, T)> = Vec::new();
         for &(next, next_item) in sections.iter() {
