@@ -47,7 +47,25 @@ pub(super) enum Fault {
     ClusterKill,
 }
 
+/// How long after a failover two masters may still take writes: the sentinels turn a
+/// restarted old master (which comes back believing it is the master) into a replica when
+/// they next read its `INFO`, which they do every 10 s; a Cluster node learns the new epoch
+/// from the gossip within about the same time.
+pub(super) const FAILOVER_SETTLE: Duration = Duration::from_secs(10);
+
 impl Fault {
+    /// Whether this fault promotes a replica (a failover), which may lose writes the old
+    /// master acknowledged and leave two masters for a moment.
+    pub(super) fn is_failover(self) -> bool {
+        matches!(
+            self,
+            Fault::SentinelSwitchOver
+                | Fault::SentinelKill
+                | Fault::ClusterSwitchOver
+                | Fault::ClusterKill
+        )
+    }
+
     /// Whether this fault reaches the locks on `deployment`, when the server faults hit
     /// `server_faults_on`.
     pub(super) fn hits(self, deployment: Deployment, server_faults_on: Deployment) -> bool {
@@ -275,6 +293,21 @@ impl Nemesis {
             .map(|(fault, _, _)| *fault)
     }
 
+    /// The failover of `key`'s deployment under way at `at_us`, or healed less than
+    /// [`FAILOVER_SETTLE`] before it.
+    pub(super) fn failover_around(&self, at_us: u64, key: &str) -> Option<Fault> {
+        let deployment = Deployment::of_key(key)?;
+        let settle_us = u64::try_from(FAILOVER_SETTLE.as_micros()).unwrap_or(u64::MAX);
+        self.log
+            .iter()
+            .rev()
+            .filter(|(fault, _, _)| {
+                fault.is_failover() && fault.hits(deployment, self.server_faults_on)
+            })
+            .find(|(_, began, healed)| *began <= at_us && at_us <= healed.saturating_add(settle_us))
+            .map(|(fault, _, _)| *fault)
+    }
+
     /// How many faults that reach `key`'s deployment were under way in `from_us..=to_us`,
     /// or healed less than a second before it (a feed reconnects within a second).
     pub(super) fn faults_during(&self, key: &str, from_us: u64, to_us: u64) -> u64 {
@@ -289,5 +322,45 @@ impl Nemesis {
                     && healed.saturating_add(1_000_000) >= from_us
             })
             .count() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nemesis(log: Vec<(Fault, u64, u64)>) -> Nemesis {
+        Nemesis {
+            rng: fastrand::Rng::with_seed(1),
+            deck: Vec::new(),
+            faults: Vec::new(),
+            server_faults_on: Deployment::Single,
+            injected: BTreeMap::new(),
+            log,
+            ttl: Duration::from_millis(500),
+            handoff_lease: Duration::from_secs(2),
+        }
+    }
+
+    /// A grant is across a failover from the failover's start until it has settled, on the
+    /// deployment that failed over only, whatever fault began after it.
+    #[test]
+    fn a_failover_covers_its_deployment_until_it_settled() {
+        let settle = u64::try_from(FAILOVER_SETTLE.as_micros()).expect("10 s in µs");
+        let n = nemesis(vec![
+            (Fault::SentinelKill, 1_000_000, 2_000_000),
+            (Fault::StallWaiter, 3_000_000, 6_000_000),
+        ]);
+        let on = "soak:sentinel:wait:1";
+        assert_eq!(n.failover_around(999_999, on), None);
+        assert_eq!(n.failover_around(1_500_000, on), Some(Fault::SentinelKill));
+        assert_eq!(n.failover_around(4_000_000, on), Some(Fault::SentinelKill));
+        assert_eq!(
+            n.failover_around(2_000_000 + settle, on),
+            Some(Fault::SentinelKill)
+        );
+        assert_eq!(n.failover_around(2_000_001 + settle, on), None);
+        assert_eq!(n.failover_around(1_500_000, "soak:cluster:wait:1"), None);
+        assert_eq!(n.failover_around(1_500_000, "soak:single:wait:1"), None);
     }
 }

@@ -86,6 +86,8 @@ pub(super) fn report(
          | fence regressions | {} |\n| semaphore sections | {} |\n\
          | permit excesses, enough holders told late | {} |\n\
          | permit excesses, too few holders ever told | {} |\n\
+         | overlaps or permit excesses never told, across a failover without replica \
+         acknowledgement | {} |\n\
          | panics | {} |\n| orphan keys | {} |",
         verdict.lost,
         verdict.signalled_overlaps.len(),
@@ -96,6 +98,7 @@ pub(super) fn report(
         verdict.semaphore_sections,
         verdict.signalled_excesses.len(),
         verdict.silent_excesses.len(),
+        verdict.across_failovers.len(),
         history.panics,
         orphans.len(),
     );

@@ -161,6 +161,12 @@ pub struct Verdict {
     /// Semaphore keys held by more sections than permits with too few holders ever told
     /// (`earlier` one never told): must be empty.
     pub silent_excesses: Vec<Overlap>,
+    /// Silent overlaps and permit excesses granted across a failover on a replicated
+    /// deployment whose grants wait for no replica (`min_replicas` 0): Redis's asynchronous
+    /// replication can lose a grant, or let two masters take writes for a moment, and then
+    /// both holders may finish without being told. Counted and shown, not violations (the run
+    /// moves them here from `silent_overlaps` and `silent_excesses`).
+    pub across_failovers: Vec<Overlap>,
 }
 
 impl Verdict {
