@@ -37,10 +37,14 @@ local function issue_fence(fence_key, lease, read_only)
   return fence
 end
 
--- A queue entry's token, handoff lease and fence flag (nil for an entry that is not one of
--- ours).
+-- A queue entry's token, handoff lease, fence flag and role ('r' a reader, 'w' a writer of a
+-- read-write lock, '' any other kind's waiter); nil for an entry that is not one of ours.
 local function entry_of(entry)
-  return string.match(entry, '^(%S+) (%d+) ([01])$')
+  local token, lease, fenced, role = string.match(entry, '^(%S+) (%d+) ([01])( ?[rw]?)$')
+  if role then
+    role = string.sub(role, 2)
+  end
+  return token, lease, fenced, role
 end
 
 -- Grants the free (or released) `lock` to the first live waiter in `queue`, dropping the
@@ -58,13 +62,17 @@ end
 -- alive. Every entry of the queue may be looked at (at most its bound), so a live waiter
 -- behind any number of dead ones is granted at once.
 --
--- `grant(token, lease)`, when given, is how the caller's kind grants (a semaphore adds a
--- permit); without it the lock's key is set to the waiter's token.
+-- `grant(token, lease, role)`, when given, is how the caller's kind grants (a semaphore adds
+-- a permit); without it the lock's key is set to the waiter's token. `fits(role)`, when
+-- given, tells whether the first live waiter can be granted now (a reader while a writer
+-- holds cannot): when it cannot, its entry is put back at the head, where it keeps its
+-- place, and nobody is granted.
 --
--- Returns 'handed', false (nobody live), or 'fence' when the first live waiter wants a fence
--- and `fence_key` is nil (a release that did not declare the record): its entry is put back,
--- and the caller calls again with the record declared.
-local function hand_off(lock, queue, fence_key, channel, publish, head, grant)
+-- Returns 'handed', false (nobody live, or the first live waiter does not fit), or 'fence'
+-- when the first live waiter wants a fence and `fence_key` is nil (a release that did not
+-- declare the record): its entry is put back, and the caller calls again with the record
+-- declared.
+local function hand_off(lock, queue, fence_key, channel, publish, head, grant, fits)
   local numsub = 'NUMSUB'
   if publish == 'PUBLISH' then
     channel = channel .. lock
@@ -76,13 +84,19 @@ local function hand_off(lock, queue, fence_key, channel, publish, head, grant)
     if not head then
       return false
     end
-    local token, lease, fenced = entry_of(head)
-    if token then
+    local token, lease, fenced, role = entry_of(head)
+    -- Only a read-write lock's waiters have a role, and only its releases ask `fits`: an
+    -- entry of another kind's waiter (the same name used as two kinds) is dropped.
+    if token and (role ~= '') == (fits ~= nil) then
       local to = channel .. ':' .. string.match(token, '^[^:]*')
       -- pcall: a refused PUBSUB (an ACL without it) proves nobody dead; the waiter is
       -- granted the lock and finds it on its next check in.
       local listeners = redis.pcall('PUBSUB', numsub, to)
       if type(listeners) ~= 'table' or listeners[2] ~= 0 then
+        if fits and not fits(role) then
+          redis.call('LPUSH', queue, head)
+          return false
+        end
         local fence = 0
         if fenced == '1' then
           if not fence_key then
@@ -92,7 +106,7 @@ local function hand_off(lock, queue, fence_key, channel, publish, head, grant)
           fence = issue_fence(fence_key, lease)
         end
         if grant then
-          grant(token, lease)
+          grant(token, lease, role)
         else
           redis.call('SET', lock, token, 'PX', lease)
         end

@@ -140,6 +140,18 @@ pub enum LockError {
         reason: &'static str,
     },
 
+    /// The current task holds the read lock of `key` and asked for its write lock: that
+    /// would wait for its own read lock forever, so it is refused at once. A read lock is
+    /// never upgraded; release it first (a write holder may take the read lock: a
+    /// downgrade).
+    #[error(
+        "this task holds the read lock of `{key}` and asked for its write lock, which would          wait for that read lock forever; release the read lock first (a read lock is never          upgraded)"
+    )]
+    WouldDeadlock {
+        /// The lock key, without the client's namespace.
+        key: String,
+    },
+
     /// A client option or URL is unusable.
     #[error("invalid lock client configuration: {0}")]
     InvalidConfig(String),

@@ -13,7 +13,7 @@
 -- ARGV[#ARGV]: the permit count
 -- Returns as the lock's acquire.lua, with the earliest permit's remaining lease for pttl; or
 -- {4, stored count} when the semaphore was made with another count; {5} when the key holds
--- something else (a lock).
+-- something else (a lock, a read-write lock).
 local sem, queue = KEYS[1], KEYS[2]
 local token, lease, mode = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 local permits = tonumber(ARGV[#ARGV])
@@ -23,6 +23,10 @@ if type_of ~= 'zset' and type_of ~= 'none' then
   return {5}
 end
 local stored = redis.call('ZSCORE', sem, '#permits')
+if type_of == 'zset' and not stored then
+  -- A sorted set without a count: a read-write lock's holders.
+  return {5}
+end
 if stored and -tonumber(stored) ~= permits then
   return {4, -tonumber(stored)}
 end

@@ -43,6 +43,37 @@ pub struct LockInfo {
     pub waiters: Option<u32>,
 }
 
+/// What [`LockClient::inspect_read_write`] found about one read-write lock.
+///
+/// ```
+/// use rlock_runtime::LockClient;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+/// let client = LockClient::in_memory();
+/// let a = client.read_lock("config:42").acquire().await?;
+/// let b = client.read_lock("config:42").acquire().await?;
+/// let info = client.inspect_read_write("config:42").await?;
+/// assert_eq!((info.writer, info.readers, info.held_here), (false, 2, 2));
+/// drop((a, b));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ReadWriteInfo {
+    /// A writer holds it.
+    pub writer: bool,
+    /// How many readers hold it (a writer's own task may read beside it: a downgrade).
+    pub readers: u32,
+    /// How many of those leases (the writer's and the readers') this client holds.
+    pub held_here: usize,
+    /// What is left of the writer's lease, or, with readers only, of the reader's that ends
+    /// last: when a writer could be granted at the latest, as Redis counts it now.
+    pub remaining: Option<Duration>,
+    /// Entries in its queue in Redis (readers and writers of every instance); `None` in
+    /// process, where no queue is kept.
+    pub waiters: Option<u32>,
+}
+
 /// What [`LockClient::inspect_semaphore`] found about one semaphore.
 ///
 /// ```
@@ -126,6 +157,117 @@ impl LockClient {
         })
     }
 
+    /// Reads a read-write lock's writer, readers and waiters, in one atomic read (Redlock
+    /// keeps no read-write locks: an error). A snapshot, as [`inspect`](Self::inspect).
+    ///
+    /// See [`ReadWriteInfo`] for an example.
+    pub async fn inspect_read_write(
+        &self,
+        key: impl IntoLockKey,
+    ) -> Result<ReadWriteInfo, LockError> {
+        let (redis_key, holder) = self.read_write_holders(key).await?;
+        let readers = holder.permits.unwrap_or_default();
+        let held_here = self
+            .shared()
+            .engine
+            .watchdog
+            .holds_of(&redis_key)
+            .iter()
+            .filter(|hold| {
+                !hold.is_lost()
+                    && (holder.token.as_deref() == Some(hold.token())
+                        || readers.owners.iter().any(|t| t == hold.token()))
+            })
+            .count();
+        Ok(ReadWriteInfo {
+            writer: holder.token.is_some(),
+            readers: readers.count,
+            held_here,
+            remaining: holder.remaining,
+            waiters: holder.queued,
+        })
+    }
+
+    /// **Dangerous**: ends every lease of the read-write lock `key`, its writer's and its
+    /// readers', whoever holds them; returns how many were ended. The waiters queued next
+    /// are admitted, as on a release. Holders in this client are marked lost at once;
+    /// holders elsewhere find out at their next renewal, as with
+    /// [`force_unlock`](Self::force_unlock).
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let ops = LockClient::in_memory();
+    /// let stuck = ops.sibling();
+    /// let writer = stuck.write_lock("config:42").acquire().await?;
+    /// assert_eq!(ops.force_unlock_read_write("config:42").await?, 1);
+    /// assert!(!ops.inspect_read_write("config:42").await?.writer);
+    /// assert!(writer.release().await.unwrap_err().is_lost());
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_unlock_read_write(&self, key: impl IntoLockKey) -> Result<u32, LockError> {
+        let (redis_key, holder) = self.read_write_holders(key).await?;
+        let readers = holder.permits.unwrap_or_default().owners;
+        let leases = (holder.token.iter().map(|t| (Kind::Write, t)))
+            .chain(readers.iter().map(|t| (Kind::Read, t)));
+        let ended = self.end_leases(&redis_key, leases).await?;
+        if ended > 0 {
+            crate::util::trace::warn_event!(
+                key = redis_key.as_str(),
+                leases = ended,
+                "rlock: read-write lock forcibly unlocked"
+            );
+        }
+        Ok(ended)
+    }
+
+    /// Releases each of `leases` (a kind and an owner token) of `redis_key` under its
+    /// owner's token, marking this client's holds of them lost; how many were ended.
+    async fn end_leases<'t>(
+        &self,
+        redis_key: &str,
+        leases: impl Iterator<Item = (Kind, &'t String)>,
+    ) -> Result<u32, LockError> {
+        let engine = &self.shared().engine;
+        let mut ended = 0;
+        for (kind, token) in leases {
+            let lease = Lease {
+                kind,
+                key: redis_key,
+                token,
+                ttl: Duration::ZERO,
+            };
+            if engine.backend.release(lease, false).await? {
+                ended += 1;
+                engine.counters.add(Count::ForcedUnlock, 1);
+                for hold in engine.watchdog.holds_of(redis_key) {
+                    if hold.token() == token {
+                        hold.lose();
+                    }
+                }
+            }
+        }
+        Ok(ended)
+    }
+
+    /// The Redis key of the read-write lock `key`, and its holders as the backend reads them.
+    async fn read_write_holders(
+        &self,
+        key: impl IntoLockKey,
+    ) -> Result<(String, Holder), LockError> {
+        let key = key.into_lock_key()?;
+        let engine = &self.shared().engine;
+        if let Some(why) = engine.backend.refuses(Feature::ReadWrite) {
+            return Err(LockError::InvalidConfig(format!(
+                "read-write lock `{key}`: {why}"
+            )));
+        }
+        let redis_key = self.redis_key(&key);
+        let holder = engine.backend.inspect(Kind::Read, &redis_key).await?;
+        Ok((redis_key, holder))
+    }
+
     /// **Dangerous**: gives back every permit of the semaphore `key`, whoever holds them;
     /// returns how many were given back. Each goes to the next queued waiter, as on a
     /// release. As with [`force_unlock`](Self::force_unlock), holders in this client are
@@ -150,28 +292,12 @@ impl LockClient {
         let Some(permits) = holder.permits else {
             return Ok(0);
         };
-        let engine = &self.shared().engine;
         let kind = Kind::Permit {
             permits: permits.count,
         };
-        let mut given_back = 0;
-        for token in &permits.owners {
-            let lease = Lease {
-                kind,
-                key: &redis_key,
-                token,
-                ttl: Duration::ZERO,
-            };
-            if engine.backend.release(lease, false).await? {
-                given_back += 1;
-                engine.counters.add(Count::ForcedUnlock, 1);
-                for hold in engine.watchdog.holds_of(&redis_key) {
-                    if hold.token() == token {
-                        hold.lose();
-                    }
-                }
-            }
-        }
+        let given_back = self
+            .end_leases(&redis_key, permits.owners.iter().map(|t| (kind, t)))
+            .await?;
         if given_back > 0 {
             crate::util::trace::warn_event!(
                 key = redis_key.as_str(),

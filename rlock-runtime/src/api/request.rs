@@ -63,6 +63,74 @@ impl LockClient {
         self.semaphore_checked(key.into_lock_key(), permits)
     }
 
+    /// A request for the read lock of `key`: many readers at once, none beside a writer
+    /// (Redisson's `RReadWriteLock.readLock()`). Each reader's share is a lease of its own,
+    /// renewed by the watchdog and given back by its guard, so a crashed reader's share ends
+    /// with its own lease, by Redis's clock, whatever the other readers do.
+    ///
+    /// Waiting is queued in arrival order, always: a reader does not pass a writer that
+    /// waits (writers are not starved), and a writer's release admits the readers queued
+    /// behind it together. A reader with no wait (`wait` of zero) is refused while a
+    /// writer waits.
+    ///
+    /// A task that holds the write lock of `key` may take its read lock (a downgrade): the
+    /// read stays held on its own once the write is released. A task that holds the read
+    /// lock and asks for the write lock gets [`LockError::WouldDeadlock`] at once. A read
+    /// lease carries no fencing token (`fenced` is refused: fence the writes); Redlock
+    /// refuses read-write locks. A name is one kind of thing: a lock, a semaphore or a
+    /// read-write lock (the in-process backend keeps no queue, so there a waiting writer
+    /// does not hold back new readers).
+    ///
+    /// ```
+    /// # use rlock_runtime::{LockClient, LockError};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), LockError> {
+    /// let client = LockClient::in_memory();
+    /// let (other, writer) = (client.sibling(), client.sibling()); // other instances
+    /// let a = client.read_lock("config:42").acquire().await?;
+    /// let b = other.read_lock("config:42").acquire().await?; // readers share it
+    /// assert!(writer.write_lock("config:42").acquire().await.unwrap_err().is_busy());
+    /// // This task reads it: asking for its write lock would wait for itself.
+    /// let upgrade = client.write_lock("config:42").acquire().await.unwrap_err();
+    /// assert!(matches!(upgrade, LockError::WouldDeadlock { .. }));
+    /// # drop((a, b)); Ok(()) }
+    /// ```
+    pub fn read_lock(&self, key: impl IntoLockKey) -> LockRequest<'_> {
+        LockRequest::new(
+            self,
+            Kind::Read,
+            key.into_lock_key(),
+            LockOptions::default(),
+        )
+    }
+
+    /// A request for the write lock of `key`: one writer, with no reader beside it
+    /// (Redisson's `RReadWriteLock.writeLock()`). It may be fenced. See
+    /// [`read_lock`](Self::read_lock) for waiting, downgrades and what is refused.
+    ///
+    /// ```
+    /// # use rlock_runtime::{LockClient, LockError};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), LockError> {
+    /// let client = LockClient::in_memory();
+    /// let other = client.sibling(); // another instance, as far as locks go
+    /// let writer = client.write_lock("config:42").fenced().acquire().await?;
+    /// assert!(writer.fence().is_some());
+    /// assert!(other.read_lock("config:42").acquire().await.unwrap_err().is_busy());
+    /// // The writer's task may read (a downgrade), and keeps reading after the write ends:
+    /// let reader = client.read_lock("config:42").acquire().await?;
+    /// writer.release().await?;
+    /// assert!(other.write_lock("config:42").acquire().await.unwrap_err().is_busy());
+    /// let shared = other.read_lock("config:42").acquire().await?;
+    /// # drop((reader, shared)); Ok(()) }
+    /// ```
+    pub fn write_lock(&self, key: impl IntoLockKey) -> LockRequest<'_> {
+        LockRequest::new(
+            self,
+            Kind::Write,
+            key.into_lock_key(),
+            LockOptions::default(),
+        )
+    }
+
     pub(crate) fn semaphore_checked(
         &self,
         key: Result<LockKey, LockError>,
@@ -327,13 +395,28 @@ pub(crate) async fn acquire_one(
         held.add_guard();
         return Ok(LockGuard::new(held, true));
     }
-    let plan = plan(client, kind, &key, &options)?;
+    let engine = &client.shared().engine;
+    let mut plan = plan(client, kind, &key, &options)?;
+    match kind {
+        Kind::Write if engine.tasks.find(&redis_key, Kind::Read).is_some() => {
+            return Err(LockError::WouldDeadlock {
+                key: key.as_str().to_owned(),
+            });
+        }
+        Kind::Read => {
+            plan.downgrade_of = engine
+                .tasks
+                .find(&redis_key, Kind::Write)
+                .and_then(|writer| writer.token().rsplit(':').next()?.parse().ok());
+        }
+        _ => {}
+    }
     let started = Instant::now();
     // Boxed: the acquisition path is a few kilobytes of state, which bodies that lock
     // again (nested `with_lock`) would otherwise carry inline, level after level.
     let hold = Box::pin(
         Waiting {
-            engine: &client.shared().engine,
+            engine,
             key: &key,
             redis_key: &redis_key,
             plan,
@@ -348,6 +431,7 @@ pub(crate) async fn acquire_one(
     )
     .await?;
     crate::metrics::export::acquired(plan.metrics_label(), started);
+    engine.tasks.add(&hold);
     Ok(LockGuard::new(hold, false))
 }
 
@@ -384,6 +468,17 @@ fn plan(
             return Err(e);
         }
     }
+    if kind.is_read_write() {
+        if kind == Kind::Read && options.fenced {
+            return Err(LockError::InvalidConfig(format!(
+                "read lock `{key}`: a read lease carries no fencing token (readers hold it \
+                 together and have no order to fence); fence the write lock instead"
+            )));
+        }
+        if let Some(e) = refused(Feature::ReadWrite) {
+            return Err(e);
+        }
+    }
     if options.fenced
         && let Some(e) = refused(Feature::Fences)
     {
@@ -417,5 +512,6 @@ fn plan(
         min_replicas,
         fair: options.fair,
         label: options.label.unwrap_or(crate::metrics::export::UNLABELLED),
+        downgrade_of: None,
     })
 }

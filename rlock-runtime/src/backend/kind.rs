@@ -31,6 +31,12 @@ pub(crate) enum Kind {
     /// a lease of its own. The key is a sorted set of the permits in use, scored by the end
     /// of each one's lease, with the count stored beside them (`scripts/semaphore/`).
     Permit { permits: u32 },
+    /// A reader of a read-write lock: many at once, none beside a writer. The key is a
+    /// sorted set of the holders' tokens, each scored by the end of its lease, a reader's
+    /// positive and the writer's negative (`scripts/rw/`).
+    Read,
+    /// The writer of a read-write lock: alone, neither beside readers nor another writer.
+    Write,
 }
 
 impl Kind {
@@ -39,15 +45,45 @@ impl Kind {
         match self {
             Self::Lock => &LOCK,
             Self::Permit { .. } => &SEMAPHORE,
+            Self::Read => &READ,
+            Self::Write => &WRITE,
         }
     }
 
     /// The argument of its own that its acquire script takes last, if any (a semaphore's
-    /// permit count).
+    /// permit count). A read-write lock's is the write token a reader may read beside
+    /// ([`AttemptAsks::downgrade_of`](super::AttemptAsks::downgrade_of)).
     pub(crate) fn argument(self) -> Option<u32> {
         match self {
-            Self::Lock => None,
+            Self::Lock | Self::Read | Self::Write => None,
             Self::Permit { permits } => Some(permits),
+        }
+    }
+
+    /// Whether it is a read-write lock's (reader or writer).
+    pub(crate) fn is_read_write(self) -> bool {
+        matches!(self, Self::Read | Self::Write)
+    }
+
+    /// Whether a waiter may join the queue with a plain `RPUSHX` ([`QueueCall::Append`]
+    /// (super::QueueCall::Append)), without the acquire script: only where the queue's
+    /// entries say nothing of the kind, and the script checks nothing every call must pass
+    /// (a semaphore's count; a read-write lock's entries carry their role).
+    pub(crate) fn joins_by_append(self) -> bool {
+        match self {
+            Self::Lock => true,
+            Self::Permit { .. } | Self::Read | Self::Write => false,
+        }
+    }
+
+    /// Whether its holder's release may leave the fence record undeclared, and be called
+    /// again with it when the waiter it admits wants a fence: a lock's admits one waiter and
+    /// can stop before changing anything; a read-write lock's may have admitted readers
+    /// before it meets a fenced writer, so it always declares the record.
+    pub(crate) fn short_release(self) -> bool {
+        match self {
+            Self::Lock | Self::Permit { .. } => true,
+            Self::Read | Self::Write => false,
         }
     }
 
@@ -57,7 +93,7 @@ impl Kind {
     pub(crate) fn acquires_with_set_nx(self) -> bool {
         match self {
             Self::Lock => true,
-            Self::Permit { .. } => false,
+            Self::Permit { .. } | Self::Read | Self::Write => false,
         }
     }
 
@@ -69,7 +105,7 @@ impl Kind {
         // it never writes (permits carry no fence), so that every kind's scripts take the
         // same keys.
         match self {
-            Self::Lock | Self::Permit { .. } => {
+            Self::Lock | Self::Permit { .. } | Self::Read | Self::Write => {
                 let waiters = if queue {
                     Companion::waiters(key)
                 } else {
@@ -85,6 +121,8 @@ impl Kind {
         match self {
             Self::Lock => "lock",
             Self::Permit { .. } => "semaphore",
+            Self::Read => "read lock",
+            Self::Write => "write lock",
         }
     }
 }
@@ -167,15 +205,64 @@ static SEMAPHORE: LazyLock<KindScripts> = LazyLock::new(|| KindScripts {
     inspect: Lua::new(include_str!("../../scripts/semaphore/inspect.lua")),
 });
 
+/// A read-write lock's scripts, for its readers (`writing` false) or its writer.
+macro_rules! read_write_scripts {
+    ($writing:literal) => {
+        LazyLock::new(|| KindScripts {
+            acquire: Lua::new(concat!(
+                "local writing = ",
+                $writing,
+                "\n",
+                include_str!("../../scripts/queue.lua"),
+                include_str!("../../scripts/rw/common.lua"),
+                include_str!("../../scripts/rw/acquire.lua")
+            )),
+            release: Lua::new(concat!(
+                "local writing = ",
+                $writing,
+                "\n",
+                include_str!("../../scripts/queue.lua"),
+                include_str!("../../scripts/rw/common.lua"),
+                include_str!("../../scripts/rw/release.lua")
+            )),
+            renew: Lua::new(concat!(
+                "local writing = ",
+                $writing,
+                "\n",
+                include_str!("../../scripts/rw/renew.lua")
+            )),
+            extend: Lua::new(concat!(
+                "local writing = ",
+                $writing,
+                "\n",
+                include_str!("../../scripts/rw/extend.lua")
+            )),
+            inspect: Lua::new(include_str!("../../scripts/rw/inspect.lua")),
+        })
+    };
+}
+
+static READ: LazyLock<KindScripts> = read_write_scripts!("false");
+static WRITE: LazyLock<KindScripts> = read_write_scripts!("true");
+
 #[cfg(test)]
 mod tests {
     use super::Kind;
 
     #[test]
     fn every_kind_has_its_own_name_and_scripts() {
-        let kinds = [Kind::Lock, Kind::Permit { permits: 2 }];
-        assert_ne!(kinds[0].name(), kinds[1].name());
-        assert!(!std::ptr::eq(kinds[0].scripts(), kinds[1].scripts()));
+        let kinds = [
+            Kind::Lock,
+            Kind::Permit { permits: 2 },
+            Kind::Read,
+            Kind::Write,
+        ];
+        for (i, a) in kinds.iter().enumerate() {
+            for b in &kinds[i + 1..] {
+                assert_ne!(a.name(), b.name());
+                assert!(!std::ptr::eq(a.scripts(), b.scripts()));
+            }
+        }
         for kind in kinds {
             for lua in kind.scripts().each() {
                 assert!(!lua.source().is_empty(), "{kind:?}");

@@ -1,5 +1,7 @@
 //! The in-process backend: the same semantics as Redis (expiry, ownership, fencing, a
-//! semaphore's count) inside one process, for unit tests and single-instance tools.
+//! semaphore's count, a read-write lock's readers and writer) inside one process, for unit
+//! tests and single-instance tools. It keeps no queue: waiters try again when a release
+//! tells them, so a read-write lock's waiting writer does not hold back new readers here.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +36,10 @@ struct Locks {
     semaphores: HashMap<String, Semaphore>,
     /// Semaphores after their last sweep; the next waits until they double.
     semaphores_swept_at: usize,
+    /// Read-write locks with a holder (or whose holders ended since the last sweep).
+    read_writes: HashMap<String, ReadWrite>,
+    /// Read-write locks after their last sweep; the next waits until they double.
+    read_writes_swept_at: usize,
     /// Size after the last sweep of expired entries; the next sweep waits until it doubles.
     swept_at: usize,
 }
@@ -59,6 +65,40 @@ impl Semaphore {
     }
 }
 
+/// One read-write lock: its writer and its readers, each with when its lease ends.
+#[derive(Debug, Default)]
+struct ReadWrite {
+    writer: Option<(String, Instant)>,
+    readers: HashMap<String, Instant>,
+}
+
+impl ReadWrite {
+    /// Drops the leases that ended by `now`.
+    fn live(&mut self, now: Instant) -> &mut Self {
+        self.readers.retain(|_, ends| *ends > now);
+        if self.writer.as_ref().is_some_and(|(_, ends)| *ends <= now) {
+            self.writer = None;
+        }
+        self
+    }
+
+    fn is_empty(&self) -> bool {
+        self.writer.is_none() && self.readers.is_empty()
+    }
+
+    /// The lease of `token` as `kind`, if it holds one.
+    fn lease_of(&mut self, kind: Kind, token: &str) -> Option<&mut Instant> {
+        match kind {
+            Kind::Write => self
+                .writer
+                .as_mut()
+                .filter(|(writer, _)| writer == token)
+                .map(|(_, ends)| ends),
+            _ => self.readers.get_mut(token),
+        }
+    }
+}
+
 impl MemoryBackend {
     fn locks(&self) -> MutexGuard<'_, Locks> {
         // A panic while holding this lock cannot leave the map half-updated (every update is
@@ -78,6 +118,9 @@ impl MemoryBackend {
         } = lease;
         if let Kind::Permit { permits } = kind {
             return self.try_permit(lease, permits);
+        }
+        if kind.is_read_write() {
+            return self.try_read_write(lease, ask);
         }
         let now = Instant::now();
         let mut locks = self.locks();
@@ -144,8 +187,53 @@ impl MemoryBackend {
         }
     }
 
-    /// Deletes the lock, or gives back the permit, if `token` owns it, and tells every
-    /// client's waiters.
+    /// A read-write lock's read or write lease, if it can be had now: a reader beside other
+    /// readers (or beside its own task's writer), a writer alone.
+    fn try_read_write(&self, lease: Lease<'_>, ask: AttemptAsks) -> Attempt {
+        let now = Instant::now();
+        let beside = ask.beside(lease.token);
+        let mut locks = self.locks();
+        if locks.read_writes.len() > 2 * locks.read_writes_swept_at.max(512) {
+            locks.read_writes.retain(|_, rw| !rw.live(now).is_empty());
+            locks.read_writes_swept_at = locks.read_writes.len();
+        }
+        let rw = locks
+            .read_writes
+            .entry(lease.key.to_owned())
+            .or_default()
+            .live(now);
+        let ends = now + lease.ttl;
+        let writer_ends = rw.writer.as_ref().map(|(_, ends)| *ends);
+        if lease.kind == Kind::Write {
+            if rw.is_empty() {
+                rw.writer = Some((lease.token.to_owned(), ends));
+                let fence = ask
+                    .fence
+                    .then(|| self.inner.last_fence.fetch_add(1, Ordering::Relaxed) + 1);
+                return Attempt::Acquired { fence };
+            }
+            let last = rw.readers.values().copied().chain(writer_ends).max();
+            return Attempt::Busy {
+                remaining: last.map(|ends| ends - now),
+                queued: false,
+            };
+        }
+        let own_writer = rw
+            .writer
+            .as_ref()
+            .is_some_and(|(writer, _)| Some(writer) == beside.as_ref());
+        if writer_ends.is_none() || own_writer {
+            rw.readers.insert(lease.token.to_owned(), ends);
+            return Attempt::Acquired { fence: None };
+        }
+        Attempt::Busy {
+            remaining: writer_ends.map(|ends| ends - now),
+            queued: false,
+        }
+    }
+
+    /// Deletes the lock, or gives back the permit or the read-write lease, if `token` owns
+    /// it, and tells every client's waiters.
     pub(crate) fn release_now(&self, key: &str, token: &str) -> bool {
         let now = Instant::now();
         let released = {
@@ -166,7 +254,24 @@ impl MemoryBackend {
                         }
                         ours
                     }
-                    None => false,
+                    None => match locks.read_writes.get_mut(key) {
+                        Some(rw) => {
+                            let rw = rw.live(now);
+                            let ours = if rw.readers.remove(token).is_some() {
+                                true
+                            } else if rw.writer.as_ref().is_some_and(|(w, _)| w == token) {
+                                rw.writer = None;
+                                true
+                            } else {
+                                false
+                            };
+                            if rw.is_empty() {
+                                locks.read_writes.remove(key);
+                            }
+                            ours
+                        }
+                        None => false,
+                    },
                 },
             }
         };
@@ -208,6 +313,10 @@ impl MemoryBackend {
                 .semaphores
                 .get_mut(lease.key)
                 .and_then(|semaphore| semaphore.live(now).get_mut(lease.token)),
+            Kind::Read | Kind::Write => locks
+                .read_writes
+                .get_mut(lease.key)
+                .and_then(|rw| rw.live(now).lease_of(lease.kind, lease.token)),
         };
         match ends {
             Some(ends) if *ends > now => {
@@ -242,6 +351,32 @@ impl LeaseStore for MemoryBackend {
                 }
                 None => (None, Some(Permits::default())),
             },
+            // A read-write lock is told by its writer, and how long until it or the reader
+            // that ends last is done.
+            Kind::Read | Kind::Write => {
+                let Some(rw) = locks.read_writes.get_mut(key) else {
+                    return Ok(Holder {
+                        permits: Some(Permits::default()),
+                        ..Holder::default()
+                    });
+                };
+                let rw = rw.live(now);
+                let last = rw.readers.values().max().copied();
+                let writer = rw.writer.clone();
+                return Ok(Holder {
+                    remaining: writer
+                        .as_ref()
+                        .map(|(_, ends)| *ends)
+                        .or(last)
+                        .map(|e| e - now),
+                    token: writer.map(|(token, _)| token),
+                    queued: None,
+                    permits: Some(Permits {
+                        count: u32::try_from(rw.readers.len()).unwrap_or(u32::MAX),
+                        owners: rw.readers.keys().cloned().collect(),
+                    }),
+                });
+            }
         };
         Ok(match first {
             Some((token, ends)) if ends > now => Holder {
@@ -302,6 +437,7 @@ mod tests {
         fence: false,
         remaining: false,
         queue: None,
+        downgrade_of: None,
     };
 
     /// Semaphores whose permits all ended unreleased are swept, as ended locks are: of

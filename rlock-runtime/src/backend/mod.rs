@@ -76,8 +76,8 @@ impl Misfit {
                  stored with the permits and ends with the last of them)"
             ),
             _ => format!(
-                "`{key}` holds something other than a {}: a name is a lock or a semaphore, \
-                 not both",
+                "`{key}` holds something other than a {}: a name is one kind of thing (a \
+                 lock, a semaphore or a read-write lock), not several",
                 kind.name()
             ),
         }
@@ -94,6 +94,20 @@ pub(crate) struct AttemptAsks {
     /// Wait in the lock's queue in Redis (where the backend keeps one), to be handed the
     /// lock by a release.
     pub(crate) queue: Option<QueueAsk>,
+    /// A reader's only: the number of this task's own write token for the key (the
+    /// token is the reader's client and this number), which the reader may hold beside: a
+    /// write holder taking the read lock (a downgrade).
+    pub(crate) downgrade_of: Option<u64>,
+}
+
+impl AttemptAsks {
+    /// The write token a reader under `token` may hold beside (see
+    /// [`downgrade_of`](Self::downgrade_of)): tokens are `<client>:<number>`.
+    pub(crate) fn beside(&self, token: &str) -> Option<String> {
+        let number = self.downgrade_of?;
+        let client = token.split(':').next().unwrap_or_default();
+        Some(format!("{client}:{number}"))
+    }
 }
 
 /// How a waiting request stands in its lock's queue in Redis.
@@ -151,16 +165,17 @@ pub(crate) struct Holder {
     pub(crate) remaining: Option<Duration>,
     /// Entries in its queue in Redis (live or not), where it keeps one.
     pub(crate) queued: Option<u32>,
-    /// A semaphore's permits in use.
+    /// A semaphore's permits in use, or a read-write lock's readers (`token` is then its
+    /// writer's).
     pub(crate) permits: Option<Permits>,
 }
 
-/// A semaphore's permits in use, as inspected.
+/// A semaphore's permits in use (or a read-write lock's readers), as inspected.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Permits {
-    /// Its stored count.
+    /// A semaphore's stored count; a read-write lock's number of readers.
     pub(crate) count: u32,
-    /// Every permit's owner token.
+    /// Every permit's (reader's) owner token.
     pub(crate) owners: Vec<String>,
 }
 
@@ -221,6 +236,8 @@ pub(crate) enum Feature {
     ReplicaAcks,
     /// Semaphores: a count of permits kept in one place.
     Semaphores,
+    /// Read-write locks: readers and a writer granted in arrival order from one queue.
+    ReadWrite,
 }
 
 /// The lease operations every backend offers, each atomic on the server.

@@ -178,6 +178,9 @@ impl LeaseStore for Redlock {
                  majority could grant more holders than permits; use a single Redis, Sentinel \
                  or Cluster for semaphores"
             }
+            Feature::ReadWrite => {
+                "read-write locks are not available on Redlock: their waiters are granted in                  arrival order from one queue (so that readers cannot starve a writer), and                  independent masters keep no common queue; use a single Redis, Sentinel or                  Cluster for read-write locks"
+            }
         })
     }
 

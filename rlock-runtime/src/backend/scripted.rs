@@ -120,6 +120,7 @@ impl<O: Opener> Scripted<O> {
         let common = announcing == Announcing::Plain
             && self.queue
             && releaser == Releaser::Holder
+            && lease.kind.short_release()
             && !fence_record;
         let mut release = if common {
             let queue = Companion::waiters(lease.key);
@@ -231,13 +232,13 @@ impl<O: Opener> Scripted<O> {
                 }
             });
         }
-        // A kind with an argument of its own (a semaphore's count) has it checked by every
-        // call: it never joins without the script.
+        // A kind whose every call the script must see (a semaphore's count, a read-write
+        // lock's roles) never joins without it.
         if let Some(QueueAsk {
             call: QueueCall::Append { refresh },
             ..
         }) = queue
-            && lease.kind.argument().is_none()
+            && lease.kind.joins_by_append()
             && let Some(busy) = self.append(lease, refresh, ask.fence, timeout).await?
         {
             return Ok(busy);
@@ -267,6 +268,9 @@ impl<O: Opener> Scripted<O> {
         }
         if let Some(argument) = lease.kind.argument() {
             acquire.arg(argument);
+        }
+        if lease.kind.is_read_write() {
+            acquire.arg(ask.beside(lease.token).unwrap_or_default());
         }
         let reply: Vec<i64> = self.invoke(Operation::Acquire, timeout, &acquire).await?;
         let at = |i: usize| reply.get(i).copied().unwrap_or(0);
@@ -442,13 +446,16 @@ impl<O: Opener> LeaseStore for Scripted<O> {
                 .await?;
         let permits = match kind {
             Kind::Lock => None,
-            Kind::Permit { .. } => Some(Permits {
+            Kind::Permit { .. } | Kind::Read | Kind::Write => Some(Permits {
                 count: u32::try_from(count).unwrap_or(0),
                 owners,
             }),
         };
         Ok(Holder {
-            remaining: token.as_ref().and_then(|_| lease_left(pttl)),
+            // (A read-write lock held by readers alone has no writer's token, and a lease.)
+            remaining: (token.is_some() || kind.is_read_write())
+                .then(|| lease_left(pttl))
+                .flatten(),
             token,
             queued: u32::try_from(queued).ok(),
             permits,

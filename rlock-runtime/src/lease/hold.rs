@@ -714,6 +714,7 @@ mod tests {
             fence: false,
             remaining: false,
             queue: None,
+            downgrade_of: None,
         };
         engine.backend.acquire(lease, ask).await.unwrap();
         let plan = LeasePlan {
@@ -726,6 +727,7 @@ mod tests {
             min_replicas: 0,
             fair: false,
             label: "k",
+            downgrade_of: None,
         };
         let key = LockKey::new("k").unwrap();
         let grant = Grant {

@@ -3,6 +3,7 @@
 //! ([`hold`]), and keeps holds alive and watched ([`watchdog`]).
 
 pub(crate) mod hold;
+pub(crate) mod tasks;
 pub(crate) mod waiting;
 pub(crate) mod watchdog;
 
@@ -27,6 +28,7 @@ use crate::util::tuning::{
 use crate::wait::{Place, WaitQueues};
 
 pub(crate) use hold::Hold;
+use tasks::TaskLeases;
 use watchdog::Watchdog;
 
 /// How a hold is kept: checked and completed by the façade.
@@ -46,6 +48,9 @@ pub(crate) struct LeasePlan {
     pub(crate) fair: bool,
     /// The lock's label in exported metrics: its key template.
     pub(crate) label: &'static str,
+    /// A reader's only: the number of this task's write token for the key, beside which it
+    /// reads (a downgrade; see [`AttemptAsks::downgrade_of`]).
+    pub(crate) downgrade_of: Option<u64>,
 }
 
 impl LeasePlan {
@@ -105,6 +110,8 @@ pub(crate) struct Engine {
     pub(crate) watchdog: Arc<Watchdog>,
     /// How late this client's timers fire; the holds' margins follow it.
     pub(crate) lateness: Lateness,
+    /// The read-write leases each task holds.
+    pub(crate) tasks: TaskLeases,
 }
 
 impl Engine {
@@ -118,6 +125,7 @@ impl Engine {
             queues,
             watchdog: Arc::default(),
             lateness: Lateness::default(),
+            tasks: TaskLeases::default(),
         })
     }
 
@@ -159,6 +167,7 @@ impl Engine {
             fence: plan.fenced,
             remaining: ask.waiting,
             queue: ask.queue.map(|(queue, _)| queue),
+            downgrade_of: plan.downgrade_of,
         };
         let entry = QueueEntry {
             kind: plan.kind,
