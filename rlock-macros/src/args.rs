@@ -657,6 +657,16 @@ impl Args {
                  one holder); write `#[semaphore(key = \"…\", permits = 5)]` to let that many \
                  hold it at once, or remove `permits`",
             )),
+            (Attribute::ReadLock | Attribute::WriteLock, Some((_, span))) => {
+                push(syn::Error::new(
+                    span,
+                    format!(
+                        "`permits` is an option of #[semaphore], not of {}: a read-write lock \
+                         has any number of readers or one writer; remove `permits`",
+                        attribute.name()
+                    ),
+                ));
+            }
             (Attribute::Semaphore, None) => push(syn::Error::new(
                 Span::call_site(),
                 "missing `permits`: #[semaphore] needs how many may hold it at once, as in \
@@ -669,6 +679,14 @@ impl Args {
                 fence.span(),
                 "`fence` does not apply to #[semaphore]: permits carry no fencing token (several \
                  holders at once have no order to fence); remove `fence`",
+            ));
+        }
+        if let (Attribute::ReadLock, Some(fence)) = (attribute, &self.fence) {
+            push(syn::Error::new(
+                fence.span(),
+                "`fence` does not apply to #[read_lock]: a read lease carries no fencing token \
+                 (readers hold it together and have no order to fence); fence the writes, with \
+                 `#[write_lock(…, fence = token)]`, or remove `fence`",
             ));
         }
         let waits = self.wait.is_some_and(|wait| wait.value.0 > 0);

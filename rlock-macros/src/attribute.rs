@@ -1,4 +1,5 @@
-//! Which attribute is expanded. `#[distributed_lock]` and `#[semaphore]` share the options,
+//! Which attribute is expanded. `#[distributed_lock]`, `#[semaphore]`, `#[read_lock]` and
+//! `#[write_lock]` share the options,
 //! the key template, the checks of the signature and the code they generate; the attribute
 //! decides the name its messages give it and what the lease is of.
 
@@ -12,6 +13,10 @@ pub(crate) enum Attribute {
     DistributedLock,
     /// `#[semaphore]`: one of `permits` permits.
     Semaphore,
+    /// `#[read_lock]`: a reader's share of a read-write lock.
+    ReadLock,
+    /// `#[write_lock]`: a read-write lock's writer.
+    WriteLock,
 }
 
 impl Attribute {
@@ -20,6 +25,8 @@ impl Attribute {
         match self {
             Self::DistributedLock => "#[distributed_lock]",
             Self::Semaphore => "#[semaphore]",
+            Self::ReadLock => "#[read_lock]",
+            Self::WriteLock => "#[write_lock]",
         }
     }
 
@@ -28,6 +35,7 @@ impl Attribute {
         match self {
             Self::DistributedLock => "the lock",
             Self::Semaphore => "the semaphore",
+            Self::ReadLock | Self::WriteLock => "the read-write lock",
         }
     }
 
@@ -36,6 +44,8 @@ impl Attribute {
         match self {
             Self::DistributedLock => "the lock",
             Self::Semaphore => "a permit",
+            Self::ReadLock => "the read lock",
+            Self::WriteLock => "the write lock",
         }
     }
 
@@ -44,6 +54,8 @@ impl Attribute {
         match self {
             Self::DistributedLock => "#[distributed_lock(key = \"order:<user_id>\")]",
             Self::Semaphore => "#[semaphore(key = \"export:<tenant>\", permits = 5)]",
+            Self::ReadLock => "#[read_lock(key = \"config:<id>\")]",
+            Self::WriteLock => "#[write_lock(key = \"config:<id>\")]",
         }
     }
 
@@ -51,6 +63,8 @@ impl Attribute {
     pub(crate) fn taking(self, private: &TokenStream, permits: Option<u32>) -> TokenStream {
         match (self, permits) {
             (Self::Semaphore, Some(permits)) => quote!(#private::Taking::Permit(#permits)),
+            (Self::ReadLock, _) => quote!(#private::Taking::Read),
+            (Self::WriteLock, _) => quote!(#private::Taking::Write),
             _ => quote!(#private::Taking::Lock),
         }
     }

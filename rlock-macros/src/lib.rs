@@ -490,6 +490,62 @@ pub fn semaphore(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::attribute(attribute::Attribute::Semaphore, args.into(), item.into()).into()
 }
 
+/// Runs an `async fn` holding the read lock of a Redis read-write lock: any number of calls
+/// read at once across every instance, none while a writer holds it (Redisson's
+/// `RReadWriteLock.readLock()`).
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, read_lock};
+/// #[read_lock(key = "config:<id>", wait = "2s")]
+/// async fn read_config(id: u64) -> Result<String, LockError> {
+///     Ok(format!("config {id}")) // never while a writer changes it
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # rlock_runtime::install(LockClient::in_memory());
+/// assert_eq!(read_config(42).await.unwrap(), "config 42");
+/// # }
+/// ```
+///
+/// It takes `#[distributed_lock]`'s options (`key`, `ttl`, `wait`, `renew`, `max_hold`,
+/// `min_hold`, `on_lost`, `min_replicas`, `fair`, `client`, `crate`, checked the same way at
+/// compile time) but `fence` (a read lease carries no fencing token) and `keys`. Waiters are
+/// served in arrival order, so a waiting writer holds back new readers. A call made while the
+/// same task holds the write lock of the key reads beside it (a downgrade); a `#[write_lock]`
+/// call made while the task holds the read lock fails at once with
+/// `LockError::WouldDeadlock` instead of waiting for itself.
+///
+/// Without the macro: `client.read_lock(key).wait(Duration::from_secs(2)).run(body).await`.
+#[proc_macro_attribute]
+pub fn read_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(attribute::Attribute::ReadLock, args.into(), item.into()).into()
+}
+
+/// Runs an `async fn` holding the write lock of a Redis read-write lock: one call at a time
+/// across every instance, with no reader beside it (Redisson's
+/// `RReadWriteLock.writeLock()`).
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, write_lock};
+/// #[write_lock(key = "config:<id>", wait = "2s", fence = token)]
+/// async fn write_config(id: u64, value: &str) -> Result<u64, LockError> {
+///     let _ = (id, value); // store the value with `token`, refused if a later one was seen
+///     Ok(token)
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # rlock_runtime::install(LockClient::in_memory());
+/// assert!(write_config(42, "on").await.unwrap() > 0);
+/// # }
+/// ```
+///
+/// It takes `#[distributed_lock]`'s options but `keys`, `fence` included. See
+/// [`macro@read_lock`] for waiting and for downgrades.
+///
+/// Without the macro: `client.write_lock(key).wait(Duration::from_secs(2)).run(body).await`.
+#[proc_macro_attribute]
+pub fn write_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(attribute::Attribute::WriteLock, args.into(), item.into()).into()
+}
+
 /// A limit of a lock as a literal (`__limit!(MAX_TTL_MS)`), from which `rlock-runtime`
 /// defines its constants, so that the attribute and the runtime check the same limits. Not
 /// for users: it may change in any release.

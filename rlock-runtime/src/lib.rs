@@ -197,7 +197,7 @@ pub use metrics::LockMetrics;
 pub use util::fence::Fence;
 
 #[doc(inline)]
-pub use rlock_macros::{distributed_lock, semaphore};
+pub use rlock_macros::{distributed_lock, read_lock, semaphore, write_lock};
 
 // The README's tour is compiled as a doc test, so that it stays true.
 #[doc = include_str!("../README.md")]

@@ -111,6 +111,10 @@ pub enum Taking {
     Lock,
     /// `#[semaphore(permits = …)]`.
     Permit(u32),
+    /// `#[read_lock]`.
+    Read,
+    /// `#[write_lock]`.
+    Write,
 }
 
 /// Acquires `key` as `taking` says, runs `body(fence)` inside the reentrancy scope, releases.
@@ -137,6 +141,8 @@ where
         move |client| match taking {
             Taking::Lock => client.lock_checked(key),
             Taking::Permit(permits) => client.semaphore_checked(key, permits),
+            Taking::Read => LockRequest::new(client, Kind::Read, key, LockOptions::default()),
+            Taking::Write => LockRequest::new(client, Kind::Write, key, LockOptions::default()),
         },
         options,
         outcome,

@@ -1,0 +1,9 @@
+use rlock_runtime::{LockError, read_lock};
+
+// Readers hold together: a read lease has no fencing token.
+#[read_lock(key = "config:<id>", fence = token)]
+async fn read(id: u64) -> Result<u64, LockError> {
+    Ok(id + token)
+}
+
+fn main() {}
