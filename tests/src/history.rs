@@ -18,6 +18,9 @@
 //! `permits` others of its key were held, with the same rule for lost leases (a holder told
 //! at or before the next section began no longer counts).
 //!
+//! A read-write lock's sections may overlap while they all read: [`exclusion_sweep`] finds
+//! every overlap with a writer's section, by the same rules.
+//!
 //! What a run makes of them is built on top: [`check_mutual_exclusion`] refuses any of them
 //! (the strict check of the multi-process tests), [`check_permit_count`] refuses any excess,
 //! the fault tests refuse overlaps, and the
@@ -199,6 +202,36 @@ pub fn count_sweep<T: AsSection>(items: &[T], permits: impl Fn(&T) -> u32) -> Ve
             if held.len() >= permits(&next_item) as usize {
                 found.push(Excess {
                     held: held.iter().map(|&(_, item)| item).collect(),
+                    later: next_item,
+                    since_us: next.start_us,
+                });
+            }
+            held.push((next, next_item));
+        }
+    }
+    found
+}
+
+/// Checks `items` per key, each key's sections in the order they began (then ended), as a
+/// read-write lock's (`writes` tells a writer's section from a reader's): a writer's section
+/// that began while any other of its key was held, or a reader's that began while a writer's
+/// was held, is an overlap, against the conflicting section that ends last. Readers beside
+/// readers are none. (Sections that touch are not held at once, as in [`sweep`].)
+pub fn exclusion_sweep<T: AsSection>(items: &[T], writes: impl Fn(&T) -> bool) -> Vec<Overlap<T>> {
+    let mut found = Vec::new();
+    for sections in per_key(items).values() {
+        // The sections still held as the next one begins.
+        let mut held: Vec<(Section, T)> = Vec::new();
+        for &(next, next_item) in sections {
+            held.retain(|(s, _)| s.effective_end() > next.start_us);
+            let writing = writes(&next_item);
+            let conflict = held
+                .iter()
+                .filter(|(_, item)| writing || writes(item))
+                .max_by_key(|(s, _)| s.effective_end());
+            if let Some(&(_, earlier)) = conflict {
+                found.push(Overlap {
+                    earlier,
                     later: next_item,
                     since_us: next.start_us,
                 });
@@ -404,6 +437,31 @@ mod tests {
             count_sweep(&[permit(0, 0, 10), permit(1, 9, 20)], |_| 1).len(),
             1
         );
+    }
+
+    /// Readers beside readers pass; a writer begun while anyone holds, or a reader begun
+    /// while a writer holds, overlaps the conflicting section that ends last; touching is
+    /// not holding, and a writer told it lost the lease holds no longer.
+    #[test]
+    fn a_writer_is_never_beside_anyone() {
+        // Owners 0-1 read, 2 writes (the owner tells the role here).
+        let writes = |s: &Section| s.owner >= 2;
+        let readers = [permit(0, 0, 30), permit(1, 5, 40)];
+        assert!(exclusion_sweep(&readers, writes).is_empty());
+        let mut with_writer = readers.to_vec();
+        with_writer.push(permit(2, 20, 50));
+        let found = exclusion_sweep(&with_writer, writes);
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].earlier.owner, found[0].later.owner), (1, 2));
+        // A writer after the readers, touching the last: none.
+        with_writer[2].start_us = 40;
+        assert!(exclusion_sweep(&with_writer, writes).is_empty());
+        // A reader begun while the writer holds, then one after it was told it lost.
+        let mut writer = permit(2, 0, 100);
+        writer.lost_us = Some(50);
+        let found = exclusion_sweep(&[writer, permit(0, 10, 20), permit(1, 60, 70)], writes);
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].earlier.owner, found[0].later.owner), (2, 0));
     }
 
     /// A holder told it lost its permit at or before the next section began holds it no

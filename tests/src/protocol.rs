@@ -10,8 +10,10 @@
 //! FINISHED                              body: the body ran to its end
 //! RESULT ok|lost|error <message>        body: what the locked call returned
 //! SECTION <key> <fence> <start_us> <end_us> <lost_us> <write> <sent_us> <done_us> <release>
-//!         [permits=<n>]                 contend, soak: one critical section; `permits=<n>`
-//!                                       when it held a permit of a semaphore of n permits
+//!         [permits=<n>|rw=read|rw=write]
+//!                                       contend, soak: one critical section; `permits=<n>`
+//!                                       when it held a permit of a semaphore of n permits,
+//!                                       `rw=…` a read-write lock's read or write lock
 //! WAITS <key> <requests> <grants> <busy> <cancelled> <errors> <waited_us>
 //!                                       soak: how a worker's waiting-mix requests on a key went
 //! GAVE-UP <key> <start_us> <end_us>     soak: a waiting-mix request that gave up `Busy`
@@ -67,7 +69,8 @@ pub enum Release {
     Failed,
 }
 
-/// What a section held: a lock, or one permit of a semaphore.
+/// What a section held: a lock, one permit of a semaphore, or a read-write lock's read or
+/// write lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SectionKind {
     /// The lock of its key (a `SECTION` line without `permits=`, as every line was before
@@ -78,6 +81,10 @@ pub enum SectionKind {
         /// The semaphore's permit count.
         permits: u32,
     },
+    /// The read lock of its key's read-write lock (`rw=read`).
+    Read,
+    /// The write lock of its key's read-write lock (`rw=write`).
+    Write,
 }
 
 /// One critical section as a worker recorded it (a `SECTION` line).
@@ -287,6 +294,8 @@ impl fmt::Display for Line {
                 match s.kind {
                     SectionKind::Lock => Ok(()),
                     SectionKind::Semaphore { permits } => write!(f, " permits={permits}"),
+                    SectionKind::Read => write!(f, " rw=read"),
+                    SectionKind::Write => write!(f, " rw=write"),
                 }
             }
             Line::Waits { key, waits: w } => write!(
@@ -404,6 +413,8 @@ impl FromStr for Line {
                 // Absent on a lock's section (and on every line older than semaphores).
                 let kind = match w.words.next() {
                     None => SectionKind::Lock,
+                    Some("rw=read") => SectionKind::Read,
+                    Some("rw=write") => SectionKind::Write,
                     Some(word) => {
                         let permits = word.strip_prefix("permits=").and_then(|n| n.parse().ok());
                         match permits {
@@ -562,6 +573,18 @@ mod tests {
                 fence: None,
                 write: Write::None,
                 kind: SectionKind::Semaphore { permits: 3 },
+                ..section.clone()
+            }),
+            Line::Section(SectionLine {
+                fence: None,
+                write: Write::None,
+                kind: SectionKind::Read,
+                ..section.clone()
+            }),
+            Line::Section(SectionLine {
+                fence: None,
+                write: Write::None,
+                kind: SectionKind::Write,
                 ..section
             }),
             Line::Waits {

@@ -41,10 +41,10 @@ impl Record {
         (self.kind == SectionKind::Lock).then_some(self.fence)
     }
 
-    /// The permit count of its semaphore; `None` for a lock's section.
+    /// The permit count of its semaphore; `None` for a lock's or a read-write lock's section.
     pub fn permits(&self) -> Option<u32> {
         match self.kind {
-            SectionKind::Lock => None,
+            SectionKind::Lock | SectionKind::Read | SectionKind::Write => None,
             SectionKind::Semaphore { permits } => Some(permits),
         }
     }

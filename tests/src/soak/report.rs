@@ -84,6 +84,7 @@ pub(super) fn report(
          | overlaps, the earlier holder never told | {} |\n\
          | writes refused by fencing | {} |\n| stale writes accepted | {} |\n\
          | fence regressions | {} |\n| semaphore sections | {} |\n\
+         | read-write lock sections (their overlaps with a writer counted above) | {} |\n\
          | permit excesses, enough holders told late | {} |\n\
          | permit excesses, too few holders ever told | {} |\n\
          | overlaps or permit excesses never told, across a failover without replica \
@@ -96,6 +97,7 @@ pub(super) fn report(
         verdict.stale_writes.len(),
         verdict.fence_regressions.len(),
         verdict.semaphore_sections,
+        verdict.read_write_sections,
         verdict.signalled_excesses.len(),
         verdict.silent_excesses.len(),
         verdict.across_failovers.len(),

@@ -4,6 +4,8 @@
 //! counts what a lock must never do, and what it may do only with a signal:
 //!
 //! - **overlaps**: a section granted while another section on the same key had not ended
+//!   (on a read-write lock's keys, one of the two a writer's:
+//!   [`crate::history::exclusion_sweep`])
 //!   (a section ends where its holder was told, by `lost()`, that it lost the lease). An
 //!   overlap is *signalled* when the earlier holder was told, late: its `lost()` fired, or
 //!   its release answered `Lost`; an overlap whose earlier holder was never told is
@@ -155,6 +157,9 @@ pub struct Verdict {
     pub fence_regressions: Vec<(Record, Record)>,
     /// Of `sections`, those that held a semaphore's permit.
     pub semaphore_sections: u64,
+    /// Of `sections`, those that held a read-write lock's read or write lock (their
+    /// overlaps with a writer are counted with the locks').
+    pub read_write_sections: u64,
     /// Semaphore keys held by more sections than permits, enough of whose holders were told,
     /// late, to bring the count back: `earlier` the first told.
     pub signalled_excesses: Vec<Overlap>,
@@ -222,22 +227,29 @@ pub fn check(history: &History) -> Verdict {
         verdict.lost += u64::from(r.lost_us > 0);
         verdict.rejected_writes += u64::from(r.write == Write::Rejected);
     }
-    let (locks, permits): (Vec<Record>, Vec<Record>) = history
-        .records
-        .iter()
-        .copied()
-        .partition(|r| r.kind == SectionKind::Lock);
+    let (mut locks, mut permits, mut read_write) = (Vec::new(), Vec::new(), Vec::new());
+    for r in &history.records {
+        match r.kind {
+            SectionKind::Lock => locks.push(*r),
+            SectionKind::Semaphore { .. } => permits.push(*r),
+            SectionKind::Read | SectionKind::Write => read_write.push(*r),
+        }
+    }
     verdict.semaphore_sections = permits.len() as u64;
+    verdict.read_write_sections = read_write.len() as u64;
     for excess in crate::history::count_sweep(&permits, |r| r.permits().unwrap_or(1)) {
         match read_excess(&excess) {
             ExcessRead::Signalled(overlap) => verdict.signalled_excesses.push(overlap),
             ExcessRead::Silent(overlap) => verdict.silent_excesses.push(overlap),
         }
     }
-    // Overlaps and fence order: the one check every lock's history goes through.
+    // Overlaps and fence order: the one check every lock's history goes through; a
+    // read-write lock's overlaps are those with a writer.
     let found = crate::history::sweep(&locks);
     verdict.fence_regressions = found.fence_regressions;
-    for overlap in found.overlaps {
+    let with_writers =
+        crate::history::exclusion_sweep(&read_write, |r| r.kind == SectionKind::Write);
+    for overlap in found.overlaps.into_iter().chain(with_writers) {
         // Told late: by `lost()`, or by its release answering `Lost`.
         if let Some(told_us) = overlap.told_us() {
             verdict.signalled_overlaps.push(overlap);

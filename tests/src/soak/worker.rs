@@ -44,8 +44,8 @@ const CANCEL_ONE_IN: u64 = 8;
 const SEMAPHORE_KEYS: u64 = 2;
 /// Permits of every semaphore key: few enough that every task of every worker contends.
 const PERMITS: u32 = 3;
-/// One section of a locking task in this many takes a permit instead of a lock.
-const SEMAPHORE_ONE_IN: u64 = 4;
+/// Read-write lock keys per deployment.
+const READ_WRITE_KEYS: u64 = 2;
 
 struct Args {
     id: u64,
@@ -347,10 +347,12 @@ async fn section(
         release: Release::Ok,
         kind,
     };
-    // A lock's section waits for its write; a permit's holds to its end.
+    // A lock's section waits for its write; the others' hold to their end.
     let until = match kind {
         SectionKind::Lock => write_at,
-        SectionKind::Semaphore { .. } => Duration::from_millis(hold_ms),
+        SectionKind::Semaphore { .. } | SectionKind::Read | SectionKind::Write => {
+            Duration::from_millis(hold_ms)
+        }
     };
     tokio::select! {
         biased;
@@ -405,14 +407,20 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
     while !done(&shared) {
         let c = rng.usize(..shared.clients.len());
         let (on, client) = &shared.clients[c];
-        let kind = if rng.u64(..SEMAPHORE_ONE_IN) == 0 {
-            SectionKind::Semaphore { permits: PERMITS }
-        } else {
-            SectionKind::Lock
+        // Half the sections hold a lock, a quarter a permit, a quarter a read-write lock's
+        // read (three in four of those) or write lock.
+        let kind = match rng.u64(..16) {
+            0..4 => SectionKind::Semaphore { permits: PERMITS },
+            4..7 => SectionKind::Read,
+            7 => SectionKind::Write,
+            _ => SectionKind::Lock,
         };
         let key = match kind {
             SectionKind::Semaphore { .. } => {
                 format!("soak:{on}:sem:{}", rng.u64(..SEMAPHORE_KEYS))
+            }
+            SectionKind::Read | SectionKind::Write => {
+                format!("soak:{on}:rw:{}", rng.u64(..READ_WRITE_KEYS))
             }
             SectionKind::Lock if rng.bool() => format!("soak:{on}:hot:{}", rng.u64(..HOT_KEYS)),
             SectionKind::Lock => format!("soak:{on}:cold:{}:{t}:{}", args.id, rng.u64(..4)),
@@ -426,6 +434,8 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
         let request = match kind {
             SectionKind::Lock => client.lock(key.as_str()).fenced(),
             SectionKind::Semaphore { permits } => client.semaphore(key.as_str(), permits),
+            SectionKind::Read => client.read_lock(key.as_str()),
+            SectionKind::Write => client.write_lock(key.as_str()),
         };
         let attempt = request
             .ttl(args.ttl)
@@ -448,7 +458,9 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
         let hold_ms = match kind {
             _ if rng.u64(..400) == 0 => rng.u64(ttl_ms / 2..=ttl_ms * 3),
             SectionKind::Lock => rng.u64(0..=1),
-            SectionKind::Semaphore { .. } => rng.u64(1..=10),
+            SectionKind::Semaphore { .. } | SectionKind::Read | SectionKind::Write => {
+                rng.u64(1..=10)
+            }
         };
         let held = Held {
             client: c,
