@@ -616,7 +616,7 @@ mod tests {
                 count: 3,
             },
             Line::Panic("task 3 panicked".into()),
-            Line::Done { sections: 3 },
+            Line::Done { sections: 5 },
         ];
         for line in &lines {
             assert_eq!(line.to_string().parse::<Line>().unwrap(), *line, "{line}");
