@@ -16,6 +16,7 @@
 //! for a ratio of (e) or (f) when it did not run). See BENCHMARKS.md for what each workload does.
 
 mod lockers;
+mod read_write;
 mod report;
 mod semaphores;
 mod stats;
@@ -34,7 +35,7 @@ use workloads::{Batch, Contended, Contender, REDLOCK_MASTERS, Watchdog};
 pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The workloads, in run order.
-const PHASES: &str = "abcdef";
+const PHASES: &str = "abcdefg";
 
 /// Iteration counts of one mode.
 #[derive(Debug, Clone)]
@@ -79,6 +80,13 @@ pub struct Config {
     pub sem_permits: u32,
     pub sem_per_task: u64,
     pub sem_hold: Duration,
+    /// (g) uncontended reads and writes: rounds, cycles per round per way (they take turns).
+    pub rw_rounds: usize,
+    pub rw_n: u64,
+    /// (g) readers admitted together: readers, their clients, rounds.
+    pub rw_readers: usize,
+    pub rw_clients: usize,
+    pub rw_admissions: usize,
 }
 
 impl Config {
@@ -113,6 +121,11 @@ impl Config {
             sem_permits: 8,
             sem_per_task: 25,
             sem_hold: Duration::from_millis(5),
+            rw_rounds: 6,
+            rw_n: 500,
+            rw_readers: 16,
+            rw_clients: 4,
+            rw_admissions: 10,
         }
     }
 
@@ -147,6 +160,11 @@ impl Config {
             sem_permits: 8,
             sem_per_task: 2,
             sem_hold: Duration::from_millis(5),
+            rw_rounds: 1,
+            rw_n: 50,
+            rw_readers: 16,
+            rw_clients: 4,
+            rw_admissions: 2,
         }
     }
 }
@@ -173,6 +191,10 @@ pub struct Results {
     pub permits: HashMap<&'static str, Vec<f64>>,
     /// (f) the contended semaphore, one run per number of clients.
     pub semaphore: Vec<semaphores::Contended>,
+    /// (g) uncontended reads and writes per way: one rate per round.
+    pub read_write: HashMap<&'static str, Vec<f64>>,
+    /// (g) readers admitted by a writer's release.
+    pub admission: Option<read_write::Admission>,
 }
 
 /// The benchmark's command line.
@@ -517,6 +539,12 @@ async fn main() -> Result<(), BenchError> {
         semaphores_phase(&url, &config, &mut probe, &mut results).await?;
     }
 
+    // (g)
+    if run('g') {
+        eprintln!("bench: (g) read-write locks");
+        read_write_phase(&url, &config, &mut probe, &mut results).await?;
+    }
+
     let machine = report::Machine {
         redis_version: version,
         load_before,
@@ -595,6 +623,39 @@ async fn semaphores_phase(
             .await?,
         );
     }
+    Ok(())
+}
+
+async fn read_write_phase(
+    url: &str,
+    config: &Config,
+    probe: &mut stats::Probe,
+    results: &mut Results,
+) -> Result<(), BenchError> {
+    let locks = read_write::ReadWrite::connect(url).await?;
+    for way in read_write::Way::all() {
+        locks.rate(way, 20).await?;
+    }
+    for _ in 0..config.rw_rounds {
+        for way in read_write::Way::all() {
+            let rate = locks.rate(way, config.rw_n).await?;
+            results
+                .read_write
+                .entry(way.label())
+                .or_default()
+                .push(rate);
+        }
+    }
+    results.admission = Some(
+        read_write::admission(
+            url,
+            probe,
+            config.rw_readers,
+            config.rw_clients,
+            config.rw_admissions,
+        )
+        .await?,
+    );
     Ok(())
 }
 

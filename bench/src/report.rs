@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::lockers::Kind;
 use crate::stats::{median, percentile};
 use crate::workloads::{Batch, Contended, Contender, REDLOCK_MASTERS};
-use crate::{BenchError, Config, Results, semaphores};
+use crate::{BenchError, Config, Results, read_write, semaphores};
 
 const BEGIN: &str = "<!-- bench:results:begin -->";
 const END: &str = "<!-- bench:results:end -->";
@@ -90,13 +90,20 @@ pub struct Summary {
     pub semaphore_p99_vs_limit: Option<f64>,
     /// (f) commands per grant with 16 clients ÷ with 4, when (f) ran.
     pub semaphore_cmds_16_vs_4: Option<f64>,
+    /// (g) rlock's read ÷ the read-write lock's scripts by hand, ops/s, when (g) ran.
+    pub read_vs_floor: Option<f64>,
+    /// (g) rlock's write ÷ the scripts by hand, ops/s, when (g) ran.
+    pub write_vs_floor: Option<f64>,
+    /// (g) script calls from a writer's release until every queued reader held (median of
+    /// the rounds; 1 when the release admits them all), when (g) ran.
+    pub admission_scripts: Option<f64>,
 }
 
 impl Summary {
     pub fn line(&self) -> String {
         let measured = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
         format!(
-            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} fair_p99_vs_limit={:.3} handoff_cmds_16_clients={:.1} cluster_distinct={} redlock3_p50={} permit_vs_floor={} semaphore_p99_vs_limit={} semaphore_cmds_16_vs_4={}",
+            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} fair_p99_vs_limit={:.3} handoff_cmds_16_clients={:.1} cluster_distinct={} redlock3_p50={} permit_vs_floor={} semaphore_p99_vs_limit={} semaphore_cmds_16_vs_4={} read_vs_floor={} write_vs_floor={} admission_scripts={}",
             self.uncontended,
             self.distinct,
             self.contended_throughput,
@@ -108,7 +115,10 @@ impl Summary {
             measured(self.redlock3_p50),
             measured(self.permit_vs_floor),
             measured(self.semaphore_p99_vs_limit),
-            measured(self.semaphore_cmds_16_vs_4)
+            measured(self.semaphore_cmds_16_vs_4),
+            measured(self.read_vs_floor),
+            measured(self.write_vs_floor),
+            measured(self.admission_scripts)
         )
     }
 }
@@ -272,7 +282,31 @@ pub fn summary(results: &Results) -> Summary {
             [few, many, ..] => Some(ratio(many.commands_per_grant(), few.commands_per_grant())),
             _ => None,
         },
+        read_vs_floor: rw_vs_floor(results, read_write::Role::Read),
+        write_vs_floor: rw_vs_floor(results, read_write::Role::Write),
+        admission_scripts: results
+            .admission
+            .as_ref()
+            .map(|a| median(&a.script_calls.iter().map(|&n| n as f64).collect::<Vec<_>>())),
     }
+}
+
+/// (g)'s median rate of `way`, 0 when not measured.
+fn rw_rate(results: &Results, way: read_write::Way) -> f64 {
+    results
+        .read_write
+        .get(way.label())
+        .map_or(0.0, |rates| median(rates))
+}
+
+/// (g) rlock's `role` ÷ the floor's, when (g) ran.
+fn rw_vs_floor(results: &Results, role: read_write::Role) -> Option<f64> {
+    let way = |who| read_write::Way { role, who };
+    Some(ratio(
+        rw_rate(results, way(read_write::Who::Rlock)),
+        rw_rate(results, way(read_write::Who::Floor)),
+    ))
+    .filter(|r| *r > 0.0)
 }
 
 /// Anything that makes the figures meaningless.
@@ -602,6 +636,11 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
         semaphores(&mut o, config, results);
     }
 
+    // (g)
+    if let Some(admission) = &results.admission {
+        read_write_locks(&mut o, config, results, admission);
+    }
+
     // Targets
     let _ = writeln!(
         o,
@@ -779,6 +818,91 @@ fn semaphores(o: &mut String, config: &Config, results: &Results) {
             run.server.describe()
         );
     }
+}
+
+/// Section (g): uncontended reads and writes beside the floor and the peers; readers
+/// admitted together.
+fn read_write_locks(
+    o: &mut String,
+    config: &Config,
+    results: &Results,
+    admission: &read_write::Admission,
+) {
+    let _ = writeln!(
+        o,
+        "\n### (g) Read-write locks\n\n\
+         **Uncontended.** Take the read lock (then, in the lower rows, the write lock) of a \
+         fresh key and give it back, one after the other: {} rounds of {} cycles per way, the \
+         ways taking turns within each round; median round. The floor sends the read-write \
+         lock's own acquire and release scripts by `EVALSHA` with the arguments rlock gives \
+         them. The peers, each given the same 10 s lease on a fresh key per cycle: \
+         **distributed-lock 0.2** (`RedisLockProvider`, `create_reader_writer_lock(key)`, \
+         `try_acquire_read()` or `try_acquire_write()`, then `release()` of the handle), \
+         **distkit 0.7** (`RwLock::new(LockOptions {{ ttl: 10s, .. }})`, `try_read()` or \
+         `try_write()`, then `release()`) and **redisson 0.1** \
+         (`AsyncRedissonClient::get_read_write_lock(key, 10s)`, `read_lock()` or \
+         `write_lock()`, `try_lock()` then `unlock()`).\n",
+        config.rw_rounds, config.rw_n
+    );
+    let _ = writeln!(
+        o,
+        "| way | ops/s | ÷ floor | rlock ÷ this |\n|---|---:|---:|---:|"
+    );
+    for way in read_write::Way::all() {
+        let floor = read_write::Way {
+            who: read_write::Who::Floor,
+            ..way
+        };
+        let rlock = read_write::Way {
+            who: read_write::Who::Rlock,
+            ..way
+        };
+        let vs = if matches!(way.who, read_write::Who::Floor | read_write::Who::Rlock) {
+            "—".to_owned()
+        } else {
+            x(ratio(rw_rate(results, rlock), rw_rate(results, way)))
+        };
+        let _ = writeln!(
+            o,
+            "| {} | {:.0} | {} | {} |",
+            way.label(),
+            rw_rate(results, way),
+            x(ratio(rw_rate(results, way), rw_rate(results, floor))),
+            vs
+        );
+    }
+    let mut sorted = admission.to_last_grant.clone();
+    sorted.sort();
+    let _ = writeln!(
+        o,
+        "\n**Readers admitted together.** A writer holds a fresh key while {} readers, spread \
+         over {} clients, wait in its queue; then it releases. {} rounds. Counted on the \
+         server from the release's call until the last reader holds: the script calls (the \
+         release itself, plus any reader that had to ask again) and the announcements the \
+         release sent (one per reader it admitted).\n",
+        admission.readers, admission.clients, admission.rounds
+    );
+    let _ = writeln!(
+        o,
+        "| readers | script calls per release, median (max) | announcements per release, median | release to last grant, median (max) |\n|---:|---:|---:|---:|"
+    );
+    let scripts: Vec<f64> = admission.script_calls.iter().map(|&n| n as f64).collect();
+    let announced: Vec<f64> = admission.announced.iter().map(|&n| n as f64).collect();
+    let _ = writeln!(
+        o,
+        "| {} | {:.0} ({}) | {:.0} | {} ({}) |",
+        admission.readers,
+        median(&scripts),
+        admission.script_calls.iter().max().copied().unwrap_or(0),
+        median(&announced),
+        ms(crate::stats::percentile(&sorted, 0.5)),
+        ms(sorted.last().copied().unwrap_or_default()),
+    );
+    let _ = writeln!(
+        o,
+        "\nCommands the server saw over the rounds: {}",
+        admission.server.describe()
+    );
 }
 
 /// Section (e): the cluster's throughput table and the Redlock latency table.
