@@ -293,3 +293,26 @@ pub async fn wait_listening(server: &RedisServer, key: &str, n: usize) {
     }
     panic!("`{key}` never had {n} clients listening");
 }
+
+/// How many of `keys` still exist on `conn`'s server: 0 as soon as none does, else the count
+/// after about ten seconds of looking (a release or a withdrawal sent in the background may
+/// still be on its way; a lease left behind expires only later).
+///
+/// # Panics
+///
+/// When the server does not answer.
+pub async fn keys_left(conn: &mut redis::aio::MultiplexedConnection, keys: &[&str]) -> u32 {
+    let mut left = u32::MAX;
+    for _ in 0..100 {
+        left = redis::cmd("EXISTS")
+            .arg(keys)
+            .query_async(conn)
+            .await
+            .unwrap_or_else(|e| panic!("EXISTS {keys:?}: {e}"));
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    left
+}

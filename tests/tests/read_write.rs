@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
+use rlock_tests::locking::keys_left;
 
 /// Long enough for any waiter on a loaded machine; never a measured time.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -77,11 +78,7 @@ async fn never_a_writer_beside_anyone() {
         task.await.unwrap();
     }
     let mut raw = server.raw().await;
-    let left: u32 = redis::cmd("EXISTS")
-        .arg("cfg:1")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    let left = keys_left(&mut raw, &["cfg:1"]).await;
     assert_eq!(left, 0, "nothing is left behind");
 }
 
@@ -515,19 +512,7 @@ async fn a_cancelled_waiter_is_never_left_holding() {
         let _ = waiter.await;
     }
     let mut raw = server.raw().await;
-    let mut left = u32::MAX;
-    for _ in 0..100 {
-        left = redis::cmd("EXISTS")
-            .arg("doc:13")
-            .arg("{doc:13}:waiters")
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        if left == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let left = keys_left(&mut raw, &["doc:13", "{doc:13}:waiters"]).await;
     assert_eq!(left, 0, "a lease or an entry was left behind");
 }
 
@@ -584,12 +569,7 @@ async fn read_write_locks_on_a_cluster() {
         .unwrap();
     let node = cluster.master_of_key("cfg:c1").unwrap();
     let mut raw = node.raw().await;
-    let left: u32 = redis::cmd("EXISTS")
-        .arg("cfg:c1")
-        .arg("{cfg:c1}:waiters")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    let left = keys_left(&mut raw, &["cfg:c1", "{cfg:c1}:waiters"]).await;
     assert_eq!(left, 0, "nothing is left behind");
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
+use rlock_tests::locking::keys_left;
 
 /// Long enough for any waiter on a loaded machine; never a measured time.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -58,11 +59,7 @@ async fn never_more_holders_than_permits() {
     assert_eq!(entered.load(Ordering::SeqCst), 4 * 6 * 15);
     // The last release took the count with it: nothing is left behind.
     let mut raw = server.raw().await;
-    let exists: u32 = redis::cmd("EXISTS")
-        .arg("export:acme")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    let exists = keys_left(&mut raw, &["export:acme"]).await;
     assert_eq!(exists, 0);
 }
 
@@ -432,12 +429,7 @@ async fn semaphores_on_a_cluster() {
     second.release().await.unwrap();
     let node = cluster.master_of_key("export:c1").unwrap();
     let mut raw = node.raw().await;
-    let left: u32 = redis::cmd("EXISTS")
-        .arg("export:c1")
-        .arg("{export:c1}:waiters")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    let left = keys_left(&mut raw, &["export:c1", "{export:c1}:waiters"]).await;
     assert_eq!(left, 0, "nothing is left behind");
 }
 
@@ -564,19 +556,7 @@ async fn a_cancelled_waiter_is_never_left_holding_a_permit() {
         let _ = waiter.await;
     }
     let mut raw = server.raw().await;
-    let mut left = u32::MAX;
-    for _ in 0..100 {
-        left = redis::cmd("EXISTS")
-            .arg("render:c")
-            .arg("{render:c}:waiters")
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        if left == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let left = keys_left(&mut raw, &["render:c", "{render:c}:waiters"]).await;
     assert_eq!(left, 0, "a permit or an entry was left behind");
 }
 
