@@ -316,3 +316,31 @@ pub async fn keys_left(conn: &mut redis::aio::MultiplexedConnection, keys: &[&st
     }
     left
 }
+
+/// Cancels `waiter` (a spawned acquisition) at a moment around the release of `held` that
+/// `round` picks: before the release in even rounds, after it in odd ones, 0-3 ms apart; then
+/// waits for the waiter's task to end. A cancelled waiter must never be left holding.
+///
+/// # Panics
+///
+/// When the release fails.
+pub async fn cancel_around_release<T>(
+    round: u64,
+    held: LockGuard,
+    waiter: tokio::task::JoinHandle<T>,
+) {
+    tokio::time::sleep(Duration::from_millis(round % 4)).await;
+    if round % 2 == 0 {
+        waiter.abort();
+        held.release()
+            .await
+            .unwrap_or_else(|e| panic!("release: {e}"));
+    } else {
+        held.release()
+            .await
+            .unwrap_or_else(|e| panic!("release: {e}"));
+        tokio::time::sleep(Duration::from_millis(round % 3)).await;
+        waiter.abort();
+    }
+    let _ = waiter.await;
+}

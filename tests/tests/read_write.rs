@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::keys_left;
+use rlock_tests::locking::{cancel_around_release, keys_left};
 
 /// Long enough for any waiter on a loaded machine; never a measured time.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -500,16 +500,7 @@ async fn a_cancelled_waiter_is_never_left_holding() {
                     .await
             })
         };
-        tokio::time::sleep(Duration::from_millis(round % 4)).await;
-        if round % 2 == 0 {
-            waiter.abort();
-            held.release().await.unwrap();
-        } else {
-            held.release().await.unwrap();
-            tokio::time::sleep(Duration::from_millis(round % 3)).await;
-            waiter.abort();
-        }
-        let _ = waiter.await;
+        cancel_around_release(round, held, waiter).await;
     }
     let mut raw = server.raw().await;
     let left = keys_left(&mut raw, &["doc:13", "{doc:13}:waiters"]).await;
