@@ -330,7 +330,7 @@ pub async fn cancel_around_release<T>(
     waiter: tokio::task::JoinHandle<T>,
 ) {
     tokio::time::sleep(Duration::from_millis(round % 4)).await;
-    if round % 2 == 0 {
+    if round.is_multiple_of(2) {
         waiter.abort();
         held.release()
             .await
