@@ -99,7 +99,10 @@ async fn locks_through_the_sentinels_and_follow_a_failover() {
         assert!(busy.is_busy(), "{busy}");
     }
     after.release().await.unwrap();
-    assert_eq!(a.metrics().master_switches, 1, "{:?}", a.metrics());
+    // The client heard the switch. (A loaded machine may see a second failover: a promoted
+    // replica slow to answer the sentinels is judged down in turn, and its successor
+    // announced too; how many failovers Redis makes is not the client's doing.)
+    assert!(a.metrics().master_switches >= 1, "{:?}", a.metrics());
 }
 
 /// An operator's failover (`SENTINEL FAILOVER`): the old master stays up, demoted to a replica.
