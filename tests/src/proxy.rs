@@ -14,6 +14,9 @@
 //!   fixed tick (packets arriving in bursts); combines with the delay.
 //! - [`reset_all`](FaultProxy::reset_all): every current flow is closed abruptly, with an RST
 //!   on both sides.
+//! - [`partition`](FaultProxy::partition): a full partition until
+//!   [`heal`](FaultProxy::heal): every flow open now goes silent, and so does every connection
+//!   accepted meanwhile (the client sees its connect succeed, then nothing).
 //!
 //! The proxy runs on its own Tokio runtime (one worker thread), so it works from synchronous
 //! tests and from tests on any runtime, and keeps forwarding whatever the test's runtime does.
@@ -97,6 +100,8 @@ struct Shared {
     batch_us: AtomicU64,
     /// Connections accepted so far.
     accepted: AtomicUsize,
+    /// A full partition: connections accepted now are silent from the start.
+    partitioned: AtomicBool,
     next_id: AtomicU64,
     /// Open flows, by id.
     flows: Mutex<HashMap<u64, Arc<FlowCtl>>>,
@@ -182,6 +187,7 @@ impl FaultProxy {
             delay_us: AtomicU64::new(0),
             batch_us: AtomicU64::new(0),
             accepted: AtomicUsize::new(0),
+            partitioned: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             flows: Mutex::new(HashMap::new()),
             epoch: Instant::now(),
@@ -224,6 +230,20 @@ impl FaultProxy {
         for flow in self.shared.flows().values() {
             flow.blackholed.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// A full partition: every flow open now goes silent, as with
+    /// [`blackhole_existing`](Self::blackhole_existing), and so does every connection accepted
+    /// until [`heal`](Self::heal). No socket is closed.
+    pub fn partition(&self) {
+        self.shared.partitioned.store(true, Ordering::Relaxed);
+        self.blackhole_existing();
+    }
+
+    /// Ends a [`partition`](Self::partition): connections accepted from now on are forwarded.
+    /// (The flows silenced meanwhile stay silent, as a forgotten flow does.)
+    pub fn heal(&self) {
+        self.shared.partitioned.store(false, Ordering::Relaxed);
     }
 
     /// Forwards every chunk `delay` after it was read (order is kept per direction). Applies
@@ -271,7 +291,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         shared.accepted.fetch_add(1, Ordering::Relaxed);
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         let ctl = Arc::new(FlowCtl {
-            blackholed: AtomicBool::new(false),
+            blackholed: AtomicBool::new(shared.partitioned.load(Ordering::Relaxed)),
             reset: watch::Sender::new(false),
         });
         {

@@ -419,3 +419,65 @@ async fn after_a_failover_a_waiter_still_listens_on_its_shard() {
     held.release().await.unwrap();
     waiting.await.unwrap().unwrap();
 }
+
+/// A semaphore's permits and a read-write lock's readers, all in one slot, across a failover
+/// of that slot's master: afterwards every lease is renewed on the promoted replica (its token
+/// in the sorted set there) or reported lost, never kept without it; the new master never
+/// counts more permits than the semaphore has; and both take new holders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_and_read_leases_follow_a_master_failover() {
+    let cluster = ClusterDeployment::start();
+    let a = cluster_client(&cluster).await;
+    let b = cluster_client(&cluster).await;
+    let (semaphore, read_write) = ("family:{f}:sem", "family:{f}:rw");
+    let ttl = Duration::from_secs(3);
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(a.semaphore(semaphore, 3).ttl(ttl).acquire().await.unwrap());
+        held.push(a.read_lock(read_write).ttl(ttl).acquire().await.unwrap());
+    }
+    // Let replication carry them over, as it normally would before a crash.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let victim = cluster.master_of_key(semaphore).unwrap();
+    cluster.fail_over(victim);
+
+    // Both kinds take new holders again, on the promoted replica.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (permit, reader) = loop {
+        let permit = b.semaphore(semaphore, 3).acquire().await;
+        let reader = b.read_lock(read_write).acquire().await;
+        match (permit, reader) {
+            (Ok(permit), Ok(reader)) => break (permit, reader),
+            (permit, reader) => {
+                let failed = [permit.err(), reader.err()];
+                assert!(Instant::now() < deadline, "not serving again: {failed:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+
+    // A few renewal periods later, every lease is in the set on the new master, or lost.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let owner = cluster.master_of_key(semaphore).unwrap();
+    let mut raw = owner.raw().await;
+    for (key, holders) in [(semaphore, 3), (read_write, usize::MAX)] {
+        let tokens: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+            .arg(key)
+            .arg(0)
+            .arg("+inf")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert!(tokens.len() <= holders, "{key}: {tokens:?}");
+        for guard in held.iter().chain([&permit, &reader]) {
+            if guard.key().as_str() == key {
+                assert!(
+                    guard.is_lost() || tokens.iter().any(|t| t == guard.token()),
+                    "{key}: a lease missing on the new master was kept"
+                );
+            }
+        }
+    }
+    permit.release().await.unwrap();
+    reader.release().await.unwrap();
+}

@@ -594,3 +594,64 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
         .unwrap();
     assert!(r2.release().await.unwrap_err().is_lost());
 }
+
+/// Behind Sentinel, a failover moves the read-write lock with the master: afterwards a
+/// writer is granted on the new master once the readers held before are renewed there and
+/// released, or reported lost; no reader is kept without its lease in the set there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_locks_follow_a_sentinel_failover() {
+    let deployment = rlock_tests::deploy::SentinelDeployment::start();
+    let connect = || async {
+        LockClient::builder()
+            .url(deployment.url().as_str())
+            .command_timeout(Duration::from_millis(300))
+            .connect()
+            .await
+            .unwrap()
+    };
+    let (a, b) = (connect().await, connect().await);
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let request = a.read_lock("cfg:s").ttl(Duration::from_secs(2));
+        held.push(request.acquire().await.unwrap());
+    }
+    // Let replication carry them over, as it normally would before a crash.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let new_master = deployment.fail_over();
+
+    // Waiting retries failed attempts within its budget: it serves again on the new master.
+    let reader = b
+        .read_lock("cfg:s")
+        .wait(Duration::from_secs(20))
+        .acquire()
+        .await
+        .unwrap();
+    // A few renewal periods on the new master.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut raw = new_master.raw().await;
+    let readers: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+        .arg("cfg:s")
+        .arg(0)
+        .arg("+inf")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(readers.iter().any(|t| t == reader.token()), "{readers:?}");
+    for guard in &held {
+        assert!(
+            guard.is_lost() || readers.iter().any(|t| t == guard.token()),
+            "a read lease missing on the new master was kept"
+        );
+    }
+    reader.release().await.unwrap();
+    for guard in held {
+        let _ = guard.release().await;
+    }
+    let writer = b
+        .write_lock("cfg:s")
+        .wait(PATIENCE)
+        .acquire()
+        .await
+        .unwrap();
+    writer.release().await.unwrap();
+}

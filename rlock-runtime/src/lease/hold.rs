@@ -589,7 +589,13 @@ impl Hold {
             }
             Err(e) => {
                 self.finish_release();
-                Err(e)
+                // A hold already found lost reports that, as its docs say: the failed send
+                // (retried in the background) changes nothing the caller can act on.
+                if was == Phase::Lost {
+                    Err(self.lost_error())
+                } else {
+                    Err(e)
+                }
             }
         }
     }

@@ -7,7 +7,8 @@
 //! - [`connections`]: connections that go silent or slow;
 //! - [`waiting`]: waiters through missing subscriptions, expiries, restarts and stops;
 //! - [`orphans`]: acquisitions whose reply never came;
-//! - [`stress`]: thousands of racing holds, checked from their recorded history.
+//! - [`stress`]: thousands of racing holds, checked from their recorded history;
+//! - [`family`]: a semaphore's permit and a read-write lock's leases behind a partition.
 //!
 //! Probabilistic tests (the extend race, the stress runs) repeat the racy step hundreds of
 //! times; the others are deterministic.
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 use rlock_runtime::{LockClient, LockError};
 
 mod connections;
+mod family;
 mod leases;
 mod orphans;
 mod runtimes;
