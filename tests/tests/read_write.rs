@@ -94,11 +94,12 @@ async fn a_writers_release_admits_the_queued_readers_together() {
     let queue = "{doc:7}:waiters";
     let holder = a.write_lock("doc:7").acquire().await.unwrap();
     let (granted_tx, mut granted) = tokio::sync::mpsc::unbounded_channel();
-    let (release_tx, _) = tokio::sync::broadcast::channel::<()>(4);
-    let mut waiters = Vec::new();
+    // Each waiter holds until told, by a channel of its own.
+    let (mut releases, mut waiters) = (Vec::new(), Vec::new());
     for (n, writing) in [false, false, true, false].into_iter().enumerate() {
         let (c, granted_tx) = (a.sibling(), granted_tx.clone());
-        let mut release = release_tx.subscribe();
+        let (release_tx, release) = tokio::sync::oneshot::channel::<()>();
+        releases.push(Some(release_tx));
         waiters.push(tokio::spawn(async move {
             let request = if writing {
                 c.write_lock("doc:7")
@@ -107,7 +108,7 @@ async fn a_writers_release_admits_the_queued_readers_together() {
             };
             let guard = request.wait(PATIENCE).acquire().await.unwrap();
             granted_tx.send(n).unwrap();
-            let _ = release.recv().await;
+            let _ = release.await;
             guard.release().await.unwrap();
         }));
         queued(&mut raw, queue, u32::try_from(n).unwrap() + 1).await;
@@ -133,7 +134,13 @@ async fn a_writers_release_admits_the_queued_readers_together() {
         "the writer and the reader behind it wait"
     );
     // Both readers release: the writer is next, then the reader behind it.
-    release_tx.send(()).unwrap();
+    let mut release = |n: usize| {
+        if let Some(tx) = releases[n].take() {
+            let _ = tx.send(());
+        }
+    };
+    release(0);
+    release(1);
     let third = tokio::time::timeout(PATIENCE, granted.recv())
         .await
         .unwrap();
@@ -142,12 +149,12 @@ async fn a_writers_release_admits_the_queued_readers_together() {
         Some(2),
         "the writer before the reader that queued after it"
     );
-    release_tx.send(()).unwrap();
+    release(2);
     let fourth = tokio::time::timeout(PATIENCE, granted.recv())
         .await
         .unwrap();
     assert_eq!(fourth, Some(3));
-    release_tx.send(()).unwrap();
+    release(3);
     for waiter in waiters {
         tokio::time::timeout(PATIENCE, waiter)
             .await
