@@ -344,3 +344,42 @@ pub async fn cancel_around_release<T>(
     }
     let _ = waiter.await;
 }
+
+/// Waits until `key`'s queue in Redis holds `entries` entries and `clients` clients listen
+/// for its hand-offs (one channel per waiting client, `rlock:released:<key>:<client>`; on
+/// one server). A release skips the entry of a client whose subscription is not confirmed
+/// yet (its waiter comes back at its next check in), so a test that checks who a release
+/// admits waits for both.
+///
+/// # Panics
+///
+/// When that does not happen within about 30 s, or the server does not answer.
+pub async fn queued_and_listening(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    entries: u32,
+    clients: usize,
+) {
+    let queue = format!("{{{key}}}:waiters");
+    let pattern = format!("rlock:released:{key}:*");
+    let (mut length, mut listening) = (0, 0);
+    for _ in 0..3000 {
+        length = redis::cmd("LLEN")
+            .arg(&queue)
+            .query_async(conn)
+            .await
+            .unwrap_or_else(|e| panic!("LLEN {queue}: {e}"));
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg(&pattern)
+            .query_async(conn)
+            .await
+            .unwrap_or_else(|e| panic!("PUBSUB CHANNELS {pattern}: {e}"));
+        listening = channels.len();
+        if length == entries && listening >= clients {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{queue}: {length} entries of {entries}, {listening} clients of {clients} listening");
+}

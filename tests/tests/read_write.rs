@@ -11,29 +11,13 @@ use std::time::Duration;
 
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::{cancel_around_release, keys_left};
+use rlock_tests::locking::{cancel_around_release, keys_left, queued_and_listening};
 
 /// Long enough for any waiter on a loaded machine; never a measured time.
 const PATIENCE: Duration = Duration::from_secs(30);
 
 async fn client(server: &RedisServer) -> LockClient {
     LockClient::connect(&server.url()).await.unwrap()
-}
-
-/// Waits until `queue` holds `n` entries.
-async fn queued(raw: &mut redis::aio::MultiplexedConnection, queue: &str, n: u32) {
-    for _ in 0..3000 {
-        let length: u32 = redis::cmd("LLEN")
-            .arg(queue)
-            .query_async(raw)
-            .await
-            .unwrap();
-        if length == n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{queue} never held {n} entries");
 }
 
 /// 3 clients × 4 tasks take the lock 12 times each, a third of the takes as the writer:
@@ -91,7 +75,6 @@ async fn a_writers_release_admits_the_queued_readers_together() {
     let server = RedisServer::start();
     let a = client(&server).await;
     let mut raw = server.raw().await;
-    let queue = "{doc:7}:waiters";
     let holder = a.write_lock("doc:7").acquire().await.unwrap();
     let (granted_tx, mut granted) = tokio::sync::mpsc::unbounded_channel();
     // Each waiter holds until told, by a channel of its own.
@@ -111,7 +94,8 @@ async fn a_writers_release_admits_the_queued_readers_together() {
             let _ = release.await;
             guard.release().await.unwrap();
         }));
-        queued(&mut raw, queue, u32::try_from(n).unwrap() + 1).await;
+        let n = u32::try_from(n).unwrap() + 1;
+        queued_and_listening(&mut raw, "doc:7", n, n as usize).await;
     }
     holder.release().await.unwrap();
     let mut first = [
@@ -249,11 +233,11 @@ async fn a_waiting_writer_holds_back_new_readers() {
         })
     };
     let writer = spawn(true, "writer");
-    queued(&mut raw, "{doc:9}:waiters", 1).await;
+    queued_and_listening(&mut raw, "doc:9", 1, 1).await;
     let err = a.sibling().read_lock("doc:9").acquire().await.unwrap_err();
     assert!(err.is_busy(), "{err:?}");
     let late_reader = spawn(false, "late reader");
-    queued(&mut raw, "{doc:9}:waiters", 2).await;
+    queued_and_listening(&mut raw, "doc:9", 2, 2).await;
     reader.release().await.unwrap();
     for expected in ["writer", "late reader"] {
         let name = tokio::time::timeout(PATIENCE, granted.recv())
@@ -587,7 +571,7 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
         })
     };
     let mut raw = server.raw().await;
-    queued(&mut raw, "{ops:rw}:waiters", 1).await;
+    queued_and_listening(&mut raw, "ops:rw", 1, 1).await;
     let info = ops.inspect_read_write("ops:rw").await.unwrap();
     assert_eq!((info.writer, info.readers, info.held_here), (false, 2, 1));
     assert_eq!(info.waiters, Some(1));

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::{cancel_around_release, keys_left};
+use rlock_tests::locking::{cancel_around_release, keys_left, queued_and_listening};
 
 /// Long enough for any waiter on a loaded machine; never a measured time.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -133,17 +133,7 @@ async fn a_release_hands_its_permit_to_one_waiter() {
     }
     let mut raw = server.raw().await;
     let queue = "{render:x}:waiters";
-    for _ in 0..3000 {
-        let queued: u32 = redis::cmd("LLEN")
-            .arg(queue)
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        if queued == 3 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    queued_and_listening(&mut raw, "render:x", 3, 3).await;
     guards.pop().unwrap().release().await.unwrap();
     tokio::time::timeout(PATIENCE, granted.recv())
         .await
