@@ -59,10 +59,11 @@ impl TaskLeases {
     /// Notes that the current task holds `hold` (a read-write lease; other kinds are not
     /// noted).
     pub(crate) fn add(&self, hold: &Arc<Hold>) {
-        let task = Task::current();
+        // First, and cheapest: every lock's and permit's acquisition passes here.
         if !hold.kind().is_read_write() {
             return;
         }
+        let task = Task::current();
         let mut held = self.held();
         if held.by_task.len() > 2 * held.swept_at.max(64) {
             held.by_task
