@@ -209,7 +209,7 @@ struct Args {
     /// Small counts, for CI (under a minute and a half).
     #[arg(long)]
     quick: bool,
-    /// Workloads to run, among `abcdef`.
+    /// Workloads to run, among `abcdefg`.
     #[arg(long, default_value = PHASES, value_parser = phases)]
     only: String,
     /// The implementations that (a) and (b) run, among

@@ -13,13 +13,11 @@
 -- Returns as the lock's acquire.lua, or {5} when the key holds something else.
 local queue, fence_key = KEYS[2], KEYS[3]
 local token, lease, fenced, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4]
-local role = writing and 'w' or 'r'
+local role, queued = writing and 'w' or 'r', ARGV[11] == '1'
 
-local type_of = redis.call('TYPE', rw)['ok']
-if type_of ~= 'zset' and type_of ~= 'none' then
-  return {5}
-end
-if redis.call('ZSCORE', rw, '#permits') then
+-- pcall: a key of another type, or a semaphore's set (it holds its count), is no read-write
+-- lock.
+if redis.pcall('ZSCORE', rw, '#permits') then
   return {5}
 end
 purge()
@@ -32,9 +30,9 @@ local function fence(read_only)
   return 0
 end
 
--- Handed to this caller by a release before this call came.
+-- Handed to this caller by a release before this call came (only a queued caller can be).
 local function handed()
-  local mine = redis.call('ZSCORE', rw, token)
+  local mine = queued and redis.call('ZSCORE', rw, token)
   if mine then
     return {2, fence(true), math.abs(tonumber(mine)) - now}
   end
@@ -51,9 +49,10 @@ if not writing and beside ~= '' and writer() == beside then
   return {1, 0}
 end
 
+local waiting = redis.call('LLEN', queue)
 if mode ~= 'q' then
   -- Without waiting, a reader does not pass a queued writer either.
-  if fits(role) and (writing or redis.call('LLEN', queue) == 0) then
+  if fits(role) and (writing or waiting == 0) then
     take(token, lease, role)
     return {1, fence(false)}
   end
@@ -61,16 +60,19 @@ if mode ~= 'q' then
 end
 
 local entry = token .. ' ' .. ARGV[6] .. ' ' .. (fenced and '1' or '0') .. ' ' .. role
-local queued = ARGV[11] == '1'
--- Whoever is at the queue's head and fits is granted first, as a release would have (maybe
--- this caller): the lock came free with nobody told (a lease that ended, a waiter that left).
-while hand_off(rw, queue, fence_key, ARGV[7], ARGV[8], nil, take, fits) == 'handed' do
+if waiting > 0 then
+  -- Whoever is at the queue's head and fits is granted first, as a release would have
+  -- (maybe this caller): the lock came free with nobody told (a lease that ended, a waiter
+  -- that left).
+  while hand_off(rw, queue, fence_key, ARGV[7], ARGV[8], nil, take, fits) == 'handed' do
+  end
+  mine = handed()
+  if mine then
+    return mine
+  end
+  waiting = redis.call('LLEN', queue)
 end
-mine = handed()
-if mine then
-  return mine
-end
-if redis.call('LLEN', queue) == 0 and fits(role) then
+if waiting == 0 and fits(role) then
   take(token, lease, role)
   return {1, fence(false)}
 end

@@ -10,15 +10,29 @@ local rw = KEYS[1]
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
--- Drops the leases that ended: readers' ends in [0, now], the writer's in [-now, 0).
-local function purge()
-  redis.call('ZREMRANGEBYSCORE', rw, 0, string.format('%.0f', now))
-  redis.call('ZREMRANGEBYSCORE', rw, string.format('%.0f', -now), '(0')
-end
+-- The writer's token, or false when no writer holds; nil until read. One read serves the
+-- whole script: `purge` reads it, and `take` keeps it true.
+local known_writer = nil
 
 -- The writer's token, if a writer holds the lock.
 local function writer()
-  return redis.call('ZRANGEBYSCORE', rw, '-inf', '(0', 'LIMIT', 0, 1)[1]
+  if known_writer == nil then
+    known_writer = redis.call('ZRANGEBYSCORE', rw, '-inf', '(0', 'LIMIT', 0, 1)[1] or false
+  end
+  return known_writer
+end
+
+-- Drops the leases that ended (readers' ends in [0, now]; the writer's, at most one, when
+-- minus its score is at most now) and returns the writer's token, false when none holds.
+local function purge()
+  redis.call('ZREMRANGEBYSCORE', rw, 0, string.format('%.0f', now))
+  local w = redis.call('ZRANGEBYSCORE', rw, '-inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
+  known_writer = w[1] or false
+  if known_writer and -tonumber(w[2]) <= now then
+    redis.call('ZREM', rw, known_writer)
+    known_writer = false
+  end
+  return known_writer
 end
 
 -- Grants `owner` the lock as `role` ('w' the writer, 'r' a reader) for `ms`; the set lives
@@ -30,6 +44,9 @@ local function take(owner, ms, role)
     ends = -ends
   end
   redis.call('ZADD', rw, string.format('%.0f', ends), owner)
+  if role == 'w' then
+    known_writer = owner
+  end
   if redis.call('PTTL', rw) < tonumber(ms) then
     redis.call('PEXPIRE', rw, ms)
   end

@@ -17,15 +17,17 @@ if leaving then
   redis.call('LREM', queue, 1,
     token .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. (writing and 'w' or 'r'))
 end
-local type_of = redis.call('TYPE', rw)['ok']
-if type_of ~= 'zset' and type_of ~= 'none' then
+-- pcall: a key of another type holds no lease of ours.
+local removed = redis.pcall('ZREM', rw, token)
+if type(removed) ~= 'number' then
   return 0
 end
--- (On a lock that is gone, a leaving waiter still hands it to the next live one: it may
--- have been the one a release told.)
-purge()
-local ours = redis.call('ZREM', rw, token) == 1
-if ours or leaving then
+local ours = removed == 1
+-- Only a waiter can be admitted: with none queued, the ended leases are left to the next
+-- acquire's purge and to the set's expiry. (On a lock that is gone, a leaving waiter still
+-- hands it to the next live one: it may have been the one a release told.)
+if (ours or leaving) and redis.call('LLEN', queue) > 0 then
+  purge()
   while hand_off(rw, queue, fence_key, channel, publish, nil, take, fits) == 'handed' do
   end
 end
