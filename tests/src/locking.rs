@@ -262,13 +262,16 @@ pub async fn queue_len(server: &RedisServer, queue: &str) -> usize {
         .expect("LLEN of a lock queue")
 }
 
-/// Waits (at most 10 s) until the lock queue `queue` holds `n` entries.
+/// How many times the waits below look, 10 ms apart: room for a loaded machine.
+const LOOKS: u32 = 3000;
+
+/// Waits (at most about 30 s) until the lock queue `queue` holds `n` entries.
 ///
 /// # Panics
 ///
 /// When it never does.
 pub async fn wait_queue_len(server: &RedisServer, queue: &str, n: usize) {
-    for _ in 0..1000 {
+    for _ in 0..LOOKS {
         if queue_len(server, queue).await == n {
             return;
         }
@@ -277,7 +280,7 @@ pub async fn wait_queue_len(server: &RedisServer, queue: &str, n: usize) {
     panic!("`{queue}` never had {n} entries");
 }
 
-/// Waits (at most 10 s) until `n` clients listen for `key`'s hand-offs, each on its own
+/// Waits (at most about 30 s) until `n` clients listen for `key`'s hand-offs, each on its own
 /// channel (one server), so that a release finds them live.
 ///
 /// # Panics
@@ -285,7 +288,7 @@ pub async fn wait_queue_len(server: &RedisServer, queue: &str, n: usize) {
 /// When they never do.
 pub async fn wait_listening(server: &RedisServer, key: &str, n: usize) {
     let pattern = format!("rlock:released:{key}:*");
-    for _ in 0..1000 {
+    for _ in 0..LOOKS {
         if server.channels(&pattern, false).await.len() == n {
             return;
         }
@@ -353,33 +356,8 @@ pub async fn cancel_around_release<T>(
 ///
 /// # Panics
 ///
-/// When that does not happen within about 30 s, or the server does not answer.
-pub async fn queued_and_listening(
-    conn: &mut redis::aio::MultiplexedConnection,
-    key: &str,
-    entries: u32,
-    clients: usize,
-) {
-    let queue = format!("{{{key}}}:waiters");
-    let pattern = format!("rlock:released:{key}:*");
-    let (mut length, mut listening) = (0, 0);
-    for _ in 0..3000 {
-        length = redis::cmd("LLEN")
-            .arg(&queue)
-            .query_async(conn)
-            .await
-            .unwrap_or_else(|e| panic!("LLEN {queue}: {e}"));
-        let channels: Vec<String> = redis::cmd("PUBSUB")
-            .arg("CHANNELS")
-            .arg(&pattern)
-            .query_async(conn)
-            .await
-            .unwrap_or_else(|e| panic!("PUBSUB CHANNELS {pattern}: {e}"));
-        listening = channels.len();
-        if length == entries && listening >= clients {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{queue}: {length} entries of {entries}, {listening} clients of {clients} listening");
+/// When either never happens (see [`wait_queue_len`] and [`wait_listening`]).
+pub async fn queued_and_listening(server: &RedisServer, key: &str, entries: usize, clients: usize) {
+    wait_queue_len(server, &format!("{{{key}}}:waiters"), entries).await;
+    wait_listening(server, key, clients).await;
 }

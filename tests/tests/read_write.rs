@@ -74,7 +74,6 @@ async fn never_a_writer_beside_anyone() {
 async fn a_writers_release_admits_the_queued_readers_together() {
     let server = RedisServer::start();
     let a = client(&server).await;
-    let mut raw = server.raw().await;
     let holder = a.write_lock("doc:7").acquire().await.unwrap();
     let (granted_tx, mut granted) = tokio::sync::mpsc::unbounded_channel();
     // Each waiter holds until told, by a channel of its own.
@@ -94,8 +93,8 @@ async fn a_writers_release_admits_the_queued_readers_together() {
             let _ = release.await;
             guard.release().await.unwrap();
         }));
-        let n = u32::try_from(n).unwrap() + 1;
-        queued_and_listening(&mut raw, "doc:7", n, n as usize).await;
+        let n = n + 1;
+        queued_and_listening(&server, "doc:7", n, n).await;
     }
     holder.release().await.unwrap();
     let mut first = [
@@ -215,7 +214,6 @@ async fn the_release_script_admits_readers_up_to_the_first_writer() {
 async fn a_waiting_writer_holds_back_new_readers() {
     let server = RedisServer::start();
     let a = client(&server).await;
-    let mut raw = server.raw().await;
     let reader = a.read_lock("doc:9").acquire().await.unwrap();
     let (granted_tx, mut granted) = tokio::sync::mpsc::unbounded_channel();
     let spawn = |writing: bool, name: &'static str| {
@@ -233,11 +231,11 @@ async fn a_waiting_writer_holds_back_new_readers() {
         })
     };
     let writer = spawn(true, "writer");
-    queued_and_listening(&mut raw, "doc:9", 1, 1).await;
+    queued_and_listening(&server, "doc:9", 1, 1).await;
     let err = a.sibling().read_lock("doc:9").acquire().await.unwrap_err();
     assert!(err.is_busy(), "{err:?}");
     let late_reader = spawn(false, "late reader");
-    queued_and_listening(&mut raw, "doc:9", 2, 2).await;
+    queued_and_listening(&server, "doc:9", 2, 2).await;
     reader.release().await.unwrap();
     for expected in ["writer", "late reader"] {
         let name = tokio::time::timeout(PATIENCE, granted.recv())
@@ -570,8 +568,7 @@ async fn inspect_and_force_unlock_a_read_write_lock() {
             w.release().await
         })
     };
-    let mut raw = server.raw().await;
-    queued_and_listening(&mut raw, "ops:rw", 1, 1).await;
+    queued_and_listening(&server, "ops:rw", 1, 1).await;
     let info = ops.inspect_read_write("ops:rw").await.unwrap();
     assert_eq!((info.writer, info.readers, info.held_here), (false, 2, 1));
     assert_eq!(info.waiters, Some(1));

@@ -133,7 +133,7 @@ async fn a_release_hands_its_permit_to_one_waiter() {
     }
     let mut raw = server.raw().await;
     let queue = "{render:x}:waiters";
-    queued_and_listening(&mut raw, "render:x", 3, 3).await;
+    queued_and_listening(&server, "render:x", 3, 3).await;
     guards.pop().unwrap().release().await.unwrap();
     tokio::time::timeout(PATIENCE, granted.recv())
         .await
