@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use crate::protocol::{self, Line};
-use crate::worker::{Body, Hold};
+use crate::worker::{Body, Hold, HoldKind};
 
 /// A worker speaking the line protocol of [`crate::protocol`]. Killed and reaped on drop.
 #[derive(Debug)]
@@ -104,7 +104,8 @@ pub fn start_holder(program: &str, url: &str, key: &str, ttl_ms: u64) -> (LineCh
         key: key.to_owned(),
         ttl_ms,
         renew: false,
-        permits: None,
+        kind: HoldKind::Lock,
+        permits: 1,
     };
     let mut holder = LineChild::start(program, &hold.args());
     match holder.line() {

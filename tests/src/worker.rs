@@ -4,7 +4,7 @@
 //! Every role speaks the line protocol of [`crate::protocol`].
 //!
 //! ```text
-//! worker hold    --redis URL --key K --ttl-ms T [--renew] [--permits N]
+//! worker hold    --redis URL --key K --ttl-ms T [--renew] [--kind lock|read|write|permit] [--permits N]
 //! worker body    --redis URL --id N --body-ms B [--renew] [--on-lost abort|continue]
 //! worker contend --redis URL --key K --ttl-ms T --wait-ms W [--tasks N] [--iterations M] …
 //! ```
@@ -49,9 +49,25 @@ pub struct Hold {
     /// Let the watchdog renew the lease.
     #[arg(long)]
     pub renew: bool,
-    /// Hold one of this many permits of a semaphore instead of a lock (no fence).
-    #[arg(long)]
-    pub permits: Option<u32>,
+    /// What it holds of the key.
+    #[arg(long, value_enum, default_value = "lock")]
+    pub kind: HoldKind,
+    /// The semaphore's permits, for `--kind permit`.
+    #[arg(long, default_value_t = 1)]
+    pub permits: u32,
+}
+
+/// What a `hold` worker holds of its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HoldKind {
+    /// The lock, with a fencing token.
+    Lock,
+    /// A reader's share of a read-write lock.
+    Read,
+    /// A read-write lock's write lease, with a fencing token.
+    Write,
+    /// One permit of a semaphore of `permits` (no fence).
+    Permit,
 }
 
 impl Hold {
@@ -62,9 +78,18 @@ impl Hold {
         if self.renew {
             args.push("--renew".into());
         }
-        if let Some(permits) = self.permits {
-            args.extend(strings(&["--permits", &permits.to_string()]));
-        }
+        let kind = match self.kind {
+            HoldKind::Lock => "lock",
+            HoldKind::Read => "read",
+            HoldKind::Write => "write",
+            HoldKind::Permit => "permit",
+        };
+        args.extend(strings(&[
+            "--kind",
+            kind,
+            "--permits",
+            &self.permits.to_string(),
+        ]));
         args
     }
 }
@@ -255,17 +280,25 @@ mod tests {
                 .unwrap()
                 .role
         };
-        let hold = Hold {
-            redis: "redis://127.0.0.1:1".into(),
-            key: "k".into(),
-            ttl_ms: 300,
-            renew: true,
-            permits: Some(2),
-        };
-        let Role::Hold(back) = parse(hold.args()) else {
-            panic!("not hold")
-        };
-        assert_eq!(back.args(), hold.args());
+        for kind in [
+            HoldKind::Lock,
+            HoldKind::Read,
+            HoldKind::Write,
+            HoldKind::Permit,
+        ] {
+            let hold = Hold {
+                redis: "redis://127.0.0.1:1".into(),
+                key: "k".into(),
+                ttl_ms: 300,
+                renew: true,
+                kind,
+                permits: 2,
+            };
+            let Role::Hold(back) = parse(hold.args()) else {
+                panic!("not hold")
+            };
+            assert_eq!((back.kind, back.args()), (kind, hold.args()));
+        }
         let body = Body {
             redis: "redis://127.0.0.1:1".into(),
             id: 3,

@@ -643,3 +643,59 @@ async fn read_write_locks_follow_a_sentinel_failover() {
         .unwrap();
     writer.release().await.unwrap();
 }
+
+/// A reader or the writer whose process is stopped past its lease (a GC pause, a VM
+/// migration): the lock goes to a waiter of the other role at the lease's end, by Redis's
+/// clock, and on resuming the stopped holder is told it lost its lease; its late release
+/// gives back nothing of the new holder's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_stopped_past_its_lease_is_told_it_lost_it() {
+    use rlock_tests::child::LineChild;
+    use rlock_tests::protocol::{Command, Line, Outcome};
+    use rlock_tests::worker::{Hold, HoldKind};
+
+    let server = RedisServer::start();
+    let other = client(&server).await;
+    for (stopped, key) in [
+        (HoldKind::Read, "doc:stopped-r"),
+        (HoldKind::Write, "doc:stopped-w"),
+    ] {
+        let hold = Hold {
+            redis: server.url(),
+            key: key.into(),
+            ttl_ms: 600,
+            renew: true,
+            kind: stopped,
+            permits: 1,
+        };
+        let mut holder = LineChild::start(env!("CARGO_BIN_EXE_worker"), &hold.args());
+        assert!(matches!(holder.line(), Some(Line::Acquired { .. })));
+        holder.signal("-STOP");
+        // The other role: it can hold only once the stopped holder's lease has ended.
+        let request = if stopped == HoldKind::Read {
+            other.write_lock(key)
+        } else {
+            other.read_lock(key)
+        };
+        let taken = request.wait(PATIENCE).acquire().await.unwrap();
+        holder.signal("-CONT");
+        assert_eq!(
+            holder.ask(Command::WaitLost),
+            Some(Line::Lost(true)),
+            "{stopped:?}"
+        );
+        assert_eq!(
+            holder.ask(Command::Release),
+            Some(Line::Released(Outcome::Lost)),
+            "{stopped:?}"
+        );
+        let info = other.inspect_read_write(key).await.unwrap();
+        let writing = stopped == HoldKind::Read;
+        assert_eq!(
+            (info.writer, info.readers, info.held_here),
+            (writing, u32::from(!writing), 1),
+            "{stopped:?}: {info:?}"
+        );
+        taken.release().await.unwrap();
+    }
+}

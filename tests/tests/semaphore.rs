@@ -474,7 +474,7 @@ async fn inspect_and_force_unlock_a_semaphore() {
 async fn a_permit_holder_stopped_past_its_lease_is_told_it_lost_it() {
     use rlock_tests::child::LineChild;
     use rlock_tests::protocol::{Command, Line, Outcome};
-    use rlock_tests::worker::Hold;
+    use rlock_tests::worker::{Hold, HoldKind};
 
     let server = RedisServer::start();
     let hold = Hold {
@@ -482,7 +482,8 @@ async fn a_permit_holder_stopped_past_its_lease_is_told_it_lost_it() {
         key: "render:stopped".into(),
         ttl_ms: 600,
         renew: true,
-        permits: Some(1),
+        kind: HoldKind::Permit,
+        permits: 1,
     };
     let mut holder = LineChild::start(env!("CARGO_BIN_EXE_worker"), &hold.args());
     assert!(matches!(holder.line(), Some(Line::Acquired { .. })));

@@ -1,12 +1,12 @@
-//! `hold`: the manual API, one lock (or one permit of a semaphore) held until the test says
-//! `release`.
+//! `hold`: the manual API, one lease (a lock, a reader's or the writer's lease of a
+//! read-write lock, or a semaphore's permit) held until the test says `release`.
 
 use std::io::BufRead;
 use std::time::Duration;
 
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::protocol::{Command, Line, Outcome};
-use rlock_tests::worker::Hold;
+use rlock_tests::worker::{Hold, HoldKind};
 
 use crate::say;
 
@@ -17,9 +17,12 @@ pub(crate) async fn run(args: Hold) -> Result<(), String> {
         .connect()
         .await
         .map_err(|e| e.to_string())?;
-    let request = match args.permits {
-        Some(permits) => client.semaphore(args.key.as_str(), permits),
-        None => client.lock(args.key.as_str()).fenced(),
+    let key = args.key.as_str();
+    let request = match args.kind {
+        HoldKind::Lock => client.lock(key).fenced(),
+        HoldKind::Read => client.read_lock(key),
+        HoldKind::Write => client.write_lock(key).fenced(),
+        HoldKind::Permit => client.semaphore(key, args.permits),
     };
     let guard = request
         .ttl(Duration::from_millis(args.ttl_ms))
