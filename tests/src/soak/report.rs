@@ -60,22 +60,27 @@ pub(super) fn report(
         verdict.sections as f64 / elapsed.as_secs_f64().max(1e-9),
         verdict.semaphore_sections,
     );
-    // Each signalled overlap, put down to the fault around its later grant.
-    let mut overlaps_after: BTreeMap<Option<Fault>, u64> = BTreeMap::new();
+    // Each signalled overlap and permit excess, put down to the fault around its later grant.
+    let mut after: BTreeMap<Option<Fault>, (u64, u64)> = BTreeMap::new();
     for overlap in &verdict.signalled_overlaps {
         let cause = nemesis.cause(overlap.later.grant_us, history.key(&overlap.later));
-        *overlaps_after.entry(cause).or_default() += 1;
+        after.entry(cause).or_default().0 += 1;
+    }
+    for excess in &verdict.signalled_excesses {
+        let cause = nemesis.cause(excess.later.grant_us, history.key(&excess.later));
+        after.entry(cause).or_default().1 += 1;
     }
     let _ = writeln!(
         o,
-        "\n| fault | injected | overlaps (holder told late) after it |\n|---|---:|---:|"
+        "\n| fault | injected | overlaps (holder told late) after it | permit excesses (holders \
+         told late) after it |\n|---|---:|---:|---:|"
     );
     for (fault, n) in &nemesis.injected {
-        let overlaps = overlaps_after.get(&Some(*fault)).copied().unwrap_or(0);
-        let _ = writeln!(o, "| {fault:?} | {n} | {overlaps} |");
+        let (overlaps, excesses) = after.get(&Some(*fault)).copied().unwrap_or_default();
+        let _ = writeln!(o, "| {fault:?} | {n} | {overlaps} | {excesses} |");
     }
-    if let Some(n) = overlaps_after.get(&None) {
-        let _ = writeln!(o, "| (no fault nearby) | | {n} |");
+    if let Some((overlaps, excesses)) = after.get(&None) {
+        let _ = writeln!(o, "| (no fault nearby) | | {overlaps} | {excesses} |");
     }
     let _ = writeln!(
         o,
