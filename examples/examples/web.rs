@@ -12,7 +12,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use rlock_examples::seckill::Store;
+use rlock_examples::seckill::{ScratchDatabase, Store};
 use rlock_examples::web::{self, App};
 use rlock_runtime::BoxError;
 
@@ -28,6 +28,10 @@ struct Args {
     stock: u64,
     #[arg(long, value_name = "URL", help = rlock_examples::REDIS_HELP)]
     redis: Option<String>,
+    /// The database of vouchers and orders: `sqlite://<file>` or `postgres://…` [default: a
+    /// SQLite file made for this run].
+    #[arg(long, value_name = "URL", env = "DATABASE_URL")]
+    database: Option<String>,
 }
 
 #[tokio::main]
@@ -40,10 +44,16 @@ async fn serve(args: Args) -> Result<(), BoxError> {
     rlock_examples::prometheus::install();
     let backend = rlock_examples::backend(args.redis).await?;
     println!("locking on {}", backend.description);
-    let store = match &backend.url {
-        Some(url) => Store::connect(url).await?,
-        None => Store::in_memory(),
+    let scratch = match args.database {
+        Some(_) => None,
+        None => Some(ScratchDatabase::new()?),
     };
+    let database = args
+        .database
+        .or_else(|| scratch.as_ref().map(ScratchDatabase::url))
+        .ok_or("no database")?;
+    let store = Store::connect(&database).await?;
+    println!("orders in {:?} at {}", store.dialect(), store.url());
     let app = App::new(store, backend.client.clone());
     app.open_voucher(1, args.stock).await?;
 

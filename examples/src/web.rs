@@ -144,7 +144,7 @@ async fn voucher(
         .stock(voucher_id)
         .await?
         .ok_or(OrderError::UnknownVoucher)?;
-    let orders = store.orders(voucher_id).await?.len() as u64;
+    let orders = store.tally(voucher_id).await?.orders;
     Ok(Json(VoucherState {
         voucher_id,
         stock,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use rlock_examples::seckill::Store;
+use rlock_examples::seckill::{ScratchDatabase, Store};
 use rlock_examples::web::{self, App};
 use rlock_runtime::LockClient;
 use rlock_tests::RedisServer;
@@ -13,21 +13,23 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// Serves the router on a free loopback port, with voucher 1 on sale.
-async fn serve(server: &RedisServer, stock: u64) -> (SocketAddr, App) {
+/// Serves the router on a free loopback port, with voucher 1 on sale in a SQLite file that
+/// lasts as long as the returned `ScratchDatabase`.
+async fn serve(server: &RedisServer, stock: u64) -> (SocketAddr, App, ScratchDatabase) {
     let locks = LockClient::builder()
         .url(server.url())
         .command_timeout(Duration::from_millis(500))
         .connect()
         .await
         .unwrap();
-    let app = App::new(Store::connect(&server.url()).await.unwrap(), locks);
+    let database = ScratchDatabase::new().unwrap();
+    let app = App::new(Store::connect(&database.url()).await.unwrap(), locks);
     app.open_voucher(1, stock).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let router = web::router(app.clone());
     tokio::spawn(async move { axum::serve(listener, router).await });
-    (addr, app)
+    (addr, app, database)
 }
 
 /// One request on its own connection; returns the status code and the JSON body.
@@ -71,7 +73,7 @@ async fn order(addr: SocketAddr, user: u64) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_requests_give_each_user_one_order_and_the_rest_409() {
     let server = RedisServer::start();
-    let (addr, _app) = serve(&server, 100).await;
+    let (addr, _app, _database) = serve(&server, 100).await;
     let (users, per_user) = (30u64, 4);
 
     let requests: Vec<_> = (1..=users)
@@ -119,7 +121,7 @@ async fn concurrent_requests_give_each_user_one_order_and_the_rest_409() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_lock_is_409_with_retry_after_and_no_internals() {
     let server = RedisServer::start();
-    let (addr, app) = serve(&server, 10).await;
+    let (addr, app, _database) = serve(&server, 10).await;
 
     // Another instance is placing user 5's order right now.
     let other_instance = app.locks.sibling();
@@ -148,7 +150,7 @@ async fn a_busy_lock_is_409_with_retry_after_and_no_internals() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_unknown_vouchers_and_sold_out() {
     let server = RedisServer::start();
-    let (addr, _app) = serve(&server, 1).await;
+    let (addr, _app, _database) = serve(&server, 1).await;
 
     let (status, body) = request(addr, "POST", "/vouchers/1/orders", None).await;
     assert_eq!(
@@ -168,7 +170,7 @@ async fn bad_requests_unknown_vouchers_and_sold_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_redis_is_503() {
     let server = RedisServer::start();
-    let (addr, _app) = serve(&server, 10).await;
+    let (addr, _app, _database) = serve(&server, 10).await;
     server.kill();
 
     let (status, body) = order(addr, 1).await;
@@ -184,7 +186,7 @@ async fn metrics_are_served_for_prometheus_labelled_by_key_template() {
     // Installed before any lock of this test binary is taken, counted from then on.
     rlock_examples::prometheus::install();
     let server = RedisServer::start();
-    let (addr, _app) = serve(&server, 10).await;
+    let (addr, _app, _database) = serve(&server, 10).await;
     assert_eq!(order(addr, 7).await.0, 201);
 
     let mut stream = TcpStream::connect(addr).await.unwrap();

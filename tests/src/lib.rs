@@ -28,6 +28,8 @@
 //! The server process lives in [`server`], its command counters in `stats`, and the bare RESP
 //! client the harness uses when it cannot trust the server to be healthy in `resp`. The
 //! examples start their local `redis-server` with the same [`RedisServer::try_start`].
+//! [`postgres::PostgresServer`] starts a throw-away PostgreSQL the same way, for the shop's
+//! tests on a real database.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -58,6 +60,7 @@ pub mod child;
 pub mod deploy;
 pub mod history;
 pub mod locking;
+pub mod postgres;
 pub mod protocol;
 pub mod proxy;
 mod resp;

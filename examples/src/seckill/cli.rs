@@ -17,6 +17,9 @@ pub struct Config {
     pub lock: bool,
     /// The Redis to use (`--redis`); `None` for `REDIS_URL` or a local `redis-server`.
     pub redis: Option<String>,
+    /// The database of vouchers and orders (`--database`, `DATABASE_URL`); `None` for a
+    /// SQLite file made for the run.
+    pub database: Option<String>,
     /// The voucher on sale.
     pub voucher_id: u64,
 }
@@ -30,6 +33,7 @@ impl Default for Config {
             workers: 4,
             lock: true,
             redis: None,
+            database: None,
             voucher_id: 1,
         }
     }
@@ -59,7 +63,7 @@ pub enum Command {
     Run(Config),
     /// Be worker `index` of a run started by a parent process (hidden `--worker INDEX`).
     Worker {
-        /// The run's configuration; `redis` is always set.
+        /// The run's configuration; `redis` and `database` are always set.
         config: Config,
         /// Which share of the requests to send.
         index: u64,
@@ -89,11 +93,15 @@ struct Args {
     /// The Redis to use [default: $REDIS_URL, else a local redis-server, else in-memory].
     #[arg(long, value_name = "URL")]
     redis: Option<String>,
+    /// The database of vouchers and orders: `sqlite://<file>` or `postgres://…` [default: a
+    /// SQLite file made for the run].
+    #[arg(long, value_name = "URL", env = "DATABASE_URL")]
+    database: Option<String>,
     /// The voucher on sale.
     #[arg(long, default_value_t = 1, hide = true)]
     voucher: u64,
     /// Run as worker INDEX of a parent's sale (started by the parent).
-    #[arg(long, value_name = "INDEX", hide = true, requires = "redis")]
+    #[arg(long, value_name = "INDEX", hide = true, requires_all = ["redis", "database"])]
     worker: Option<u64>,
 }
 
@@ -112,6 +120,7 @@ where
         workers: args.workers,
         lock: !args.no_lock,
         redis: args.redis,
+        database: args.database,
         voucher_id: args.voucher,
     };
     Ok(match args.worker {
@@ -140,11 +149,17 @@ mod tests {
         assert!(parse("--workers 65").is_err());
         assert!(parse("--bogus").is_err());
         assert!(parse("--worker 1").is_err(), "a worker needs --redis");
+        assert!(
+            parse("--worker 1 --redis redis://x/").is_err()
+                || std::env::var_os("DATABASE_URL").is_some(),
+            "a worker needs --database"
+        );
         assert_eq!(
-            parse("--worker 1 --redis redis://x/").unwrap(),
+            parse("--worker 1 --redis redis://x/ --database sqlite://d.db").unwrap(),
             Command::Worker {
                 config: Config {
                     redis: Some("redis://x/".into()),
+                    database: Some("sqlite://d.db".into()),
                     ..Config::default()
                 },
                 index: 1

@@ -2,37 +2,38 @@
 //! users firing order requests at once, across several instances of the service.
 //!
 //! Two rules must hold whatever the concurrency: **one order per user**, and **no oversold
-//! stock**. The order path is written the way it usually is, as non-atomic read-then-write
-//! against a store, with a short pause between the check and the write (a database round
-//! trip). Unguarded, concurrent requests all pass the checks before any of them writes, and
-//! both rules break. Guarded, they hold:
+//! stock**. The order path is the reference articles' own, on a SQL database (SQLite by
+//! default, PostgreSQL when `--database` or `DATABASE_URL` names one): read the user's
+//! orders, and if there are none, take one from the stock and write the order in one
+//! transaction. Between the check and the write the service does its own work (pricing, a
+//! call to the payment service: 1 to 2 ms here).
 //!
-//! - `order:<user_id>` (the `#[distributed_lock]` on [`Shop::place_order_locked`]) is held
-//!   around the whole path, so one user's requests run one at a time, on whichever instance
-//!   they land; the second one sees the first one's order. It does not wait: a concurrent
-//!   duplicate is turned away as busy, which is what a double-clicked "buy" button deserves.
-//! - `stock:<voucher_id>` (on [`Shop::take_stock_locked`]) is held only around reading and
-//!   decrementing the stock, because that read-modify-write is shared by *all* users. It
-//!   waits, so that every user gets a fair try while stock lasts. Always taken inside the
-//!   order lock, never the other way round, so the two locks cannot deadlock.
+//! - **No oversold stock** is the database's: `UPDATE … SET stock = stock - 1 WHERE stock >
+//!   0` is atomic, so the stock needs no lock, lock or not.
+//! - **One order per user** is the lock's: the check reads one set of rows and the write adds
+//!   another, and nothing in the transaction ties them. Unguarded, a user's concurrent
+//!   requests all pass the check before any of them writes, and the orders table ends up
+//!   with several orders for one user. `order:<user_id>` (the `#[distributed_lock]` on
+//!   [`Shop::place_order_locked`]) is held around the whole path, so one user's requests run
+//!   one at a time, on whichever instance they land; the second one sees the first one's
+//!   order. It does not wait: a concurrent duplicate is turned away as busy, which is what a
+//!   double-clicked "buy" button deserves.
 //!
-//! A store that can decrement conditionally in one command (a Lua script, or SQL's
-//! `UPDATE … SET stock = stock - 1 WHERE stock > 0`) needs no stock lock and scales better;
-//! the lock is the general answer for a read-modify-write the store cannot do atomically.
+//! A unique index on `(voucher_id, user_id)` would enforce this one rule too, and the tables
+//! have none on purpose: the lock is the general answer, for the rules an index cannot
+//! express (at most three orders per user, one per household, a daily limit).
 //!
-//! Store layout (Redis), for voucher `v`:
+//! The check sits before the write transaction, not inside it: SQLite lets one writer in at
+//! a time and refuses a transaction that read before another's write committed
+//! (`SQLITE_BUSY_SNAPSHOT`), so a check inside it would fail loudly rather than let a
+//! duplicate in. PostgreSQL's default isolation (read committed) lets the duplicate in
+//! either way.
 //!
-//! | key | type | holds |
-//! |---|---|---|
-//! | `seckill:voucher:v:stock` | string | remaining stock |
-//! | `seckill:voucher:v:orders` | list | one user id per order created (the orders table) |
-//! | `seckill:voucher:v:buyers` | set | users who have ordered (the index the check reads) |
+//! The outcome is counted by SQL from the orders table after the run, never from the
+//! requests' own view of what they did.
 //!
-//! The outcome is counted from the orders list after the run, never from the requests' own
-//! view of what they did.
-//!
-//! The lesson is [`Shop`], here; `store` holds the store, `cli` the command line, and `sale`
-//! runs a sale over worker tasks or processes and reports what the store holds afterwards.
+//! The lesson is [`Shop`], here; `store` holds the tables, `cli` the command line, and `sale`
+//! runs a sale over worker tasks or processes and reports what the tables hold afterwards.
 
 mod cli;
 mod sale;
@@ -45,11 +46,10 @@ use rlock_runtime::{BoxError, LockClient, LockError, distributed_lock};
 
 pub use cli::{Command, Config, parse_args};
 pub use sale::{Report, Tally, Workers, run, run_worker, stdout_is_terminal};
-pub use store::Store;
+pub use store::{Dialect, Orders, ScratchDatabase, Store};
 
-/// The pause between a check and the write that depends on it, as a database round trip
-/// would cause: 1 to 2 ms.
-const DB_LATENCY_MICROS: std::ops::RangeInclusive<u64> = 1_000..=2_000;
+/// The service's own work between the check and the write that depends on it: 1 to 2 ms.
+const OWN_WORK_MICROS: std::ops::RangeInclusive<u64> = 1_000..=2_000;
 
 /// Why one order request did not create an order.
 #[derive(Debug)]
@@ -62,7 +62,7 @@ pub enum OrderError {
     UnknownVoucher,
     /// A lock could not be taken (busy, Redis down) or was lost.
     Lock(LockError),
-    /// The store failed or did not answer in time.
+    /// The database failed or did not answer in time.
     Store(BoxError),
 }
 
@@ -73,7 +73,7 @@ impl fmt::Display for OrderError {
             Self::AlreadyOrdered => f.write_str("this user already ordered this voucher"),
             Self::UnknownVoucher => f.write_str("no such voucher"),
             Self::Lock(e) => write!(f, "{e}"),
-            Self::Store(e) => write!(f, "the order store failed: {e}"),
+            Self::Store(e) => write!(f, "the order database failed: {e}"),
         }
     }
 }
@@ -94,16 +94,10 @@ impl From<LockError> for OrderError {
     }
 }
 
-impl From<redis::RedisError> for OrderError {
-    fn from(e: redis::RedisError) -> Self {
-        Self::Store(Box::new(e))
-    }
-}
-
-/// The order service of one instance: its store, its lock client, and whether it locks.
+/// The order service of one instance: its database, its lock client, and whether it locks.
 #[derive(Debug, Clone)]
 pub struct Shop {
-    /// Stock and orders.
+    /// Vouchers and orders.
     pub store: Store,
     /// The locks, shared with every other instance through the backend.
     pub locks: LockClient,
@@ -139,11 +133,13 @@ impl Shop {
         self.place_order(voucher_id, user_id).await
     }
 
-    /// The order path of the reference articles, unguarded: read the stock, check the user
-    /// has no order, take one from the stock, create the order. Every step is a separate
-    /// store command, so concurrent callers interleave between them unless a lock is held.
+    /// The order path of the reference articles, unguarded: read the stock, check that the
+    /// user has no order, then take one from the stock and write the order in one
+    /// transaction. Concurrent callers interleave between the check and the write unless a
+    /// lock is held.
     pub async fn place_order(&self, voucher_id: u64, user_id: u64) -> Result<u64, OrderError> {
-        // A cheap early answer once the sale is over; not authoritative (checked again below).
+        // A cheap early answer once the sale is over; not authoritative (the transaction's
+        // conditional update is).
         match self.store.stock(voucher_id).await? {
             None => return Err(OrderError::UnknownVoucher),
             Some(stock) if stock <= 0 => return Err(OrderError::SoldOut),
@@ -152,38 +148,12 @@ impl Shop {
         if self.store.has_ordered(voucher_id, user_id).await? {
             return Err(OrderError::AlreadyOrdered);
         }
-        if self.lock {
-            self.take_stock_locked(voucher_id).await?;
-        } else {
-            self.take_stock(voucher_id).await?;
-        }
+        own_work().await;
         self.store.create_order(voucher_id, user_id).await
-    }
-
-    /// [`take_stock`](Self::take_stock) while holding `stock:<voucher_id>`. All users share
-    /// this lock, so it is held as briefly as possible and waited for.
-    #[distributed_lock(key = "stock:<voucher_id>", client = self.locks, ttl = "5s", wait = "20s")]
-    pub async fn take_stock_locked(&self, voucher_id: u64) -> Result<(), OrderError> {
-        self.take_stock(voucher_id).await
-    }
-
-    /// Reads the stock and writes it back one lower: a read-modify-write that loses updates
-    /// and sells stock that is gone when two callers interleave.
-    pub async fn take_stock(&self, voucher_id: u64) -> Result<(), OrderError> {
-        let stock = self
-            .store
-            .stock(voucher_id)
-            .await?
-            .ok_or(OrderError::UnknownVoucher)?;
-        if stock <= 0 {
-            return Err(OrderError::SoldOut);
-        }
-        db_latency().await;
-        self.store.set_stock(voucher_id, stock - 1).await
     }
 }
 
-/// The pause a database round trip puts between a check and the write that depends on it.
-async fn db_latency() {
-    tokio::time::sleep(Duration::from_micros(fastrand::u64(DB_LATENCY_MICROS))).await;
+/// The service's own work between a check and the write that depends on it.
+async fn own_work() {
+    tokio::time::sleep(Duration::from_micros(fastrand::u64(OWN_WORK_MICROS))).await;
 }

@@ -1,7 +1,6 @@
-//! Running a sale: every request fired through worker tasks or processes, then the store
-//! counted for duplicate orders and oversold stock.
+//! Running a sale: every request fired through worker tasks or processes, then the orders
+//! table counted by SQL for duplicate orders and oversold stock.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -162,7 +161,7 @@ impl fmt::Display for Report {
                 self.duplicate_users.to_string(),
             ),
             ("stock oversold", self.oversold.to_string()),
-            ("stock left (counter)", self.stock_left.to_string()),
+            ("stock left (vouchers.stock)", self.stock_left.to_string()),
             ("busy rejections", self.tally.busy.to_string()),
             ("already ordered", self.tally.already_ordered.to_string()),
             ("sold out", self.tally.sold_out.to_string()),
@@ -214,19 +213,14 @@ pub async fn run(
     }
     let (tally, elapsed) = outcome?;
 
-    let orders = store.orders(config.voucher_id).await?;
-    let mut per_user: HashMap<u64, u64> = HashMap::new();
-    for user in &orders {
-        *per_user.entry(*user).or_default() += 1;
-    }
-    let orders = orders.len() as u64;
+    let counted = store.tally(config.voucher_id).await?;
     Ok(Report {
         config: config.clone(),
         requests: config.total_requests(),
-        orders,
-        duplicate_users: per_user.values().filter(|&&n| n > 1).count() as u64,
-        oversold: orders.saturating_sub(config.stock),
-        stock_left: store.stock(config.voucher_id).await?.unwrap_or(0),
+        orders: counted.orders,
+        duplicate_users: counted.duplicate_users,
+        oversold: counted.orders.saturating_sub(config.stock),
+        stock_left: counted.stock_left,
         tally,
         elapsed,
     })
@@ -268,10 +262,15 @@ async fn run_processes(
         .redis
         .as_deref()
         .ok_or("worker processes need a Redis URL")?;
+    let database = config
+        .database
+        .as_deref()
+        .ok_or("worker processes need a database URL")?;
     let mut children = Vec::new();
     for index in 0..config.workers {
         let mut child = tokio::process::Command::new(exe)
             .args(["--worker", &index.to_string(), "--redis", url])
+            .args(["--database", database])
             .args(["--users", &config.users.to_string()])
             .args(["--requests", &config.requests.to_string()])
             .args(["--workers", &config.workers.to_string()])
@@ -344,8 +343,12 @@ pub async fn run_worker(config: &Config, index: u64) -> Result<(), BoxError> {
         .redis
         .as_deref()
         .ok_or("a worker needs --redis URL")?;
+    let database = config
+        .database
+        .as_deref()
+        .ok_or("a worker needs --database URL")?;
     let locks = LockClient::connect(url).await?;
-    let store = Store::connect(url).await?;
+    let store = Store::connect(database).await?;
     let shop = Shop::new(store, locks, config.lock);
 
     println!("ready");
@@ -405,7 +408,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn in_memory_sale_with_locks_keeps_both_rules() {
+    async fn a_sale_in_one_process_with_locks_keeps_both_rules() {
         let config = Config {
             stock: 5,
             users: 10,
@@ -413,9 +416,11 @@ mod tests {
             workers: 2,
             ..Config::default()
         };
+        let database = super::super::ScratchDatabase::new().unwrap();
+        let store = Store::connect(&database.url()).await.unwrap();
         let report = run(
             &config,
-            &Store::in_memory(),
+            &store,
             &LockClient::in_memory(),
             Workers::Tasks,
             false,
