@@ -15,6 +15,22 @@ pub async fn client_for(server: &RedisServer, timeout: Duration) -> LockClient {
     client_at(&server.url(), timeout).await
 }
 
+/// How long a test lets a waiter wait: long enough for any grant on a loaded machine; never
+/// a measured time.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A client of `server` with the default configuration.
+///
+/// # Panics
+///
+/// When it cannot connect.
+pub async fn client(server: &RedisServer) -> LockClient {
+    let url = server.url();
+    LockClient::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"))
+}
+
 /// A client of `url` (any topology's URL, or a proxy in front of a server) whose commands
 /// time out after `timeout`.
 ///

@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
-
-/// Long enough for any waiter on a loaded machine; never a measured time.
-const PATIENCE: Duration = Duration::from_secs(30);
+use rlock_tests::locking::PATIENCE;
 
 /// Tasks of 3 clients transfer between two accounts, half naming them one way and half the
 /// other: every transfer completes (no deadlock), and no two run at once on an account.

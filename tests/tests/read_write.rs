@@ -11,14 +11,9 @@ use std::time::Duration;
 
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::{cancel_around_release, keys_left, queued_and_listening};
-
-/// Long enough for any waiter on a loaded machine; never a measured time.
-const PATIENCE: Duration = Duration::from_secs(30);
-
-async fn client(server: &RedisServer) -> LockClient {
-    LockClient::connect(&server.url()).await.unwrap()
-}
+use rlock_tests::locking::{
+    PATIENCE, cancel_around_release, client, keys_left, queued_and_listening,
+};
 
 /// 3 clients × 4 tasks take the lock 12 times each, a third of the takes as the writer:
 /// a writer's body never runs beside another body, readers' bodies only beside readers'.

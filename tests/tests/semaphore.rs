@@ -10,14 +10,9 @@ use std::time::Duration;
 
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::{cancel_around_release, keys_left, queued_and_listening};
-
-/// Long enough for any waiter on a loaded machine; never a measured time.
-const PATIENCE: Duration = Duration::from_secs(30);
-
-async fn client(server: &RedisServer) -> LockClient {
-    LockClient::connect(&server.url()).await.unwrap()
-}
+use rlock_tests::locking::{
+    PATIENCE, cancel_around_release, client, keys_left, queued_and_listening,
+};
 
 /// 4 clients × 6 tasks contend for 3 permits, each task 15 times: the number of bodies
 /// running at once never exceeds 3, and every task gets its turns.

@@ -7,13 +7,10 @@ use std::time::Duration;
 
 use rlock_runtime::{LockClient, LockRequest};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::client_at;
+use rlock_tests::locking::{PATIENCE, client_at};
 use rlock_tests::proxy::FaultProxy;
 
 use crate::SHORT;
-
-/// Long enough for any grant on a loaded machine; never a measured time.
-const PATIENCE: Duration = Duration::from_secs(30);
 
 /// The kinds of lease cut off, and what contends with each: the same request, or for a
 /// reader, a writer (another reader would share it).
