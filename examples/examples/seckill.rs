@@ -46,13 +46,7 @@ async fn sale(mut config: Config) -> Result<(), BoxError> {
 
     // The orders live in a database every instance shares: the one named, or a SQLite file
     // made for this run (and removed after it).
-    let (database, scratch) = match config.database.clone() {
-        Some(url) => (url, None),
-        None => {
-            let scratch = ScratchDatabase::new()?;
-            (scratch.url(), Some(scratch))
-        }
-    };
+    let (database, scratch) = ScratchDatabase::unless_named(config.database.clone())?;
     let store = Store::connect(&database).await?;
     println!(
         "orders in {:?} at {}{}",

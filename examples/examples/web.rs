@@ -44,14 +44,7 @@ async fn serve(args: Args) -> Result<(), BoxError> {
     rlock_examples::prometheus::install();
     let backend = rlock_examples::backend(args.redis).await?;
     println!("locking on {}", backend.description);
-    let scratch = match args.database {
-        Some(_) => None,
-        None => Some(ScratchDatabase::new()?),
-    };
-    let database = args
-        .database
-        .or_else(|| scratch.as_ref().map(ScratchDatabase::url))
-        .ok_or("no database")?;
+    let (database, _scratch) = ScratchDatabase::unless_named(args.database)?;
     let store = Store::connect(&database).await?;
     println!("orders in {:?} at {}", store.dialect(), store.url());
     let app = App::new(store, backend.client.clone());

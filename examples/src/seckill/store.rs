@@ -291,6 +291,18 @@ impl ScratchDatabase {
         Ok(Self { dir })
     }
 
+    /// The database to use: `named` when given, else a scratch file made now (returned, to
+    /// be kept as long as the database is used).
+    pub fn unless_named(named: Option<String>) -> std::io::Result<(String, Option<Self>)> {
+        Ok(match named {
+            Some(url) => (url, None),
+            None => {
+                let scratch = Self::new()?;
+                (scratch.url(), Some(scratch))
+            }
+        })
+    }
+
     /// The URL of its database file (made on first connection).
     pub fn url(&self) -> String {
         format!("sqlite://{}?mode=rwc", self.dir.join("shop.db").display())
