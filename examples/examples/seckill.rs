@@ -12,7 +12,8 @@
 
 use std::process::ExitCode;
 
-use rlock_examples::seckill::{self, Command, Config, ScratchDatabase, Store, Workers};
+use rlock_examples::database::ScratchDatabase;
+use rlock_examples::seckill::{self, Command, Config, Store, Workers};
 use rlock_runtime::BoxError;
 
 #[tokio::main]

@@ -12,7 +12,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use rlock_examples::seckill::{ScratchDatabase, Store};
+use rlock_examples::database::ScratchDatabase;
+use rlock_examples::seckill::Store;
 use rlock_examples::web::{self, App};
 use rlock_runtime::BoxError;
 
@@ -46,7 +47,11 @@ async fn serve(args: Args) -> Result<(), BoxError> {
     println!("locking on {}", backend.description);
     let (database, _scratch) = ScratchDatabase::unless_named(args.database)?;
     let store = Store::connect(&database).await?;
-    println!("orders in {:?} at {}", store.dialect(), store.url());
+    println!(
+        "orders in {:?} at {}",
+        store.dialect(),
+        rlock_examples::redact(store.url())
+    );
     let app = App::new(store, backend.client.clone());
     app.open_voucher(1, args.stock).await?;
 

@@ -1,8 +1,10 @@
 //! Shared helpers for the rlock examples: finding a Redis to run against, and the code of
 //! the flash-sale ([`seckill`]) and web ([`web`]) examples, which their tests call too.
 
+pub mod database;
 mod local_redis;
 pub mod prometheus;
+pub mod reports;
 pub mod seckill;
 pub mod web;
 

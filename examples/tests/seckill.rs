@@ -3,7 +3,8 @@
 //! conditional update's, never oversold either way.
 #![allow(clippy::unwrap_used)]
 
-use rlock_examples::seckill::{self, Config, Dialect, Report, ScratchDatabase, Store, Workers};
+use rlock_examples::database::{Dialect, ScratchDatabase};
+use rlock_examples::seckill::{self, Config, Report, Store, Workers};
 use rlock_runtime::LockClient;
 use rlock_tests::RedisServer;
 use rlock_tests::postgres::PostgresServer;

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use rlock_examples::seckill::{ScratchDatabase, Store};
+use rlock_examples::database::ScratchDatabase;
+use rlock_examples::seckill::Store;
 use rlock_examples::web::{self, App};
 use rlock_runtime::LockClient;
 use rlock_tests::RedisServer;

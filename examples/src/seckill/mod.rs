@@ -44,9 +44,11 @@ use std::time::Duration;
 
 use rlock_runtime::{BoxError, LockClient, LockError, distributed_lock};
 
+use crate::database::DatabaseError;
+
 pub use cli::{Command, Config, parse_args};
 pub use sale::{Report, Tally, Workers, run, run_worker, stdout_is_terminal};
-pub use store::{Dialect, Orders, ScratchDatabase, Store};
+pub use store::{Orders, Store};
 
 /// The service's own work between the check and the write that depends on it: 1 to 2 ms.
 const OWN_WORK_MICROS: std::ops::RangeInclusive<u64> = 1_000..=2_000;
@@ -85,6 +87,12 @@ impl std::error::Error for OrderError {
             Self::Store(e) => Some(&**e),
             _ => None,
         }
+    }
+}
+
+impl From<DatabaseError> for OrderError {
+    fn from(e: DatabaseError) -> Self {
+        Self::Store(Box::new(e))
     }
 }
 

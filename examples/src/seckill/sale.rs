@@ -416,7 +416,7 @@ mod tests {
             workers: 2,
             ..Config::default()
         };
-        let database = super::super::ScratchDatabase::new().unwrap();
+        let database = crate::database::ScratchDatabase::new().unwrap();
         let store = Store::connect(&database.url()).await.unwrap();
         let report = run(
             &config,
