@@ -186,6 +186,9 @@ pub enum Operation {
     Inspect,
     /// Waiting for replicas to confirm a grant (`min_replicas`).
     ConfirmReplicas,
+    /// Posting the client's holder card, which names it to operators' tools (in the
+    /// background; never a lock's error).
+    PostCard,
 }
 
 impl std::fmt::Display for Operation {
@@ -199,6 +202,7 @@ impl std::fmt::Display for Operation {
             Self::Extend => "extend",
             Self::Inspect => "inspect",
             Self::ConfirmReplicas => "wait for replicas",
+            Self::PostCard => "post the holder card",
         })
     }
 }

@@ -228,6 +228,16 @@ pub(crate) fn waiters_key(lock_key: &str) -> String {
     Companion::waiters(lock_key).to_string()
 }
 
+/// Whether `key` is a key kept beside a lock (a queue, a fence record, a Redlock mark)
+/// rather than a lock's own.
+pub(crate) fn is_companion(key: &str) -> bool {
+    COMPANION_SUFFIXES.iter().any(|suffix| {
+        key.strip_suffix(suffix).is_some_and(|rest| {
+            rest.ends_with("}:") && rest.starts_with('{') || rest.ends_with("::")
+        })
+    })
+}
+
 /// The suffixes of the keys kept beside a lock.
 const COMPANION_SUFFIXES: [&str; 3] = ["waiters", "fence", "awaited"];
 

@@ -184,11 +184,12 @@ mod wait;
 
 use std::sync::RwLock;
 
-pub use api::admin::{LockInfo, ReadWriteInfo, SemaphoreInfo};
+pub use api::admin::{LockInfo, LockList, ReadWriteInfo, SemaphoreInfo};
 pub use api::client::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_TTL, LockClient, LockClientBuilder, MAX_COMMAND_TIMEOUT,
 };
 pub use api::guard::LockGuard;
+pub use api::identity::{HOST_VAR, Identity, SERVICE_VAR};
 pub use api::options::{LockOptions, MAX_HOLD, MAX_TTL, OnLost};
 pub use api::request::LockRequest;
 pub use error::{BoxError, LockError, Operation};

@@ -78,6 +78,11 @@ impl LineChild {
         self.line()
     }
 
+    /// The worker's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends a signal by name (`-STOP`, `-CONT`, `-KILL`) with the `kill` command.
     ///
     /// # Panics

@@ -52,3 +52,87 @@ async fn a_foreign_holder_is_seen_and_can_be_broken() {
     assert!(!client.inspect("admin:list").await.unwrap().held);
     assert!(!client.force_unlock("admin:list").await.unwrap());
 }
+
+/// `inspect` from another process names the holder (service, host, pid) and when it was
+/// granted, from the holder's card; the card names only live holds and goes with its client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_names_a_holder_in_another_process_and_when_it_was_granted() {
+    use rlock_tests::child::LineChild;
+    use rlock_tests::locking::PATIENCE;
+    use rlock_tests::protocol::{Command, Line, Outcome};
+    use rlock_tests::worker::{Hold, HoldKind};
+
+    let server = RedisServer::start();
+    let operator = client_for(&server, TIMEOUT).await;
+    let before = std::time::SystemTime::now();
+    let hold = Hold {
+        redis: server.url(),
+        key: "order:42".into(),
+        ttl_ms: 2_000,
+        renew: true,
+        kind: HoldKind::Lock,
+        permits: 1,
+    };
+    let mut holder = LineChild::start(env!("CARGO_BIN_EXE_worker"), &hold.args());
+    let Some(Line::Acquired { token, .. }) = holder.line() else {
+        panic!("the worker did not hold the lock");
+    };
+    // A waiter from a third client, queued behind it.
+    let waiter = client_for(&server, TIMEOUT).await;
+    let waiting = tokio::spawn(async move {
+        waiter
+            .lock("order:42")
+            .wait(PATIENCE)
+            .acquire()
+            .await
+            .map(drop)
+    });
+
+    // Listed once it has lasted a pass of its client's card keeper.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let info = loop {
+        let info = operator.inspect("order:42").await.unwrap();
+        if info.holder.is_some() && info.waiters == Some(1) {
+            break info;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never named: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let named = info.holder.clone().unwrap();
+    assert_eq!(
+        (named.service.as_str(), named.pid),
+        ("worker", holder.pid()),
+        "{info:?}"
+    );
+    assert_eq!(named.host, operator.identity().host);
+    assert_eq!(info.token.as_deref(), Some(token.as_str()));
+    let granted = info.granted_at.unwrap();
+    assert!(granted >= before - Duration::from_secs(1), "{info:?}");
+    assert!(granted <= std::time::SystemTime::now(), "{info:?}");
+    assert!(info.held && !info.held_here);
+
+    assert_eq!(
+        holder.ask(Command::Release),
+        Some(Line::Released(Outcome::Ok))
+    );
+    waiting.await.unwrap().unwrap();
+    drop(holder);
+    // The worker has exited: its card expires with its lease, naming nobody meanwhile.
+    let client_id = token.split_once(':').unwrap().0.to_owned();
+    let mut raw = server.raw().await;
+    let mut card_left = true;
+    for _ in 0..(PATIENCE.as_millis() / 100) {
+        card_left = raw
+            .exists(format!("rlock:holder:{client_id}"))
+            .await
+            .unwrap();
+        if !card_left {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!card_left, "the card outlived its client");
+}

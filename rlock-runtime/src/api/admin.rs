@@ -1,12 +1,14 @@
 //! Looking at a lock from outside, and breaking it: Redisson's `isLocked`,
 //! `remainTimeToLive` and `forceUnlock`, redis-py's `locked()` and `owned()`.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::api::client::LockClient;
+use crate::api::identity::Identity;
 use crate::backend::{Feature, Holder, Kind, Lease, LeaseStore};
 use crate::error::LockError;
 use crate::key::IntoLockKey;
+use crate::lease::card;
 use crate::metrics::Count;
 
 /// What [`LockClient::inspect`] found about one lock.
@@ -41,7 +43,46 @@ pub struct LockInfo {
     /// waiter died stays until a release or its queue's expiry skips it). `None` where no
     /// queue is kept in Redis (Redlock, in process).
     pub waiters: Option<u32>,
+    /// The holder's owner token (`<client id>:<n>`), as stored under the key.
+    pub token: Option<String>,
+    /// Who holds it: the service, host and process of the holding client, read from the
+    /// client's holder card ([`Identity`]). `None` for a client that is not rlock, or one
+    /// none of whose holds has lasted about a second yet (a client posts its card, and lists
+    /// a hold on it, once the hold has lasted that long).
+    pub holder: Option<Identity>,
+    /// When the holder was granted the lock, by the holder's clock (the moment its acquire
+    /// request went out: the grant came no earlier). `None` until the hold is listed on its
+    /// client's card, about a second into it.
+    pub granted_at: Option<SystemTime>,
 }
+
+/// What [`LockClient::list`] found: lock keys matching a pattern, as far as its bounds let
+/// it look.
+///
+/// ```
+/// use rlock_runtime::LockClient;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+/// let client = LockClient::in_memory();
+/// let _a = client.lock("order:1").acquire().await?;
+/// let _b = client.lock("order:2").acquire().await?;
+/// let found = client.list("order:*", 100).await?;
+/// assert_eq!(found.keys, ["order:1", "order:2"]);
+/// assert!(found.complete);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct LockList {
+    /// The keys, as locks name them (without the client's namespace), sorted. A lock's
+    /// queue, fence record and the holder cards are not listed.
+    pub keys: Vec<String>,
+    /// Whether the scan ran to its end; `false` when the limit stopped it first.
+    pub complete: bool,
+}
+
+/// Keys a `SCAN` page asks each node to look at.
+const SCAN_PAGE: u32 = 200;
 
 /// What [`LockClient::inspect_read_write`] found about one read-write lock.
 ///
@@ -124,13 +165,91 @@ impl LockClient {
                 .into_iter()
                 .find(|hold| hold.token() == token && !hold.is_lost())
         });
+        let (named, granted_at) = match &holder.token {
+            Some(token) => self.read_card(token).await?,
+            None => (None, None),
+        };
         Ok(LockInfo {
             held: holder.token.is_some(),
             remaining: holder.remaining,
             held_here: ours.is_some(),
             hold_count: ours.map_or(0, |hold| hold.guard_count()),
             waiters: holder.queued,
+            token: holder.token,
+            holder: named,
+            granted_at,
         })
+    }
+
+    /// Lock keys matching the glob `pattern` (Redis's `*`, `?`, `[…]`; in process only a
+    /// trailing `*`), at most `limit` of them. It reads by `SCAN` with a page size on every
+    /// node (a cluster's masters), each page within the command timeout, and stops at the
+    /// limit or after `limit / 200 + 10` pages per node; it never runs `KEYS`, so it does not
+    /// block Redis however many keys there are. A snapshot, as [`inspect`](Self::inspect).
+    ///
+    /// See [`LockList`] for an example.
+    pub async fn list(&self, pattern: &str, limit: usize) -> Result<LockList, LockError> {
+        let namespace = self.shared().namespace.as_deref();
+        let in_namespace = match namespace {
+            Some(ns) => format!("{ns}:{pattern}"),
+            None => pattern.to_owned(),
+        };
+        let owned_namespace = namespace.map(str::to_owned);
+        let unprefixed = move |key: &str| -> Option<String> {
+            match &owned_namespace {
+                Some(ns) => key
+                    .strip_prefix(ns.as_str())?
+                    .strip_prefix(':')
+                    .map(str::to_owned),
+                None => Some(key.to_owned()),
+            }
+        };
+        let is_lock = {
+            let unprefixed = unprefixed.clone();
+            move |key: &str| {
+                unprefixed(key).is_some_and(|k| !crate::key::is_companion(&k) && !card::is_card(&k))
+            }
+        };
+        let scanned = self
+            .shared()
+            .engine
+            .backend
+            .scan(&in_namespace, SCAN_PAGE, limit, &is_lock)
+            .await?;
+        let keys = scanned
+            .keys
+            .iter()
+            .filter_map(|key| unprefixed(key))
+            .collect();
+        Ok(LockList {
+            keys,
+            complete: scanned.complete,
+        })
+    }
+
+    /// The holder named by the card of `token`'s client, and the hold's grant time.
+    async fn read_card(
+        &self,
+        token: &str,
+    ) -> Result<(Option<Identity>, Option<SystemTime>), LockError> {
+        let Some((client, _)) = token.rsplit_once(':') else {
+            return Ok((None, None));
+        };
+        let key = card::key(self.shared().namespace.as_deref(), client);
+        let mut fields = card::NAME_FIELDS.to_vec();
+        fields.push(card::hold_field(token));
+        let card = self
+            .shared()
+            .engine
+            .backend
+            .read_card(&key, &fields)
+            .await?;
+        let granted_at = card
+            .values
+            .get(card::NAME_FIELDS.len())
+            .and_then(|ms| ms.as_deref()?.parse::<u64>().ok())
+            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms));
+        Ok((Identity::from_card(&card.values), granted_at))
     }
 
     /// Reads a semaphore's permits in use, its count and its waiters, in one atomic read

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::api::identity::Identity;
 use crate::api::options::OnLost;
 use crate::api::url::{CLUSTER_SCHEME, Deployment, REDLOCK_SCHEME, SENTINEL_SCHEME, joined};
 use crate::backend::cluster::{ClusterOpener, ClusterStore};
@@ -60,6 +61,8 @@ pub(crate) struct ClientShared {
     pub(crate) default_wait: Duration,
     /// What a locked body does on a lost lease, for locks that do not say.
     pub(crate) default_on_lost: OnLost,
+    /// Its name on the holder cards of its long holds.
+    pub(crate) identity: Identity,
 }
 
 impl LockClient {
@@ -136,13 +139,18 @@ impl LockClient {
         let inner = &self.inner;
         Self {
             inner: Arc::new(ClientShared {
-                engine: Engine::new(inner.engine.backend.clone()),
+                engine: Engine::new(
+                    inner.engine.backend.clone(),
+                    inner.namespace.as_deref(),
+                    inner.identity.card_values(),
+                ),
                 namespace: inner.namespace.clone(),
                 default_ttl: inner.default_ttl,
                 command_timeout: inner.command_timeout,
                 min_replicas: inner.min_replicas,
                 default_wait: inner.default_wait,
                 default_on_lost: inner.default_on_lost,
+                identity: inner.identity.clone(),
             }),
         }
     }
@@ -169,6 +177,11 @@ impl LockClient {
         key.in_namespace(self.inner.namespace.as_deref())
     }
 
+    /// The name this client gives operators' tools (see [`Identity`]).
+    pub fn identity(&self) -> &Identity {
+        &self.inner.identity
+    }
+
     pub(crate) fn id(&self) -> Uuid {
         self.inner.engine.id()
     }
@@ -193,6 +206,7 @@ pub struct LockClientBuilder {
     min_replicas: u32,
     default_wait: Duration,
     default_on_lost: OnLost,
+    identity: Option<Identity>,
 }
 
 impl Default for LockClientBuilder {
@@ -207,6 +221,7 @@ impl Default for LockClientBuilder {
             min_replicas: 0,
             default_wait: Duration::ZERO,
             default_on_lost: OnLost::Abort,
+            identity: None,
         }
     }
 }
@@ -292,6 +307,21 @@ impl LockClientBuilder {
     /// ```
     pub fn default_wait(mut self, wait: Duration) -> Self {
         self.default_wait = wait;
+        self
+    }
+
+    /// The name the client gives operators' tools: on the holder card of every lock it
+    /// keeps for a second or more, which [`LockClient::inspect`] reads from any process.
+    /// By default [`Identity::of_this_process`] (`RLOCK_SERVICE`, `RLOCK_HOST`).
+    ///
+    /// ```
+    /// use rlock_runtime::{Identity, LockClient};
+    ///
+    /// let client = LockClient::builder().identity(Identity::new("billing")).in_memory();
+    /// assert_eq!(client.identity().service, "billing");
+    /// ```
+    pub fn identity(mut self, identity: Identity) -> Self {
+        self.identity = Some(identity);
         self
     }
 
@@ -475,10 +505,12 @@ impl LockClientBuilder {
     }
 
     fn build(self, backend: Backend) -> LockClient {
+        let namespace = self.namespace.filter(|ns| !ns.is_empty());
+        let identity = self.identity.unwrap_or_else(Identity::of_this_process);
         LockClient {
             inner: Arc::new(ClientShared {
-                engine: Engine::new(backend),
-                namespace: self.namespace.filter(|ns| !ns.is_empty()),
+                engine: Engine::new(backend, namespace.as_deref(), identity.card_values()),
+                namespace,
                 default_ttl: if self.default_ttl.is_zero() {
                     DEFAULT_TTL
                 } else {
@@ -492,6 +524,7 @@ impl LockClientBuilder {
                 min_replicas: self.min_replicas,
                 default_wait: self.default_wait,
                 default_on_lost: self.default_on_lost,
+                identity,
             }),
         }
     }

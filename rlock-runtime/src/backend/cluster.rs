@@ -110,6 +110,47 @@ impl Opener for ClusterOpener {
         redis::from_redis_value(acked).map_err(Into::into)
     }
 
+    /// The masters `CLUSTER NODES` lists as serving (not failed, not a handshake).
+    async fn scan_nodes(mut conn: ClusterConnection) -> RedisResult<Vec<Option<(String, u16)>>> {
+        let nodes = conn
+            .route_command(
+                redis::cmd("CLUSTER").arg("NODES").clone(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+            )
+            .await?;
+        let text: String = redis::from_redis_value(nodes)?;
+        Ok(text
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split_whitespace();
+                let address = fields.nth(1)?;
+                let flags = fields.next()?;
+                let serving = flags.split(',').any(|f| f == "master")
+                    && !flags
+                        .split(',')
+                        .any(|f| f.starts_with("fail") || f == "handshake");
+                let (host, port) = address.split('@').next()?.rsplit_once(':')?;
+                serving.then(|| Some((host.to_owned(), port.parse().ok()?)))?
+            })
+            .map(Some)
+            .collect())
+    }
+
+    async fn scan_page(
+        mut conn: ClusterConnection,
+        node: Option<(String, u16)>,
+        cmd: Cmd,
+    ) -> RedisResult<(u64, Vec<String>)> {
+        let routing = match node {
+            Some((host, port)) => {
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port })
+            }
+            None => RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+        };
+        let page = conn.route_command(cmd, routing).await?;
+        redis::from_redis_value(page).map_err(Into::into)
+    }
+
     async fn asked(mut conn: ClusterConnection, cmd: &Cmd, ask: &RedisError) -> RedisResult<Value> {
         let target = ask.redirect_node().and_then(|(node, _slot)| {
             let (host, port) = node.rsplit_once(':')?;

@@ -96,6 +96,25 @@ pub(crate) trait Opener: Clone + Send + Sync + 'static {
         false
     }
 
+    /// The nodes a key scan visits, each as the address to route its `SCAN` pages to: the one
+    /// server (`None`), or a cluster's masters.
+    fn scan_nodes(
+        conn: Self::Conn,
+    ) -> impl Future<Output = RedisResult<Vec<Option<(String, u16)>>>> + Send {
+        let _ = conn;
+        std::future::ready(Ok(vec![None]))
+    }
+
+    /// One `SCAN` page: `cmd` (`SCAN <cursor> MATCH … COUNT …`) on `node`.
+    fn scan_page(
+        mut conn: Self::Conn,
+        node: Option<(String, u16)>,
+        cmd: Cmd,
+    ) -> impl Future<Output = RedisResult<(u64, Vec<String>)>> + Send {
+        let _ = node;
+        async move { cmd.query_async(&mut conn).await }
+    }
+
     /// Whether `e` is an `ASK` redirect, followed with [`asked`](Self::asked). Only a
     /// cluster redirects.
     fn redirects(e: &RedisError) -> bool {

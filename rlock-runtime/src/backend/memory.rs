@@ -11,7 +11,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{
-    Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, Misfit, Permits, ReleaseListener,
+    Attempt, AttemptAsks, CardFields, CardPost, Holder, KeepKey, Kind, Lease, LeaseStore, Misfit,
+    Permits, ReleaseListener, Scanned,
 };
 use crate::error::LockError;
 
@@ -27,6 +28,8 @@ struct Shared {
     last_fence: AtomicU64,
     /// The waiters of every client on this backend, told of each release.
     listeners: Mutex<Vec<Weak<dyn ReleaseListener>>>,
+    /// Holder cards by key (no expiry: a client in process deletes its card when it goes).
+    cards: Mutex<HashMap<String, HashMap<String, String>>>,
 }
 
 #[derive(Debug, Default)]
@@ -332,6 +335,76 @@ impl MemoryBackend {
 }
 
 impl LeaseStore for MemoryBackend {
+    async fn post_card(&self, post: CardPost<'_>) -> Result<bool, LockError> {
+        let mut cards = self
+            .inner
+            .cards
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let existed = cards.contains_key(post.key);
+        let card = cards.entry(post.key.to_owned()).or_default();
+        card.extend(post.set.iter().cloned());
+        for field in post.delete {
+            card.remove(field);
+        }
+        // As the script does: a card naming no hold goes.
+        if card.len() <= 3 {
+            cards.remove(post.key);
+        }
+        Ok(existed)
+    }
+
+    /// The plain locks' keys only, for a pattern with at most a trailing `*`: listing in
+    /// process is for tests; operators list Redis.
+    async fn scan(
+        &self,
+        pattern: &str,
+        _page: u32,
+        limit: usize,
+        keep: &KeepKey,
+    ) -> Result<Scanned, LockError> {
+        let prefix = pattern.strip_suffix('*').unwrap_or(pattern);
+        if prefix.contains(['*', '?', '[']) {
+            return Err(LockError::InvalidConfig(format!(
+                "in process, a key pattern may only end in `*`: {pattern:?}"
+            )));
+        }
+        let exact = !pattern.ends_with('*');
+        let mut keys: Vec<String> = self
+            .locks()
+            .entries
+            .keys()
+            .filter(|k| {
+                if exact {
+                    *k == prefix
+                } else {
+                    k.starts_with(prefix)
+                }
+            })
+            .filter(|k| keep(k))
+            .cloned()
+            .collect();
+        keys.sort();
+        let complete = keys.len() <= limit;
+        keys.truncate(limit);
+        Ok(Scanned { keys, complete })
+    }
+
+    async fn read_card(&self, key: &str, fields: &[&str]) -> Result<CardFields, LockError> {
+        let cards = self
+            .inner
+            .cards
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let card = cards.get(key);
+        Ok(CardFields {
+            values: fields
+                .iter()
+                .map(|f| card.and_then(|c| c.get(*f).cloned()))
+                .collect(),
+        })
+    }
+
     async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {
         let now = Instant::now();
         let mut locks = self.locks();

@@ -170,6 +170,41 @@ pub(crate) struct Holder {
     pub(crate) permits: Option<Permits>,
 }
 
+/// A change to a client's holder card (`scripts/card.lua`): fields to set and to delete, and
+/// the card's lease from now. Every call sets the client's name too, so a card that
+/// expired comes back whole.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CardPost<'a> {
+    /// The card's key.
+    pub(crate) key: &'a str,
+    /// How long the card lives unless posted again.
+    pub(crate) lease: Duration,
+    /// Fields and values to set: the client's name, and holds with their grant times.
+    pub(crate) set: &'a [(String, String)],
+    /// Fields to delete: holds that ended.
+    pub(crate) delete: &'a [String],
+}
+
+/// A holder card's fields read for one hold (`HMGET`): the client's name, and the hold's
+/// grant time when the card lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct CardFields {
+    /// `@service`, `@host`, `@pid`, then the hold's field; `None` where absent.
+    pub(crate) values: Vec<Option<String>>,
+}
+
+/// Which keys a scan keeps (and counts towards its limit).
+pub(crate) type KeepKey = dyn Fn(&str) -> bool + Send + Sync;
+
+/// Keys found by a bounded scan.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Scanned {
+    /// The keys, each once.
+    pub(crate) keys: Vec<String>,
+    /// Whether every node's scan ran to its end (else a bound stopped it).
+    pub(crate) complete: bool,
+}
+
 /// A semaphore's permits in use (or a read-write lock's readers), as inspected.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Permits {
@@ -309,6 +344,29 @@ pub(crate) trait LeaseStore {
         key: &str,
     ) -> impl Future<Output = Result<Holder, LockError>> + Send;
 
+    /// Posts a change to a holder card; `Ok(false)` when the card had expired before it (the
+    /// caller posts it whole again). Redlock: to every master, at least one answering.
+    fn post_card(&self, post: CardPost<'_>)
+    -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// Keys matching the glob `pattern`, by `SCAN … COUNT page` on every node (a cluster's
+    /// masters, every Redlock master), at most `limit` keys that `keep` keeps and `limit / page + 10` pages
+    /// per node, each page within the command timeout. Never `KEYS`.
+    fn scan(
+        &self,
+        pattern: &str,
+        page: u32,
+        limit: usize,
+        keep: &KeepKey,
+    ) -> impl Future<Output = Result<Scanned, LockError>> + Send;
+
+    /// Reads `fields` of the holder card at `key` (all `None` when there is no card).
+    fn read_card(
+        &self,
+        key: &str,
+        fields: &[&str],
+    ) -> impl Future<Output = Result<CardFields, LockError>> + Send;
+
     /// Waits (within the command timeout) until `replicas` replicas have the grant of
     /// `lease`; returns how many confirmed it.
     fn confirm_replicas(
@@ -411,6 +469,24 @@ impl LeaseStore for Backend {
 
     async fn confirm_replicas(&self, lease: Lease<'_>, replicas: u32) -> Result<u32, LockError> {
         each!(self, b => b.confirm_replicas(lease, replicas).await)
+    }
+
+    async fn post_card(&self, post: CardPost<'_>) -> Result<bool, LockError> {
+        each!(self, b => b.post_card(post).await)
+    }
+
+    async fn read_card(&self, key: &str, fields: &[&str]) -> Result<CardFields, LockError> {
+        each!(self, b => b.read_card(key, fields).await)
+    }
+
+    async fn scan(
+        &self,
+        pattern: &str,
+        page: u32,
+        limit: usize,
+        keep: &KeepKey,
+    ) -> Result<Scanned, LockError> {
+        each!(self, b => b.scan(pattern, page, limit, keep).await)
     }
 }
 

@@ -24,7 +24,8 @@ use tokio::time::Instant;
 use super::endpoint::Endpoint;
 use super::scripted::RedisNode;
 use super::{
-    Attempt, AttemptAsks, Feature, Holder, Kind, Lease, LeaseStore, ReleaseFeed, ReleaseListener,
+    Attempt, AttemptAsks, CardFields, CardPost, Feature, Holder, KeepKey, Kind, Lease, LeaseStore,
+    ReleaseFeed, ReleaseListener, Scanned,
 };
 use crate::error::{LockError, Operation};
 use crate::util::tuning::{REDLOCK_NODE_TIMEOUT_DIVISOR, lease_margin};
@@ -325,6 +326,79 @@ impl LeaseStore for Redlock {
             }
         }
         Ok(Holder::default())
+    }
+
+    /// On every master, so that the card is read wherever a majority holds the lock; one
+    /// that answers is enough (the card is a name for operators, not a grant).
+    async fn post_card(&self, post: CardPost<'_>) -> Result<bool, LockError> {
+        let answers = join_all(self.nodes.iter().map(|n| n.post_card(post))).await;
+        let mut first_error = None;
+        let mut existed = None;
+        for answer in answers {
+            match answer {
+                // Expired on any master that answered: posted whole again next time.
+                Ok(was) => existed = Some(existed.unwrap_or(true) && was),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match (existed, first_error) {
+            (Some(existed), _) => Ok(existed),
+            (None, Some(e)) => Err(e),
+            (None, None) => Ok(false),
+        }
+    }
+
+    /// Every master's keys, together.
+    async fn scan(
+        &self,
+        pattern: &str,
+        page: u32,
+        limit: usize,
+        keep: &KeepKey,
+    ) -> Result<Scanned, LockError> {
+        let answers = join_all(
+            self.nodes
+                .iter()
+                .map(|n| n.scan(pattern, page, limit, keep)),
+        )
+        .await;
+        let mut found = Scanned {
+            keys: Vec::new(),
+            complete: true,
+        };
+        for answer in answers {
+            let scanned = answer?;
+            found.keys.extend(scanned.keys);
+            found.complete &= scanned.complete;
+        }
+        found.keys.sort();
+        found.keys.dedup();
+        found.complete &= found.keys.len() <= limit;
+        found.keys.truncate(limit);
+        Ok(found)
+    }
+
+    /// From the first master that has the card.
+    async fn read_card(&self, key: &str, fields: &[&str]) -> Result<CardFields, LockError> {
+        let answers = join_all(self.nodes.iter().map(|n| n.read_card(key, fields))).await;
+        let mut first_error = None;
+        let mut empty = None;
+        for answer in answers {
+            match answer {
+                Ok(card) if card.values.iter().any(Option::is_some) => return Ok(card),
+                Ok(card) => empty = Some(card),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match (empty, first_error) {
+            (Some(card), _) => Ok(card),
+            (None, Some(e)) => Err(e),
+            (None, None) => Ok(CardFields::default()),
+        }
     }
 
     /// Refused before any lock is taken ([`Feature::ReplicaAcks`]).

@@ -18,14 +18,18 @@ use super::endpoint::Endpoint;
 use super::pubsub::{Announcing, Connector, Feed};
 use super::scripts::{Lua, ScriptCall, Waiters, query};
 use super::{
-    Attempt, AttemptAsks, Holder, Kind, Lease, LeaseStore, Misfit, Permits, QueueAsk, QueueCall,
-    ReleaseListener, millis,
+    Attempt, AttemptAsks, CardFields, CardPost, Holder, KeepKey, Kind, Lease, LeaseStore, Misfit,
+    Permits, QueueAsk, QueueCall, ReleaseListener, Scanned, millis,
 };
 use crate::error::{LockError, Operation};
 use crate::key::Companion;
 use crate::util::tuning::{
     HANDOFF_LEASE, REPLICA_WAIT_DIVISOR, WAITERS_MARK_SLACK, WAITERS_QUEUE_LEASE, WAITERS_QUEUE_MAX,
 };
+
+/// Posts holder cards (`scripts/card.lua`); off the locks' path, so not loaded up front.
+static CARD: std::sync::LazyLock<Lua> =
+    std::sync::LazyLock::new(|| Lua::new(include_str!("../../scripts/card.lua")));
 
 /// Who releases: the holder, or a waiter leaving the queue (which gives up its entry, and a
 /// lock handed to it meanwhile).
@@ -460,6 +464,84 @@ impl<O: Opener> LeaseStore for Scripted<O> {
             queued: u32::try_from(queued).ok(),
             permits,
         })
+    }
+
+    async fn post_card(&self, post: CardPost<'_>) -> Result<bool, LockError> {
+        let mut call = CARD.call(&[post.key]);
+        call.arg(millis(post.lease)).arg(post.set.len());
+        for (field, value) in post.set {
+            call.arg(field).arg(value);
+        }
+        for field in post.delete {
+            call.arg(field);
+        }
+        let existed: i64 = self
+            .invoke(Operation::PostCard, self.conn.timeout(), &call)
+            .await?;
+        Ok(existed == 1)
+    }
+
+    async fn scan(
+        &self,
+        pattern: &str,
+        page: u32,
+        limit: usize,
+        keep: &KeepKey,
+    ) -> Result<Scanned, LockError> {
+        let timeout = self.conn.timeout();
+        let nodes = self
+            .conn
+            .call(Operation::Inspect, timeout, |c| O::scan_nodes(c))
+            .await?;
+        let most_pages = limit / page.max(1) as usize + 10;
+        let mut found = Scanned {
+            keys: Vec::new(),
+            complete: true,
+        };
+        for node in nodes {
+            let mut cursor = 0u64;
+            let mut pages = 0;
+            loop {
+                if found.keys.len() >= limit || pages >= most_pages {
+                    found.complete = false;
+                    break;
+                }
+                let mut cmd = redis::cmd("SCAN");
+                cmd.arg(cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(page);
+                let node = node.clone();
+                let (next, keys) = self
+                    .conn
+                    .call(Operation::Inspect, timeout, |c| O::scan_page(c, node, cmd))
+                    .await?;
+                pages += 1;
+                found.keys.extend(keys.into_iter().filter(|k| keep(k)));
+                cursor = next;
+                if cursor == 0 {
+                    break;
+                }
+            }
+        }
+        found.keys.sort();
+        found.keys.dedup();
+        found.complete &= found.keys.len() <= limit;
+        found.keys.truncate(limit);
+        Ok(found)
+    }
+
+    async fn read_card(&self, key: &str, fields: &[&str]) -> Result<CardFields, LockError> {
+        let mut read = redis::cmd("HMGET");
+        read.arg(key).arg(fields);
+        let values: Vec<Option<String>> = self
+            .conn
+            .call(Operation::Inspect, self.conn.timeout(), |c| {
+                query::<O, Vec<Option<String>>>(c, &read)
+            })
+            .await?;
+        Ok(CardFields { values })
     }
 
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {

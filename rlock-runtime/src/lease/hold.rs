@@ -271,6 +271,11 @@ impl Hold {
         self.fence
     }
 
+    /// When its acquire request was sent: the grant came no earlier.
+    pub(crate) fn granted_at(&self) -> Instant {
+        self.granted_at
+    }
+
     /// The next moment the watchdog must look at this hold.
     pub(crate) fn next_event(&self) -> Option<Instant> {
         self.state().next_event()
@@ -709,7 +714,11 @@ mod tests {
     /// A hold of `k` (ttl 3 s, renewal on) taken at `t0` in an in-process backend, not watched
     /// by any watchdog: the test drives it.
     async fn hold(t0: Instant) -> Arc<Hold> {
-        let engine = Engine::new(Backend::Memory(MemoryBackend::default()));
+        let engine = Engine::new(
+            Backend::Memory(MemoryBackend::default()),
+            None,
+            Default::default(),
+        );
         let lease = Lease {
             kind: Kind::Lock,
             key: "k",

@@ -2,6 +2,7 @@
 //! at a time; waiting is the façade's loop over the waiting layer), owns every hold's state
 //! ([`hold`]), and keeps holds alive and watched ([`watchdog`]).
 
+pub(crate) mod card;
 pub(crate) mod hold;
 pub(crate) mod tasks;
 pub(crate) mod waiting;
@@ -27,6 +28,7 @@ use crate::util::tuning::{
 };
 use crate::wait::{Place, WaitQueues};
 
+use card::Card;
 pub(crate) use hold::Hold;
 use tasks::TaskLeases;
 use watchdog::Watchdog;
@@ -112,13 +114,19 @@ pub(crate) struct Engine {
     pub(crate) lateness: Lateness,
     /// The read-write leases each task holds.
     pub(crate) tasks: TaskLeases,
+    /// The card that names this client and its long holds to operators' tools.
+    pub(crate) card: Card,
 }
 
 impl Engine {
-    pub(crate) fn new(backend: Backend) -> Arc<Self> {
+    /// An engine on `backend` whose holder card lives in `namespace` and names the client
+    /// as `name` (service, host, pid).
+    pub(crate) fn new(backend: Backend, namespace: Option<&str>, name: [String; 3]) -> Arc<Self> {
         let tokens = TokenSource::new();
         let queues = WaitQueues::new(&backend, &tokens.client_id().simple().to_string());
+        let card = Card::new(namespace, tokens.client_id(), name);
         Arc::new(Self {
+            card,
             backend,
             tokens,
             counters: Counters::default(),
@@ -341,6 +349,7 @@ impl Engine {
         let hold = Hold::new(self.clone(), key.clone(), redis_key.to_owned(), grant, plan);
         self.counters.add(Count::Acquired, 1);
         self.watchdog.watch(self, &hold);
+        self.card.wake(self);
         crate::util::trace::debug_event!(key = key.as_str(), fence = ?hold.fence(), "rlock: acquired");
         hold
     }

@@ -78,6 +78,15 @@ impl Watchdog {
             .collect()
     }
 
+    /// Every live hold of the client.
+    pub(crate) fn holds(&self) -> Vec<Arc<Hold>> {
+        self.state()
+            .holds
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
     /// Stops watching a hold (it was released).
     pub(crate) fn forget(&self, id: u64) {
         self.state().holds.remove(&id);

@@ -145,6 +145,18 @@ pub(crate) fn backoff(min: Duration, max: Duration, attempt: u32) -> Duration {
         .min(max)
 }
 
+/// How often a client's holder card is brought up to date, and how long a hold must have
+/// lasted to be listed on it (shorter ones end before an operator could ask).
+pub(crate) const CARD_PASS: Duration = Duration::from_secs(1);
+/// A holder card's lease: how long it outlives a client that died (three passes).
+pub(crate) const CARD_LEASE: Duration = Duration::from_secs(3);
+/// Most holds one card lists (the longest-held first), so that a client holding a great
+/// many locks posts a bounded card.
+pub(crate) const CARD_MAX_HOLDS: usize = 1_000;
+/// Most holds added to a card in one post (the rest at the next pass): one script call's
+/// arguments stay well inside what Lua's `unpack` takes.
+pub(crate) const CARD_BATCH: usize = 500;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,196 @@
+//! The holder card: a hash in Redis that names this client (service, host, pid) and lists
+//! the holds it has kept for a while, each with when it was granted, so that `inspect` from
+//! any process (an operator's `rlock inspect`) can say who holds a lock and since when.
+//! No lock script reads or writes it; the lock key keeps its plain token.
+//!
+//! What the keeper keeps true:
+//! - **Off the locks' path.** A grant only checks a flag ([`Card::wake`]); the keeper is a
+//!   task on the background runtime that looks at the watchdog's holds once per
+//!   [`CARD_PASS`].
+//! - **Listed.** A hold that has lasted a pass and is still held is on the card after the
+//!   keeper's next pass that Redis answers (at most [`CARD_MAX_HOLDS`], longest-held first;
+//!   [`CARD_BATCH`] added per pass). A hold that ended leaves it at the next answered pass.
+//!   A card that expired meanwhile (Redis answered that it was gone) is posted whole again.
+//! - **Bounded in time.** Every pass with something listed posts the card with a lease of
+//!   [`CARD_LEASE`]: it outlives a client that died by at most that. A client dropped
+//!   deletes it at the keeper's next pass.
+//! - **Only while held.** With nothing listed and nothing posted the keeper stops; the next
+//!   hold starts it again. Stopping re-checks for holds after clearing the flag, so a grant
+//!   racing the stop cannot go unlisted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use uuid::Uuid;
+
+use super::Engine;
+use crate::backend::{Backend, CardPost, LeaseStore};
+use crate::util::tuning::{CARD_BATCH, CARD_LEASE, CARD_MAX_HOLDS, CARD_PASS};
+
+/// The card's fields that name the client; every other field is a hold's.
+pub(crate) const NAME_FIELDS: [&str; 3] = ["@service", "@host", "@pid"];
+
+/// One client's card: where it lives, what it says of the client, and whether its keeper
+/// runs.
+#[derive(Debug)]
+pub(crate) struct Card {
+    key: String,
+    name: Vec<(String, String)>,
+    running: AtomicBool,
+}
+
+impl Card {
+    /// The card of client `client`, in `namespace`, naming it `service` on `host` as `pid`.
+    pub(crate) fn new(namespace: Option<&str>, client: Uuid, name: [String; 3]) -> Self {
+        Self {
+            key: key(namespace, &client.simple().to_string()),
+            name: NAME_FIELDS
+                .iter()
+                .map(|f| (*f).to_owned())
+                .zip(name)
+                .collect(),
+            running: AtomicBool::new(false),
+        }
+    }
+
+    /// A hold was granted: starts the keeper unless it runs.
+    pub(crate) fn wake(&self, engine: &Arc<Engine>) {
+        if !self.running.load(Ordering::Relaxed) && !self.running.swap(true, Ordering::AcqRel) {
+            let keeper = keep(
+                Arc::downgrade(engine),
+                engine.backend.clone(),
+                self.key.clone(),
+            );
+            if !crate::util::background::spawn(keeper) {
+                self.running.store(false, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// The key of the card of the client whose id (the part of its owner tokens before the
+/// `:`) is `client`.
+pub(crate) fn key(namespace: Option<&str>, client: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}:rlock:holder:{client}"),
+        None => format!("rlock:holder:{client}"),
+    }
+}
+
+/// Whether `key` (without a namespace) is a holder card's.
+pub(crate) fn is_card(key: &str) -> bool {
+    key.strip_prefix("rlock:holder:")
+        .is_some_and(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The field that lists a hold on its client's card: its token's number.
+pub(crate) fn hold_field(token: &str) -> &str {
+    token.rsplit_once(':').map_or(token, |(_, n)| n)
+}
+
+/// The keeper: one pass per [`CARD_PASS`] while the client lives and something is listed or
+/// posted.
+async fn keep(engine: Weak<Engine>, backend: Backend, key: String) {
+    // The hold fields the card has, as far as the last answered post said.
+    let mut posted = BTreeSet::<String>::new();
+    loop {
+        tokio::time::sleep(CARD_PASS).await;
+        let Some(engine) = engine.upgrade() else {
+            if !posted.is_empty() {
+                let gone: Vec<String> = posted.into_iter().collect();
+                let _ = backend
+                    .post_card(CardPost {
+                        key: &key,
+                        lease: CARD_LEASE,
+                        set: &[],
+                        delete: &gone,
+                    })
+                    .await;
+            }
+            return;
+        };
+        let listed = listed(&engine);
+        if listed.is_empty() && posted.is_empty() {
+            let card = &engine.card;
+            card.running.store(false, Ordering::Release);
+            // A hold granted after the look above saw the flag still up and did not start
+            // a keeper: this one goes on for it.
+            if engine.watchdog.holds().is_empty() || card.running.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            continue;
+        }
+        let mut set = engine.card.name.clone();
+        set.extend(
+            listed
+                .iter()
+                .filter(|(field, _)| !posted.contains(*field))
+                .take(CARD_BATCH)
+                .map(|(field, at)| (field.clone(), at.to_string())),
+        );
+        let delete: Vec<String> = posted
+            .iter()
+            .filter(|field| !listed.contains_key(*field))
+            .cloned()
+            .collect();
+        let post = CardPost {
+            key: &key,
+            lease: CARD_LEASE,
+            set: &set,
+            delete: &delete,
+        };
+        // A post Redis did not answer changes nothing here: the next pass sends it again.
+        if let Ok(existed) = engine.backend.post_card(post).await {
+            if !existed {
+                // Expired before this post: it holds only what this post set.
+                posted.clear();
+            }
+            for field in &delete {
+                posted.remove(field);
+            }
+            posted.extend(set.into_iter().skip(NAME_FIELDS.len()).map(|(f, _)| f));
+            if listed.is_empty() {
+                // The script deleted a card that names no hold.
+                posted.clear();
+            }
+        }
+    }
+}
+
+/// The holds to list, by field: those that have lasted a pass and are not lost, the
+/// longest-held first, each with its grant time in unix milliseconds.
+fn listed(engine: &Engine) -> BTreeMap<String, u64> {
+    let now = SystemTime::now();
+    let mut holds: Vec<_> = engine
+        .watchdog
+        .holds()
+        .into_iter()
+        .filter(|hold| hold.granted_at().elapsed() >= CARD_PASS && !hold.is_lost())
+        .collect();
+    holds.sort_by_key(|hold| hold.granted_at());
+    holds
+        .iter()
+        .take(CARD_MAX_HOLDS)
+        .map(|hold| {
+            let granted = now - hold.granted_at().elapsed();
+            let ms = granted
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            (hold_field(hold.token()).to_owned(), ms)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hold_is_listed_by_its_tokens_number_under_its_clients_key() {
+        assert_eq!(hold_field("0af3:17"), "17");
+        assert_eq!(key(None, "0af3"), "rlock:holder:0af3");
+        assert_eq!(key(Some("shop"), "0af3"), "shop:rlock:holder:0af3");
+    }
+}
