@@ -370,7 +370,7 @@ impl LeaseStore for MemoryBackend {
             )));
         }
         let exact = !pattern.ends_with('*');
-        let mut keys: Vec<String> = self
+        let keys: Vec<String> = self
             .locks()
             .entries
             .keys()
@@ -384,10 +384,11 @@ impl LeaseStore for MemoryBackend {
             .filter(|k| keep(k))
             .cloned()
             .collect();
-        keys.sort();
-        let complete = keys.len() <= limit;
-        keys.truncate(limit);
-        Ok(Scanned { keys, complete })
+        Ok(Scanned {
+            keys,
+            complete: true,
+        }
+        .finish(limit))
     }
 
     async fn read_card(&self, key: &str, fields: &[&str]) -> Result<CardFields, LockError> {

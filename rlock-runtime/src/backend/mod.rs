@@ -205,6 +205,17 @@ pub(crate) struct Scanned {
     pub(crate) complete: bool,
 }
 
+impl Scanned {
+    /// Sorted, each key once, at most `limit` (not complete if more were found).
+    pub(crate) fn finish(mut self, limit: usize) -> Self {
+        self.keys.sort();
+        self.keys.dedup();
+        self.complete &= self.keys.len() <= limit;
+        self.keys.truncate(limit);
+        self
+    }
+}
+
 /// A semaphore's permits in use (or a read-write lock's readers), as inspected.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Permits {

@@ -373,11 +373,7 @@ impl LeaseStore for Redlock {
             found.keys.extend(scanned.keys);
             found.complete &= scanned.complete;
         }
-        found.keys.sort();
-        found.keys.dedup();
-        found.complete &= found.keys.len() <= limit;
-        found.keys.truncate(limit);
-        Ok(found)
+        Ok(found.finish(limit))
     }
 
     /// From the first master that has the card.

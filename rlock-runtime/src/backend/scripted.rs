@@ -525,11 +525,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
                 }
             }
         }
-        found.keys.sort();
-        found.keys.dedup();
-        found.complete &= found.keys.len() <= limit;
-        found.keys.truncate(limit);
-        Ok(found)
+        Ok(found.finish(limit))
     }
 
     async fn read_card(&self, key: &str, fields: &[&str]) -> Result<CardFields, LockError> {
