@@ -228,23 +228,14 @@ pub(crate) fn waiters_key(lock_key: &str) -> String {
     Companion::waiters(lock_key).to_string()
 }
 
-/// Whether `key` is a key kept beside a lock (a queue, a fence record, a Redlock mark)
-/// rather than a lock's own.
-pub(crate) fn is_companion(key: &str) -> bool {
-    COMPANION_SUFFIXES.iter().any(|suffix| {
-        key.strip_suffix(suffix).is_some_and(|rest| {
-            rest.ends_with("}:") && rest.starts_with('{') || rest.ends_with("::")
-        })
-    })
-}
-
 /// The suffixes of the keys kept beside a lock.
 const COMPANION_SUFFIXES: [&str; 3] = ["waiters", "fence", "awaited"];
 
 /// Whether `key` could be the companion of another lock's key: every companion has a `}`
 /// (its own hash tag's, or the wrapping's) and ends in `:` and a companion suffix. Such lock keys
-/// are refused, so that no lock's key is another's queue or fence record.
-fn is_companion_shaped(key: &str) -> bool {
+/// are refused, so that no lock's key is another's queue or fence record (and `list` skips
+/// every key of that shape: it is a companion).
+pub(crate) fn is_companion_shaped(key: &str) -> bool {
     key.contains('}')
         && COMPANION_SUFFIXES.iter().any(|suffix| {
             key.strip_suffix(suffix)

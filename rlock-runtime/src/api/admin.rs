@@ -207,7 +207,8 @@ impl LockClient {
         let is_lock = {
             let unprefixed = unprefixed.clone();
             move |key: &str| {
-                unprefixed(key).is_some_and(|k| !crate::key::is_companion(&k) && !card::is_card(&k))
+                unprefixed(key)
+                    .is_some_and(|k| !crate::key::is_companion_shaped(&k) && !card::is_card(&k))
             }
         };
         let scanned = self
