@@ -245,8 +245,14 @@ impl LockClient {
         // of the lock itself.
         let card = match card {
             Ok(card) => card,
-            Err(e) => {
-                crate::util::trace::debug_event!(card = key.as_str(), error = %e, "rlock: holder card unread");
+            Err(error) => {
+                let error = &error as &(dyn std::error::Error + 'static);
+                crate::util::trace::debug_event!(
+                    card = key.as_str(),
+                    error,
+                    "rlock: holder card unread"
+                );
+                let _ = error; // read by the event only when `tracing` is on
                 return Ok((None, None));
             }
         };
