@@ -9,10 +9,9 @@ use rlock_examples::database::ScratchDatabase;
 use rlock_examples::seckill::Store;
 use rlock_examples::web::{self, App};
 use rlock_runtime::LockClient;
-use rlock_tests::RedisServer;
+use rlock_tests::{RedisServer, http};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 /// Serves the router on a free loopback port, with voucher 1 on sale in a SQLite file that
 /// lasts as long as the returned `ScratchDatabase`.
@@ -47,24 +46,14 @@ async fn exchange(
     path: &str,
     user: Option<u64>,
 ) -> (u16, String, Value) {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n"
-    );
-    if let Some(user) = user {
-        head.push_str(&format!("x-user-id: {user}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await.unwrap();
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).await.unwrap();
-    let (head, body) = reply.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (
-        status,
-        head.to_lowercase(),
-        serde_json::from_str(body).unwrap(),
-    )
+    let user = user.map(|user| user.to_string());
+    let headers: Vec<_> = user
+        .iter()
+        .map(|user| ("x-user-id", user.as_str()))
+        .collect();
+    let reply = http::exchange(addr, method, path, &headers).await;
+    let body = serde_json::from_str(&reply.body).unwrap();
+    (reply.status, reply.head, body)
 }
 
 async fn order(addr: SocketAddr, user: u64) -> (u16, Value) {
@@ -190,18 +179,16 @@ async fn metrics_are_served_for_prometheus_labelled_by_key_template() {
     let (addr, _app, _database) = serve(&server, 10).await;
     assert_eq!(order(addr, 7).await.0, 201);
 
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let get = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(get.as_bytes()).await.unwrap();
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).await.unwrap();
-    let (head, body) = reply.split_once("\r\n\r\n").unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let reply = http::exchange(addr, "GET", "/metrics", &[]).await;
+    assert_eq!(reply.status, 200, "{}", reply.head);
     assert!(
-        head.to_ascii_lowercase()
-            .contains("content-type: text/plain; version=0.0.4"),
-        "{head}"
+        reply
+            .head
+            .contains("\r\ncontent-type: text/plain; version=0.0.4"),
+        "{}",
+        reply.head
     );
+    let body = reply.body;
     // The template the handler's attribute names, never a rendered key such as `order:7`.
     let acquired = body
         .lines()

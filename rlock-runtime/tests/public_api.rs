@@ -381,7 +381,23 @@ fn describe_impl(
             let private = trait_name
                 .as_ref()
                 .is_some_and(|t| private_traits.contains(t));
-            if private || (!names_ours(&self_name) && !names_ours(&trait_name)) {
+            // `From<LockError> for tonic::Status` names ours in the trait's arguments.
+            let argument_names: Vec<Option<String>> = match trait_path.segments.last() {
+                Some(syn::PathSegment {
+                    arguments: syn::PathArguments::AngleBracketed(args),
+                    ..
+                }) => args
+                    .args
+                    .iter()
+                    .filter_map(|arg| match arg {
+                        syn::GenericArgument::Type(ty) => Some(last_ident(ty)),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let in_arguments = argument_names.iter().any(names_ours);
+            if private || (!names_ours(&self_name) && !names_ours(&trait_name) && !in_arguments) {
                 return;
             }
             // Listed beside the exported type, or beside the trait for a foreign type.
@@ -393,6 +409,7 @@ fn describe_impl(
             };
             let key = path_of(&self_name)
                 .or_else(|| path_of(&trait_name))
+                .or_else(|| argument_names.iter().find_map(path_of))
                 .unwrap_or_default();
             let text = format!(
                 "impl{} {} for {}",

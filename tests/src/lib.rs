@@ -22,6 +22,8 @@
 //!
 //! [`deploy`] starts replicated deployments: a Sentinel-managed master, and a Redis Cluster.
 //!
+//! [`http::exchange`] sends one hand-written HTTP/1.1 request to a service under test.
+//!
 //! [`proxy::FaultProxy`] sits between a client and a server to delay, batch, blackhole or cut
 //! its TCP flows.
 //!
@@ -59,6 +61,7 @@ pub mod checkins;
 pub mod child;
 pub mod deploy;
 pub mod history;
+pub mod http;
 pub mod locking;
 pub mod postgres;
 pub mod protocol;
