@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::Stream;
-use rlock_runtime::{LockClient, LockError};
+use rlock_runtime::{LockClient, LockError, LockGuard};
 use rlock_tests::{RedisServer, http};
 use tokio::sync::Notify;
 use tonic::Code;
@@ -61,6 +61,16 @@ impl Shop {
             self.resume.notified().await;
         }
         guard.release().await
+    }
+
+    /// User `user`'s lock, taken by another instance placing their order right now.
+    async fn held_by_another_instance(&self, user: u64) -> LockGuard {
+        let other_instance = self.locks.sibling();
+        other_instance
+            .lock(format!("order:{user}"))
+            .acquire()
+            .await
+            .unwrap()
     }
 
     /// Waits for the paused user's request to hold its lock, breaks the lock as an operator
@@ -125,14 +135,7 @@ async fn actix_web_answers_lock_errors_with_the_statuses_and_bodies_axum_gives()
     let placed = post(addr, 1).await;
     assert_eq!((placed.status, placed.body.as_str()), (200, "placed"));
 
-    // Another instance is placing user 5's order right now.
-    let other_instance = shop
-        .locks
-        .sibling()
-        .lock("order:5")
-        .acquire()
-        .await
-        .unwrap();
+    let other_instance = shop.held_by_another_instance(5).await;
     let busy = post(addr, 5).await;
     assert_eq!(busy.status, 409, "{busy:?}");
     assert!(busy.has_header("retry-after", "1"), "{}", busy.head);
@@ -242,13 +245,7 @@ async fn tonic_answers_busy_and_lost_as_aborted_and_a_dead_redis_as_unavailable(
     let placed = check(1).await.unwrap();
     assert_eq!(placed.status(), ServingStatus::Serving);
 
-    let other_instance = shop
-        .locks
-        .sibling()
-        .lock("order:5")
-        .acquire()
-        .await
-        .unwrap();
+    let other_instance = shop.held_by_another_instance(5).await;
     let busy = check(5).await.unwrap_err();
     assert_eq!(busy.code(), Code::Aborted, "{busy:?}");
     assert_eq!(rlock_error(&busy).as_deref(), Some("busy"));
