@@ -1,5 +1,6 @@
-//! One worker process (`src/bin/worker/`) that a test drives line by line over stdin and
-//! stdout, and pauses or kills: a `hold` worker, or a `body` worker.
+//! One child process that a test drives line by line over stdin and stdout, and pauses or
+//! kills: a worker (`src/bin/worker/`, a `hold` or a `body` worker) speaking the line protocol,
+//! or any other program read as text (the examples' `fenced-writer`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -7,7 +8,9 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use crate::protocol::{self, Line};
 use crate::worker::{Body, Hold, HoldKind};
 
-/// A worker speaking the line protocol of [`crate::protocol`]. Killed and reaped on drop.
+/// A child process read line by line: [`line`](Self::line) and [`ask`](Self::ask) for a
+/// worker speaking the line protocol of [`crate::protocol`], [`text`](Self::text) and
+/// [`ask_text`](Self::ask_text) for any program. Killed and reaped on drop.
 #[derive(Debug)]
 pub struct LineChild {
     child: Child,
@@ -16,8 +19,8 @@ pub struct LineChild {
 }
 
 impl LineChild {
-    /// Starts `program` (the worker program: `env!("CARGO_BIN_EXE_worker")`) with `args`,
-    /// its stdin and stdout piped to the test.
+    /// Starts `program` (the worker program: `env!("CARGO_BIN_EXE_worker")`, or another) with
+    /// `args`, its stdin and stdout piped to the test.
     ///
     /// # Panics
     ///
@@ -39,22 +42,31 @@ impl LineChild {
         }
     }
 
+    /// The next line the program prints, trimmed; `None` once it has exited.
+    pub fn text(&mut self) -> Option<String> {
+        let mut text = String::new();
+        // A read error means the program is gone: report it as end of output.
+        match self.stdout.read_line(&mut text) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(text.trim().to_owned()),
+        }
+    }
+
+    /// Sends one line and returns the program's one-line answer (`None` if it has exited).
+    pub fn ask_text(&mut self, line: &str) -> Option<String> {
+        // A closed pipe shows up as no answer.
+        let _ = writeln!(self.stdin, "{line}");
+        let _ = self.stdin.flush();
+        self.text()
+    }
+
     /// The next line the worker prints; `None` once it has exited.
     ///
     /// # Panics
     ///
     /// When the line is not one of the protocol's.
     pub fn line(&mut self) -> Option<Line> {
-        let mut text = String::new();
-        // A read error means the worker is gone: report it as end of output.
-        match self.stdout.read_line(&mut text) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(
-                text.trim()
-                    .parse()
-                    .unwrap_or_else(|e| panic!("the worker wrote {text:?}: {e}")),
-            ),
-        }
+        self.text().map(protocol_line)
     }
 
     /// Every line up to and including the first for which `last` holds (or end of output).
@@ -71,14 +83,15 @@ impl LineChild {
     }
 
     /// Sends `command` and returns the worker's one-line answer (`None` if it has exited).
+    ///
+    /// # Panics
+    ///
+    /// When the answer is not one of the protocol's lines.
     pub fn ask(&mut self, command: protocol::Command) -> Option<Line> {
-        // A closed pipe shows up as no answer.
-        let _ = writeln!(self.stdin, "{command}");
-        let _ = self.stdin.flush();
-        self.line()
+        self.ask_text(&command.to_string()).map(protocol_line)
     }
 
-    /// The worker's process id.
+    /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -95,6 +108,11 @@ impl LineChild {
             .unwrap_or_else(|e| panic!("cannot run kill: {e}"));
         assert!(status.success(), "kill {signal} failed");
     }
+}
+
+fn protocol_line(text: String) -> Line {
+    text.parse()
+        .unwrap_or_else(|e| panic!("the worker wrote {text:?}: {e}"))
 }
 
 /// Starts a `hold` worker of `program` (pass `env!("CARGO_BIN_EXE_worker")`) on `key` with
