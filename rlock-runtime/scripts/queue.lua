@@ -1,20 +1,33 @@
--- Shared by every kind's acquire and release scripts (prepended to the one, in the middle of
--- the other): the waiters' queue of a lock or a semaphore. WAITING.md is the protocol these
--- functions keep.
+-- Shared by every kind's acquire and release scripts (after protocol.lua and the call's
+-- arguments): the waiters' queue of a lock, a semaphore or a read-write lock. WAITING.md is
+-- the protocol these functions keep.
 --
--- A lock's queue is a list in the lock's cluster slot, in arrival order. Each entry is
--- "<owner token> <handoff lease ms> <1 if fenced, else 0>": whom to grant the lock, and how.
--- An entry counts while its client listens: a release names the waiter it hands the lock to
--- on the channel of that waiter's client for this lock (the client is the token up to its
+-- A key's queue is a list in the key's cluster slot, in arrival order. Each entry is
+-- "<owner token> <handoff lease ms> <1 if fenced, else 0> <kind letter>": whom to grant, how,
+-- and as what ('l', 'p', 'r', 'w': see protocol.lua's ME). A release grants only entries of
+-- the kinds it serves (SERVED), so a waiter is never granted another kind's lease; an entry
+-- of another kind (a name used as two kinds) is dropped, and its waiter, back at its next
+-- check in, is refused by what the key holds then, or stands again.
+-- An entry counts while its client listens: a release names the waiter it hands the lease to
+-- on the channel of that waiter's client for this key (the client is the token up to its
 -- first ':'), and skips an entry whose client has no subscriber on that channel (its process
 -- died, or its subscription is not confirmed yet). So a dead waiter costs nothing, and
 -- joining the queue costs one RPUSH.
 --
--- Every key a script touches is declared: KEYS[1] the lock, KEYS[2] its queue, KEYS[3] its
--- fence record, all in the lock's slot (see `key::Companion`). A release declares the fence
--- record only when it needs it (see `hand_off`). (Only four functions are defined here:
--- each one costs every call of the script a closure, whether it runs or not; the release's
--- common case returns before they are defined.)
+-- Every key a script touches is declared: KEYS[1] the key, KEYS[2] its queue, KEYS[3] its
+-- fence record, all in the key's slot (see `key::Companion`). A lock's release declares the
+-- fence record only when it needs it (see `hand_off`).
+
+-- A queue entry, as `entry_of` reads it.
+local function entry(owner, lease_ms, fence_flag, letter)
+  return owner .. ' ' .. lease_ms .. ' ' .. fence_flag .. ' ' .. letter
+end
+
+-- A queue entry's token, handoff lease, fence flag and kind letter; nil for an entry that is
+-- not one of ours.
+local function entry_of(text)
+  return string.match(text, '^(%S+) (%d+) ([01]) ([lprw])$')
+end
 
 -- A new fencing token for the lock whose fence record is `fence_key` (or, with `read_only`,
 -- the current one), above every earlier one: max(last + 1, server time in microseconds). The
@@ -37,63 +50,51 @@ local function issue_fence(fence_key, lease, read_only)
   return fence
 end
 
--- A queue entry's token, handoff lease, fence flag and role ('r' a reader, 'w' a writer of a
--- read-write lock, '' any other kind's waiter); nil for an entry that is not one of ours.
-local function entry_of(entry)
-  local token, lease, fenced, role = string.match(entry, '^(%S+) (%d+) ([01])( ?[rw]?)$')
-  if role then
-    role = string.sub(role, 2)
-  end
-  return token, lease, fenced, role
-end
-
--- Grants the free (or released) `lock` to the first live waiter in `queue`, dropping the
--- entries of waiters nobody listens for, and names it on its client's channel for the lock
--- ("<token> <fence or 0>"): `channel` followed by the lock's key for `PUBLISH`, `channel`
--- itself (sharded) for `SPUBLISH`, then ':' and the client. Only that client hears it, and it
--- needs no command to take the lock: it has it. The lease is the waiter's handoff lease (its
--- ttl, at most a few seconds, so that a waiter whose process hangs blocks the lock only
--- briefly; a live one renews it at once). `head`, when given, is the queue's first entry,
--- already popped by the caller.
+-- Grants the free (or released) `key` to the first live waiter in `queue` of a kind this
+-- script serves, dropping the entries of waiters nobody listens for and of other kinds, and
+-- names it on its client's channel for the key ("<token> <fence or 0>"): `channel` followed
+-- by the key for `PUBLISH`, `channel` itself (sharded) for `SPUBLISH`, then ':' and the
+-- client. Only that client hears it, and it needs no command to take the lease: it has it.
+-- The lease is the waiter's handoff lease (its ttl, at most a few seconds, so that a waiter
+-- whose process hangs blocks the key only briefly; a live one renews it at once). `head`,
+-- when given, is the queue's first entry, already popped by the caller.
 --
 -- A waiter is live when its client's channel has a subscriber of its own: `PUBSUB NUMSUB`
 -- (`SHARDNUMSUB`) counts exact subscriptions only, so a monitoring tool subscribed to a
 -- pattern (`PSUBSCRIBE *`, which `PUBLISH`'s count includes) cannot make a dead waiter look
--- alive. Every entry of the queue may be looked at (at most its bound), so a live waiter
+-- alive. Every entry of the queue may be looked at (at most MOST_ENTRIES), so a live waiter
 -- behind any number of dead ones is granted at once.
 --
--- `grant(token, lease, role)`, when given, is how the caller's kind grants (a semaphore adds
--- a permit); without it the lock's key is set to the waiter's token. `fits(role)`, when
--- given, tells whether the first live waiter can be granted now (a reader while a writer
--- holds cannot): when it cannot, its entry is put back at the head, where it keeps its
+-- `grant(token, lease, letter)`, when given, is how the caller's kind grants (a semaphore
+-- adds a permit); without it the lock's key is set to the waiter's token. `fits(letter)`,
+-- when given, tells whether the first live waiter can be granted now (a reader while a
+-- writer holds cannot): when it cannot, its entry is put back at the head, where it keeps its
 -- place, and nobody is granted.
 --
 -- Returns 'handed', false (nobody live, or the first live waiter does not fit), or 'fence'
 -- when the first live waiter wants a fence and `fence_key` is nil (a release that did not
 -- declare the record): its entry is put back, and the caller calls again with the record
 -- declared.
-local function hand_off(lock, queue, fence_key, channel, publish, head, grant, fits)
+local function hand_off(key, queue, fence_key, channel, publish, head, grant, fits)
   local numsub = 'NUMSUB'
   if publish == 'PUBLISH' then
-    channel = channel .. lock
+    channel = channel .. key
   else
     numsub = 'SHARDNUMSUB'
   end
-  while true do
+  for _ = 1, MOST_ENTRIES do
     head = head or redis.call('LPOP', queue)
     if not head then
       return false
     end
-    local token, lease, fenced, role = entry_of(head)
-    -- Only a read-write lock's waiters have a role, and only its releases ask `fits`: an
-    -- entry of another kind's waiter (the same name used as two kinds) is dropped.
-    if token and (role ~= '') == (fits ~= nil) then
+    local token, lease, fenced, letter = entry_of(head)
+    if token and string.find(SERVED, letter, 1, true) then
       local to = channel .. ':' .. string.match(token, '^[^:]*')
       -- pcall: a refused PUBSUB (an ACL without it) proves nobody dead; the waiter is
-      -- granted the lock and finds it on its next check in.
+      -- granted the lease and finds it on its next check in.
       local listeners = redis.pcall('PUBSUB', numsub, to)
       if type(listeners) ~= 'table' or listeners[2] ~= 0 then
-        if fits and not fits(role) then
+        if fits and not fits(letter) then
           redis.call('LPUSH', queue, head)
           return false
         end
@@ -106,9 +107,9 @@ local function hand_off(lock, queue, fence_key, channel, publish, head, grant, f
           fence = issue_fence(fence_key, lease)
         end
         if grant then
-          grant(token, lease, role)
+          grant(token, lease, letter)
         else
-          redis.call('SET', lock, token, 'PX', lease)
+          redis.call('SET', key, token, 'PX', lease)
         end
         -- pcall: a refused PUBLISH (an ACL without channel rights) must not undo the grant;
         -- the waiter finds it on its next check in.
@@ -118,23 +119,24 @@ local function hand_off(lock, queue, fence_key, channel, publish, head, grant, f
     end
     head = nil
   end
+  return false
 end
 
--- Stands a busy caller's `entry` in `queue`: a newcomer joins at its end; a queued caller
+-- Stands a busy caller's entry `mine` in `queue`: a newcomer joins at its end; a queued caller
 -- (`queued`) keeps its place, and comes back at the end when its entry is gone (a hand-off
 -- it missed, a release that skipped it while its client did not listen, a queue that
 -- lapsed). So a live waiter is out of the queue for at most one check in. Every call keeps
 -- the queue alive for `queue_lease` ms. Returns the entry's place (0: the head), or nil when
 -- the queue already held `most` entries: the entry is taken back and the caller waits on
 -- its timers.
-local function stand(queue, entry, queued, queue_lease, most)
+local function stand(queue, mine, queued, queue_lease, most)
   local place = nil
   if queued then
-    place = redis.call('LPOS', queue, entry)
+    place = redis.call('LPOS', queue, mine)
   end
   local length = nil
   if not place then
-    length = redis.call('RPUSH', queue, entry)
+    length = redis.call('RPUSH', queue, mine)
     place = length - 1
   end
   redis.call('PEXPIRE', queue, queue_lease)

@@ -145,16 +145,82 @@ pub enum LockError {
     /// never upgraded; release it first (a write holder may take the read lock: a
     /// downgrade).
     #[error(
-        "this task holds the read lock of `{key}` and asked for its write lock, which would          wait for that read lock forever; release the read lock first (a read lock is never          upgraded)"
+        "this task holds the read lock of `{key}` and asked for its write lock, which would \
+         wait for that read lock forever; release the read lock first (a read lock is never \
+         upgraded)"
     )]
     WouldDeadlock {
         /// The lock key, without the client's namespace.
         key: String,
     },
 
+    /// The key holds another kind of thing than the request asks for: a name is one kind
+    /// (a lock, a semaphore or a read-write lock), never two at once. Redis was not changed;
+    /// nothing was granted. Name the two things apart, or wait until every holder of the
+    /// other kind is gone (the name is free again then).
+    ///
+    /// ```
+    /// use rlock_runtime::{KeyKind, LockClient, LockError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let client = LockClient::in_memory();
+    /// let _permit = client.semaphore("export:acme", 2).acquire().await.unwrap();
+    /// match client.lock("export:acme").acquire().await {
+    ///     Err(LockError::WrongKind { asked, found, .. }) => {
+    ///         assert_eq!((asked, found), (KeyKind::Lock, KeyKind::Semaphore));
+    ///     }
+    ///     other => panic!("expected the other kind refused, got {other:?}"),
+    /// }
+    /// # }
+    /// ```
+    #[error(
+        "`{key}` holds a {found}, and this request asks for a {asked}: a name is one kind \
+         of thing, so nothing was taken; give the {asked} a name of its own"
+    )]
+    WrongKind {
+        /// The key, without the client's namespace.
+        key: String,
+        /// What the request asked for.
+        asked: KeyKind,
+        /// What the key holds.
+        found: KeyKind,
+    },
+
     /// A client option or URL is unusable.
     #[error("invalid lock client configuration: {0}")]
     InvalidConfig(String),
+}
+
+/// What a key holds, as [`LockError::WrongKind`] names it.
+///
+/// ```
+/// use rlock_runtime::KeyKind;
+///
+/// assert_eq!(KeyKind::ReadWriteLock.to_string(), "read-write lock");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyKind {
+    /// A lock (`lock`, `lock_all`, `#[distributed_lock]`), or another client's `SET NX PX`
+    /// lock: a string under the key.
+    Lock,
+    /// A semaphore's permits.
+    Semaphore,
+    /// A read-write lock's readers and writer.
+    ReadWriteLock,
+    /// Data rlock did not write (a hash, a list, a sorted set without rlock's mark, …).
+    Other,
+}
+
+impl std::fmt::Display for KeyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Lock => "lock",
+            Self::Semaphore => "semaphore",
+            Self::ReadWriteLock => "read-write lock",
+            Self::Other => "value rlock did not write",
+        })
+    }
 }
 
 /// What rlock was doing when Redis failed to answer it or refused it, as

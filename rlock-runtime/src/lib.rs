@@ -192,7 +192,7 @@ pub use api::guard::LockGuard;
 pub use api::identity::{HOST_VAR, Identity, SERVICE_VAR};
 pub use api::options::{LockOptions, MAX_HOLD, MAX_TTL, OnLost};
 pub use api::request::LockRequest;
-pub use error::{BoxError, LockError, Operation};
+pub use error::{BoxError, KeyKind, LockError, Operation};
 pub use key::{IntoLockKey, KeyBuilder, LockKey};
 pub use metrics::LockMetrics;
 pub use util::fence::Fence;

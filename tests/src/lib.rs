@@ -24,6 +24,9 @@
 //!
 //! [`http::exchange`] sends one hand-written HTTP/1.1 request to a service under test.
 //!
+//! [`stall::StallWatch`] tells whether a server stalled while a test ran (a script that
+//! cannot finish stops the whole server).
+//!
 //! [`proxy::FaultProxy`] sits between a client and a server to delay, batch, blackhole or cut
 //! its TCP flows.
 //!
@@ -69,6 +72,7 @@ pub mod proxy;
 mod resp;
 pub mod server;
 pub mod soak;
+pub mod stall;
 mod stats;
 pub mod worker;
 pub mod workers;

@@ -96,6 +96,33 @@ async fn the_documented_least_privilege_user_is_enough() {
     permit.release().await.unwrap();
     waiting.await.unwrap().unwrap().release().await.unwrap();
 
+    // A read-write lock: a fenced writer renewed, readers admitted by its release,
+    // inspected, broken; another kind refused on its name.
+    let writer = a
+        .write_lock("config:1")
+        .ttl(Duration::from_millis(300))
+        .fenced()
+        .acquire()
+        .await
+        .unwrap();
+    let reading = tokio::spawn({
+        let b = b.clone();
+        async move {
+            b.read_lock("config:1")
+                .wait(Duration::from_secs(5))
+                .acquire()
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!writer.is_lost(), "a writer's renewals were refused");
+    assert!(a.inspect_read_write("config:1").await.unwrap().writer);
+    assert!(b.lock("config:1").acquire().await.is_err());
+    writer.release().await.unwrap();
+    let reader = reading.await.unwrap().unwrap();
+    assert_eq!(a.force_unlock_read_write("config:1").await.unwrap(), 1);
+    drop(reader);
+
     // Nothing was refused: not a command, a key or a channel.
     let mut admin = server.raw().await;
     let refused: Vec<redis::Value> = redis::cmd("ACL")

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock_runtime::LockClient;
+use rlock_runtime::{KeyKind, LockClient, LockError};
 use rlock_tests::RedisServer;
 use rlock_tests::locking::{client_for, inspect_and_force_unlock};
 
@@ -47,10 +47,27 @@ async fn a_foreign_holder_is_seen_and_can_be_broken() {
     assert!(client.force_unlock("admin:py").await.unwrap());
     let left: Option<String> = raw.get("admin:py").await.unwrap();
     assert_eq!(left, None);
-    // A key of another type is nobody's lock: not held, and nothing is broken.
+    // A key of another type is nobody's lock: it is named for what it is, and nothing is
+    // broken.
     let _: () = raw.lpush("admin:list", "x").await.unwrap();
-    assert!(!client.inspect("admin:list").await.unwrap().held);
-    assert!(!client.force_unlock("admin:list").await.unwrap());
+    for refused in [
+        client.inspect("admin:list").await.map(drop),
+        client.force_unlock("admin:list").await.map(drop),
+    ] {
+        assert!(
+            matches!(
+                refused,
+                Err(LockError::WrongKind {
+                    asked: KeyKind::Lock,
+                    found: KeyKind::Other,
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+    }
+    let left: Vec<String> = raw.lrange("admin:list", 0, -1).await.unwrap();
+    assert_eq!(left, ["x"]);
 }
 
 /// `inspect` from another process names the holder (service, host, pid) and when it was

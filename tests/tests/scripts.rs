@@ -18,8 +18,30 @@ use tokio::net::TcpStream;
 
 /// The commands scripts run that take a key, as their first argument.
 const KEYED: &[&str] = &[
-    "GET", "SET", "DEL", "EXISTS", "PTTL", "PEXPIRE", "LPOP", "LPUSH", "RPUSH", "RPOP", "LREM",
+    "GET",
+    "SET",
+    "DEL",
+    "EXISTS",
+    "TYPE",
+    "PTTL",
+    "PEXPIRE",
+    "PEXPIREAT",
+    "LPOP",
+    "LPUSH",
+    "RPUSH",
+    "RPOP",
+    "LREM",
     "LPOS",
+    "LLEN",
+    "ZADD",
+    "ZREM",
+    "ZSCORE",
+    "ZMSCORE",
+    "ZCOUNT",
+    "ZCARD",
+    "ZRANGEBYSCORE",
+    "ZREVRANGEBYSCORE",
+    "ZREMRANGEBYSCORE",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,6 +118,61 @@ async fn every_key_a_script_touches_is_declared() {
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert!(b.force_unlock(key).await.unwrap());
         drop(renewed);
+        // A lock asked of a name another kind holds: refused after the script looked.
+        let permit = a
+            .semaphore(format!("{key}:s"), 1)
+            .ttl(Duration::from_millis(300))
+            .acquire()
+            .await
+            .unwrap();
+        assert!(a.lock(format!("{key}:s")).acquire().await.is_err());
+        // A permit and a read-write lock handed on, renewed, extended, inspected, broken.
+        let permit_waiter = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                let permit = b
+                    .semaphore(format!("{key}:s"), 1)
+                    .wait(Duration::from_secs(30))
+                    .acquire()
+                    .await?;
+                permit.release().await
+            })
+        };
+        let writer = a
+            .write_lock(format!("{key}:rw"))
+            .ttl(Duration::from_millis(300))
+            .fenced()
+            .acquire()
+            .await
+            .unwrap();
+        let reader = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                let reader = b
+                    .read_lock(format!("{key}:rw"))
+                    .wait(Duration::from_secs(30))
+                    .acquire()
+                    .await?;
+                reader.release().await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        permit.extend(Duration::from_secs(5)).await.unwrap();
+        writer.extend(Duration::from_secs(5)).await.unwrap();
+        let _ = a.inspect_semaphore(format!("{key}:s")).await.unwrap();
+        let _ = a.inspect_read_write(format!("{key}:rw")).await.unwrap();
+        permit.release().await.unwrap();
+        writer.release().await.unwrap();
+        permit_waiter.await.unwrap().unwrap();
+        reader.await.unwrap().unwrap();
+        let held = a.read_lock(format!("{key}:rw")).acquire().await.unwrap();
+        assert_eq!(
+            b.force_unlock_read_write(format!("{key}:rw"))
+                .await
+                .unwrap(),
+            1
+        );
+        drop(held);
     }
 
     let seen = watching.await.unwrap();

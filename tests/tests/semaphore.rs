@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use rlock_runtime::{LockClient, LockError};
+use rlock_runtime::{KeyKind, LockClient, LockError};
 use rlock_tests::RedisServer;
 use rlock_tests::locking::{
     PATIENCE, cancel_around_release, client, keys_left, queued_and_listening,
@@ -177,7 +177,7 @@ async fn the_release_script_grants_the_permit_to_the_first_live_waiter() {
     for waiter in ["w1", "w2"] {
         let _: () = redis::cmd("RPUSH")
             .arg("{render:y}:waiters")
-            .arg(format!("{waiter}:1 5000 0"))
+            .arg(format!("{waiter}:1 5000 0 p"))
             .query_async(&mut raw)
             .await
             .unwrap();
@@ -196,7 +196,7 @@ async fn the_release_script_grants_the_permit_to_the_first_live_waiter() {
         .query_async(&mut raw)
         .await
         .unwrap();
-    assert_eq!(queue, ["w2:1 5000 0"]);
+    assert_eq!(queue, ["w2:1 5000 0 p"]);
     let in_use: u32 = redis::cmd("ZCOUNT")
         .arg("render:y")
         .arg(0)
@@ -253,7 +253,14 @@ async fn a_lock_is_not_a_semaphore() {
     let lock = a.lock("thing:1").acquire().await.unwrap();
     let err = a.semaphore("thing:1", 2).acquire().await.unwrap_err();
     assert!(
-        matches!(&err, LockError::InvalidConfig(m) if m.contains("something other than a semaphore")),
+        matches!(
+            &err,
+            LockError::WrongKind {
+                asked: KeyKind::Semaphore,
+                found: KeyKind::Lock,
+                ..
+            }
+        ),
         "{err:?}"
     );
     lock.release().await.unwrap();

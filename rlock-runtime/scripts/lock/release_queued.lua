@@ -3,24 +3,24 @@
 -- ('m') nobody queues, so nobody leaves, and release.lua answered already.
 local fence_key = KEYS[3]
 if leaving then
-  redis.call('LREM', queue, 1, token .. ' ' .. ARGV[5] .. ' ' .. ARGV[6])
+  redis.call('LREM', queue, 1, entry(token, handoff, entry_fenced, ME))
   ours = redis.pcall('GET', lock) == token
 end
 if ours then
   local handed = hand_off(lock, queue, fence_key, channel, publish, head)
   if handed == 'fence' then
-    return -1
+    return AGAIN_WITH_FENCE
   end
   if not handed then
     redis.call('DEL', lock)
   end
-  return 1
+  return RELEASED
 end
 if leaving and redis.call('EXISTS', lock) == 0 then
   -- A waiter left while the lock was free and others queue: whoever was to be told of the
   -- last release may have been this one; the next live waiter is handed the lock now.
   if hand_off(lock, queue, fence_key, channel, publish) == 'fence' then
-    return -1
+    return AGAIN_WITH_FENCE
   end
 end
-return 0
+return NOT_OURS

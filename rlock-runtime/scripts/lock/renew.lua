@@ -1,13 +1,15 @@
--- Renew many leases in one call (the watchdog's batch).
+-- Renew many locks in one call (the watchdog's batch).
 -- KEYS[i]: lock key   ARGV[2i-1]: its owner token   ARGV[2i]: its new lease in milliseconds
--- Returns one 1 (still ours) or 0 (expired, or another owner's) per key, in order.
+-- Returns one 1 (still ours) or 0 (expired, another owner's, or the key holds another kind)
+-- per key, in order.
 --
 -- A renewal never shortens a lease: it may reach Redis after an `extend` to a longer lease
 -- that was sent later (a delayed packet, a reply that came late), and must not undo it.
 -- (PEXPIRE's GT flag does the same on Redis 7; this works on every version.)
 local renewed = {}
 for i, key in ipairs(KEYS) do
-  -- pcall: a key of another type (WRONGTYPE) is not ours, and must not fail the batch.
+  -- pcall: a key of another type (WRONGTYPE) is not ours, and must not fail the batch; a
+  -- string is what a lock holds, so our token in it is our lock.
   if redis.pcall('GET', key) == ARGV[2 * i - 1] then
     local lease = tonumber(ARGV[2 * i])
     if redis.call('PTTL', key) < lease then

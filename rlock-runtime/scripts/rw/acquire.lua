@@ -1,24 +1,20 @@
 -- Take a read-write lock as a reader or as the writer atomically, issuing the writer's
--- fencing token if asked; queue the caller if it will wait. (Prepended: queue.lua, then
--- rw/common.lua.) WAITING.md is the protocol this script keeps.
+-- fencing token if asked; queue the caller if it will wait. (After protocol.lua,
+-- calls/acquire.lua, queue.lua and rw/common.lua.) WAITING.md is the protocol this script
+-- keeps.
 --
 -- Waiters are granted in arrival order (a read-write lock is always fair): a reader does not
 -- pass a writer that waits, so writers are not starved, and a release admits every waiter at
 -- the queue's head that fits (a writer's release, the readers there together).
--- KEYS[1]: the lock's sorted set   KEYS[2]: waiters' queue   KEYS[3]: fence record
--- ARGV[1..11]: as the lock's acquire.lua (mode 'm' is not used: Redlock refuses read-write
---          locks; ARGV[10], fair, is ignored: always in arrival order)
--- ARGV[#ARGV]: a reader's: the writer's token it may read beside ('' for none), this task's
---          own write lease (a downgrade); the writer's: unused
--- Returns as the lock's acquire.lua, or {5} when the key holds something else.
+-- KEYS: as the lock's   own: a reader's: the write token beside which it may read ('' for
+-- none), its own guard's write lease (a downgrade); the writer's: ''. (`fair` is ignored:
+-- always in arrival order; mode 'm' is not used: Redlock refuses read-write locks.)
+-- Returns as the lock's acquire.lua, or {OTHER_KIND, what the key holds}.
 local queue, fence_key = KEYS[2], KEYS[3]
-local token, lease, fenced, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4]
-local role, queued = writing and 'w' or 'r', ARGV[11] == '1'
 
--- pcall: a key of another type, or a semaphore's set (it holds its count), is no read-write
--- lock.
-if redis.pcall('ZSCORE', rw, '#permits') then
-  return {5}
+local found = kind_of(rw)
+if found ~= READ_WRITE and found ~= FREE then
+  return {OTHER_KIND, found}
 end
 purge()
 
@@ -34,52 +30,54 @@ end
 local function handed()
   local mine = queued and redis.call('ZSCORE', rw, token)
   if mine then
-    return {2, fence(true), math.abs(tonumber(mine)) - now}
+    return {HANDED, fence(true), math.abs(tonumber(mine)) - now}
   end
 end
-local mine = handed()
-if mine then
-  return mine
+local given = handed()
+if given then
+  return given
 end
 
--- A downgrade: the writer is this caller's own task, which reads beside it.
-local beside = ARGV[#ARGV]
-if not writing and beside ~= '' and writer() == beside then
+-- A downgrade: the writer is the caller's own write guard, beside which it reads.
+if not writing and own ~= '' and writer() == own then
   take(token, lease, 'r')
-  return {1, 0}
+  return {TAKEN, 0}
 end
 
 local waiting = redis.call('LLEN', queue)
 if mode ~= 'q' then
   -- Without waiting, a reader does not pass a queued writer either.
-  if fits(role) and (writing or waiting == 0) then
-    take(token, lease, role)
-    return {1, fence(false)}
+  if fits(ME) and (writing or waiting == 0) then
+    take(token, lease, ME)
+    return {TAKEN, fence(false)}
   end
-  return {0, left()}
+  return {BUSY, left()}
 end
 
-local entry = token .. ' ' .. ARGV[6] .. ' ' .. (fenced and '1' or '0') .. ' ' .. role
+local mine = entry(token, handoff, fenced and '1' or '0', ME)
 if waiting > 0 then
   -- Whoever is at the queue's head and fits is granted first, as a release would have
   -- (maybe this caller): the lock came free with nobody told (a lease that ended, a waiter
   -- that left).
-  while hand_off(rw, queue, fence_key, ARGV[7], ARGV[8], nil, take, fits) == 'handed' do
+  for _ = 1, MOST_ENTRIES do
+    if hand_off(rw, queue, fence_key, channel, publish, nil, take, fits) ~= 'handed' then
+      break
+    end
   end
-  mine = handed()
-  if mine then
-    return mine
+  given = handed()
+  if given then
+    return given
   end
   waiting = redis.call('LLEN', queue)
 end
-if waiting == 0 and fits(role) then
-  take(token, lease, role)
-  return {1, fence(false)}
+if waiting == 0 and fits(ME) then
+  take(token, lease, ME)
+  return {TAKEN, fence(false)}
 end
 
 -- Busy: the caller stands in the queue (queue.lua's `stand`).
-local place = stand(queue, entry, queued, ARGV[5], ARGV[9])
+local place = stand(queue, mine, queued, mode_lease, most)
 if not place then
-  return {3, left()}
+  return {FULL, left()}
 end
-return {0, place == 0 and left() or -3}
+return {BUSY, place == 0 and left() or -3}

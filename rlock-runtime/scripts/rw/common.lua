@@ -1,14 +1,15 @@
--- A read-write lock's holders, shared by its acquire and release scripts (prepended after
--- queue.lua; `writing` is set before it, true in the writer's scripts).
+-- A read-write lock's holders, shared by its acquire and release scripts (after queue.lua;
+-- ME is 'w' in the writer's scripts, 'r' in the readers').
 --
 -- A read-write lock is one sorted set: each reader's token scored by the end of its lease
 -- (ms, Redis's clock), and the writer's, if any, scored by minus the end of its lease, so
 -- that the two are told apart by sign alone and each lease ends on its own: a crashed
--- reader's share comes back at its own lease's end, whatever the others do. Nothing else is
--- stored in it (a semaphore's set holds its count, which tells the two apart).
+-- reader's share comes back at its own lease's end, whatever the others do. Beside them,
+-- READ_WRITE_MEMBER scored 0 marks the set as a read-write lock's (no range of holders
+-- reaches 0); it lives and ends with the holders.
 local rw = KEYS[1]
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local writing = ME == 'w'
+local now = now_ms()
 
 -- The writer's token, or false when no writer holds; nil until read. One read serves the
 -- whole script: `purge` reads it, and `take` keeps it true.
@@ -22,10 +23,10 @@ local function writer()
   return known_writer
 end
 
--- Drops the leases that ended (readers' ends in [0, now]; the writer's, at most one, when
+-- Drops the leases that ended (readers' ends in (0, now]; the writer's, at most one, when
 -- minus its score is at most now) and returns the writer's token, false when none holds.
 local function purge()
-  redis.call('ZREMRANGEBYSCORE', rw, 0, string.format('%.0f', now))
+  redis.call('ZREMRANGEBYSCORE', rw, '(0', string.format('%.0f', now))
   local w = redis.call('ZRANGEBYSCORE', rw, '-inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
   known_writer = w[1] or false
   if known_writer and -tonumber(w[2]) <= now then
@@ -35,16 +36,21 @@ local function purge()
   return known_writer
 end
 
--- Grants `owner` the lock as `role` ('w' the writer, 'r' a reader) for `ms`; the set lives
+-- How many hold it: every member but the mark, which a set of this kind always has.
+local function holders()
+  return math.max(redis.call('ZCARD', rw) - 1, 0)
+end
+
+-- Grants `owner` the lock as `letter` ('w' the writer, 'r' a reader) for `ms`; the set lives
 -- as long as its longest lease. (Scores are written whole: a Lua number as an argument would
 -- be rounded to 14 digits.)
-local function take(owner, ms, role)
+local function take(owner, ms, letter)
   local ends = now + tonumber(ms)
-  if role == 'w' then
+  if letter == 'w' then
     ends = -ends
   end
-  redis.call('ZADD', rw, string.format('%.0f', ends), owner)
-  if role == 'w' then
+  redis.call('ZADD', rw, string.format('%.0f', ends), owner, 0, READ_WRITE_MEMBER)
+  if letter == 'w' then
     known_writer = owner
   end
   if redis.call('PTTL', rw) < tonumber(ms) then
@@ -52,11 +58,11 @@ local function take(owner, ms, role)
   end
 end
 
--- Whether a waiter of `role` can be granted now: a writer when nobody holds the lock, a
+-- Whether a waiter of `letter` can be granted now: a writer when nobody holds the lock, a
 -- reader when no writer does.
-local function fits(role)
-  if role == 'w' then
-    return redis.call('ZCARD', rw) == 0
+local function fits(letter)
+  if letter == 'w' then
+    return holders() == 0
   end
   return not writer()
 end

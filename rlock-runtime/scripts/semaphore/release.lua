@@ -1,31 +1,24 @@
--- Give a permit back if it is still ours, handing each free permit to the first live waiter
--- queued for the semaphore (named in an announcement); a waiter leaving the queue also gives
--- up its entry. (Prepended: queue.lua.) WAITING.md is the protocol it keeps.
--- KEYS[1]: semaphore key   KEYS[2]: waiters' queue   KEYS[3]: fence record, when declared
--- ARGV: as the lock's release.lua: ARGV[1] owner token; ARGV[2] 'q' (the default when
---       absent); ARGV[3] the sharded release channel on Redis Cluster, absent or empty on
---       one server; ARGV[4] '1' when a waiter leaves the queue, with its entry's handoff
---       lease ms and fence flag in ARGV[5] and ARGV[6]
--- Returns 1 when the permit was ours (given back or handed on), 0 when it had ended or was
--- never ours. (Permits carry no fence, so a release never asks again with the fence record.)
-local sem, queue, token, leaving = KEYS[1], KEYS[2], ARGV[1], ARGV[4] == '1'
-local channel, publish = ARGV[3], 'SPUBLISH'
-if channel == nil or channel == '' then
-  channel, publish = 'rlock:released:', 'PUBLISH'
-end
+-- Give a permit back if it is still ours, handing each free permit to the first live permit
+-- waiter queued for the semaphore (named in an announcement); a waiter leaving the queue also
+-- gives up its entry. (After protocol.lua, calls/release.lua, queue.lua and
+-- members/expiry.lua.) WAITING.md is the protocol it keeps.
+-- Returns RELEASED when the permit was ours (given back or handed on), NOT_OURS when it had
+-- ended, was never ours, or the key holds another kind (then nothing of it is touched).
+-- (Permits carry no fence, so a release never asks again with the fence record.)
+local sem, queue = KEYS[1], KEYS[2]
 if leaving then
-  redis.call('LREM', queue, 1, token .. ' ' .. ARGV[5] .. ' ' .. ARGV[6])
+  redis.call('LREM', queue, 1, entry(token, handoff, entry_fenced, ME))
 end
--- pcall: a key of another type holds no permit of ours.
-local ours = redis.pcall('ZREM', sem, token) == 1
-if redis.call('TYPE', sem)['ok'] ~= 'zset' then
-  return ours and 1 or 0
+local found, scores = kind_of(sem)
+if found ~= SEMAPHORE then
+  -- Nothing of ours here: the semaphore ended (its waiters find it free at their next
+  -- check in), or the name holds another kind.
+  return NOT_OURS
 end
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local ours = redis.call('ZREM', sem, token) == 1
+local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', sem, 0, string.format('%.0f', now))
-local stored = redis.call('ZSCORE', sem, '#permits')
-local permits = stored and -tonumber(stored) or 0
+local permits = -tonumber(scores[1])
 
 local function take(owner, ms)
   redis.call('ZADD', sem, string.format('%.0f', now + ms), owner)
@@ -37,14 +30,13 @@ end
 -- Each free permit goes to the next live waiter: the one this release gave back, and any
 -- whose lease ended unreleased. (A waiter leaving may have been the one a release told.)
 if ours or leaving then
-  while redis.call('ZCOUNT', sem, 0, '+inf') < permits do
-    if not hand_off(sem, queue, nil, channel, publish, nil, take) then
+  for _ = 1, MOST_ENTRIES do
+    if redis.call('ZCOUNT', sem, 0, '+inf') >= permits
+      or hand_off(sem, queue, nil, channel, publish, nil, take) ~= 'handed' then
       break
     end
   end
 end
-if redis.call('ZCARD', sem) <= 1 then
-  -- No permit in use: the count goes with the last one.
-  redis.call('DEL', sem)
-end
-return ours and 1 or 0
+-- The set lives until its latest permit ends; the count goes with the last one.
+expire_with_latest(sem, now)
+return ours and RELEASED or NOT_OURS

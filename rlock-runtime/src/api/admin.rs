@@ -7,7 +7,7 @@ use crate::api::client::LockClient;
 use crate::api::identity::Identity;
 use crate::backend::{Feature, Holder, Kind, Lease, LeaseStore};
 use crate::error::LockError;
-use crate::key::IntoLockKey;
+use crate::key::{IntoLockKey, LockKey};
 use crate::lease::card;
 use crate::metrics::Count;
 
@@ -158,6 +158,7 @@ impl LockClient {
         let redis_key = self.redis_key(&key);
         let engine = &self.shared().engine;
         let holder = engine.backend.inspect(Kind::Lock, &redis_key).await?;
+        of_kind(&key, Kind::Lock, &holder)?;
         let ours = holder.token.as_deref().and_then(|token| {
             engine
                 .watchdog
@@ -396,6 +397,7 @@ impl LockClient {
         }
         let redis_key = self.redis_key(&key);
         let holder = engine.backend.inspect(Kind::Read, &redis_key).await?;
+        of_kind(&key, Kind::Read, &holder)?;
         Ok((redis_key, holder))
     }
 
@@ -455,6 +457,7 @@ impl LockClient {
         // The count is read, not named: any will do for the inspection script.
         let kind = Kind::Permit { permits: 1 };
         let holder = engine.backend.inspect(kind, &redis_key).await?;
+        of_kind(&key, kind, &holder)?;
         Ok((redis_key, holder))
     }
 
@@ -485,7 +488,9 @@ impl LockClient {
         let key = key.into_lock_key()?;
         let redis_key = self.redis_key(&key);
         let engine = &self.shared().engine;
-        let Some(token) = engine.backend.inspect(Kind::Lock, &redis_key).await?.token else {
+        let holder = engine.backend.inspect(Kind::Lock, &redis_key).await?;
+        of_kind(&key, Kind::Lock, &holder)?;
+        let Some(token) = holder.token else {
             return Ok(false);
         };
         let lease = Lease {
@@ -507,5 +512,18 @@ impl LockClient {
             }
         }
         Ok(deleted)
+    }
+}
+
+/// `Ok` when `key`, as inspected (`holder`), is free or holds `kind`; else the error that
+/// names both: one kind's inspection or force-unlock never reads or ends another's.
+fn of_kind(key: &LockKey, kind: Kind, holder: &Holder) -> Result<(), LockError> {
+    match holder.found {
+        Some(found) if found != kind.key_kind() => Err(LockError::WrongKind {
+            key: key.as_str().to_owned(),
+            asked: kind.key_kind(),
+            found,
+        }),
+        _ => Ok(()),
     }
 }

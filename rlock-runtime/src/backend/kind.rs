@@ -50,16 +50,6 @@ impl Kind {
         }
     }
 
-    /// The argument of its own that its acquire script takes last, if any (a semaphore's
-    /// permit count). A read-write lock's is the write token a reader may read beside
-    /// ([`AttemptAsks::downgrade_of`](super::AttemptAsks::downgrade_of)).
-    pub(crate) fn argument(self) -> Option<u32> {
-        match self {
-            Self::Lock | Self::Read | Self::Write => None,
-            Self::Permit { permits } => Some(permits),
-        }
-    }
-
     /// Whether it is a read-write lock's (reader or writer).
     pub(crate) fn is_read_write(self) -> bool {
         matches!(self, Self::Read | Self::Write)
@@ -127,20 +117,20 @@ impl Kind {
     }
 }
 
-/// The scripts of one kind (`scripts/<kind>/*.lua`). The queue's functions
-/// (`scripts/queue.lua`) are shared: every kind that waits in Redis stands in the same queue
-/// and is handed on by the same `hand_off`.
-///
-/// The store calls every kind's scripts the same way (`scripted.rs`), so each one keeps the
-/// calling convention of the lock's, which its file's header spells out:
+/// The scripts of one kind (`scripts/<kind>/*.lua`). Every one starts with the line naming
+/// its kind (`ME`, the kind's queue letter, and `SERVED`, the letters its releases grant),
+/// then `scripts/protocol.lua`, the calling convention, which `protocol.rs` mirrors; the
+/// acquire and release scripts then name their call's arguments (`scripts/calls/`) and take
+/// the queue's functions (`scripts/queue.lua`): every kind that waits in Redis stands in the
+/// same queue and is handed on by the same `hand_off`, which grants only its own kind.
 ///
 /// | script | `KEYS` | `ARGV` | reply |
 /// |---|---|---|---|
-/// | acquire | key, [`companions`](Kind::companions) | token, ttl ms, fence flag, waiters mode, then the queue's or the mark's arguments | `{1, fence}` taken, `{2, fence, pttl}` handed by a release, `{0, pttl}` busy and queued if asked, `{3, pttl}` busy with a full queue |
-/// | release | key, queue (the short form), or key and both companions | token, then mode, channel, leaving flag, handoff lease ms, fence flag | 1 ours (deleted or handed on), 0 not ours, -1 again with the fence record |
+/// | acquire | key, [`companions`](Kind::companions) | [`ACQUIRE_ARGS`](super::protocol::ACQUIRE_ARGS) | [`AcquireReply`](super::protocol::AcquireReply) |
+/// | release | key, queue (the short form), or key and both companions | [`RELEASE_ARGS`](super::protocol::RELEASE_ARGS) | [`released`](super::protocol::released) |
 /// | renew | one key per lease | token and ttl ms per lease | 1 or 0 per lease |
 /// | extend | key | token, ttl ms | 1 or 0 |
-/// | inspect | key | | `{token or nil, pttl}` |
+/// | inspect | key, queue where kept | | `{found, token or false, pttl, queued, count, {owners}}` |
 pub(crate) struct KindScripts {
     /// Takes the lease if the kind allows it now, or reports busy (and queues the caller):
     /// what "busy" means for the kind is decided here.
@@ -152,7 +142,7 @@ pub(crate) struct KindScripts {
     pub(crate) renew: Lua,
     /// Sets one lease to exactly a new length if still its owner's.
     pub(crate) extend: Lua,
-    /// Reads the holder and what is left of its lease.
+    /// Reads what the key holds, the holder and what is left of its lease.
     pub(crate) inspect: Lua,
 }
 
@@ -165,7 +155,7 @@ impl KindScripts {
 
     /// All of them.
     #[cfg(test)]
-    fn each(&'static self) -> [&'static Lua; 5] {
+    pub(crate) fn each(&'static self) -> [&'static Lua; 5] {
         [
             &self.acquire,
             &self.release,
@@ -176,74 +166,63 @@ impl KindScripts {
     }
 }
 
-static LOCK: LazyLock<KindScripts> = LazyLock::new(|| KindScripts {
-    acquire: Lua::new(concat!(
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/lock/acquire.lua")
-    )),
-    release: Lua::new(concat!(
-        include_str!("../../scripts/lock/release.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/lock/release_queued.lua")
-    )),
-    renew: Lua::new(include_str!("../../scripts/lock/renew.lua")),
-    extend: Lua::new(include_str!("../../scripts/lock/extend.lua")),
-    inspect: Lua::new(include_str!("../../scripts/lock/inspect.lua")),
-});
-
-static SEMAPHORE: LazyLock<KindScripts> = LazyLock::new(|| KindScripts {
-    acquire: Lua::new(concat!(
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/semaphore/acquire.lua")
-    )),
-    release: Lua::new(concat!(
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/semaphore/release.lua")
-    )),
-    renew: Lua::new(include_str!("../../scripts/semaphore/renew.lua")),
-    extend: Lua::new(include_str!("../../scripts/semaphore/extend.lua")),
-    inspect: Lua::new(include_str!("../../scripts/semaphore/inspect.lua")),
-});
-
-/// A read-write lock's scripts, for its readers (`writing` false) or its writer.
-macro_rules! read_write_scripts {
-    ($writing:literal) => {
+/// Every kind's scripts, each source the kind's line, the protocol, then `$file`s.
+macro_rules! kind_scripts {
+    (me: $me:literal, served: $served:literal, $($script:ident: [$($file:literal),+]),+ $(,)?) => {
         LazyLock::new(|| KindScripts {
-            acquire: Lua::new(concat!(
-                "local writing = ",
-                $writing,
-                "\n",
-                include_str!("../../scripts/queue.lua"),
-                include_str!("../../scripts/rw/common.lua"),
-                include_str!("../../scripts/rw/acquire.lua")
-            )),
-            release: Lua::new(concat!(
-                "local writing = ",
-                $writing,
-                "\n",
-                include_str!("../../scripts/queue.lua"),
-                include_str!("../../scripts/rw/common.lua"),
-                include_str!("../../scripts/rw/release.lua")
-            )),
-            renew: Lua::new(concat!(
-                "local writing = ",
-                $writing,
-                "\n",
-                include_str!("../../scripts/rw/renew.lua")
-            )),
-            extend: Lua::new(concat!(
-                "local writing = ",
-                $writing,
-                "\n",
-                include_str!("../../scripts/rw/extend.lua")
-            )),
-            inspect: Lua::new(include_str!("../../scripts/rw/inspect.lua")),
+            $($script: Lua::new(concat!(
+                "local ME, SERVED = '", $me, "', '", $served, "'\n",
+                include_str!("../../scripts/protocol.lua"),
+                $(include_str!(concat!("../../scripts/", $file))),+
+            ))),+
         })
     };
 }
 
-static READ: LazyLock<KindScripts> = read_write_scripts!("false");
-static WRITE: LazyLock<KindScripts> = read_write_scripts!("true");
+static LOCK: LazyLock<KindScripts> = kind_scripts! {
+    me: "l", served: "l",
+    acquire: ["calls/acquire.lua", "queue.lua", "lock/acquire.lua"],
+    release: [
+        "calls/release.lua", "lock/release.lua", "queue.lua", "lock/release_queued.lua"
+    ],
+    renew: ["lock/renew.lua"],
+    extend: ["lock/extend.lua"],
+    inspect: ["lock/inspect.lua"],
+};
+
+static SEMAPHORE: LazyLock<KindScripts> = kind_scripts! {
+    me: "p", served: "p",
+    acquire: ["calls/acquire.lua", "queue.lua", "semaphore/acquire.lua"],
+    release: [
+        "calls/release.lua", "queue.lua", "members/expiry.lua", "semaphore/release.lua"
+    ],
+    renew: ["members/renew.lua"],
+    extend: ["members/expiry.lua", "members/extend.lua"],
+    inspect: ["semaphore/inspect.lua"],
+};
+
+/// A read-write lock's scripts, for its readers (`me` "r") or its writer ("w").
+macro_rules! read_write_scripts {
+    ($me:literal) => {
+        kind_scripts! {
+            me: $me, served: "rw",
+            acquire: ["calls/acquire.lua", "queue.lua", "rw/common.lua", "rw/acquire.lua"],
+            release: [
+                "calls/release.lua",
+                "queue.lua",
+                "members/expiry.lua",
+                "rw/common.lua",
+                "rw/release.lua"
+            ],
+            renew: ["members/renew.lua"],
+            extend: ["members/expiry.lua", "members/extend.lua"],
+            inspect: ["rw/inspect.lua"],
+        }
+    };
+}
+
+static READ: LazyLock<KindScripts> = read_write_scripts!("r");
+static WRITE: LazyLock<KindScripts> = read_write_scripts!("w");
 
 #[cfg(test)]
 mod tests {
@@ -265,7 +244,11 @@ mod tests {
         }
         for kind in kinds {
             for lua in kind.scripts().each() {
-                assert!(!lua.source().is_empty(), "{kind:?}");
+                let first = lua.source().lines().next().unwrap_or_default();
+                assert!(
+                    first.starts_with(&format!("local ME, SERVED = '{}', '", kind.letter())),
+                    "{kind:?}: {first}"
+                );
             }
         }
     }

@@ -14,7 +14,7 @@ use super::{
     Attempt, AttemptAsks, CardFields, CardPost, Holder, KeepKey, Kind, Lease, LeaseStore, Misfit,
     Permits, ReleaseListener, Scanned,
 };
-use crate::error::LockError;
+use crate::error::{KeyKind, LockError};
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MemoryBackend {
@@ -34,17 +34,59 @@ struct Shared {
 
 #[derive(Debug, Default)]
 struct Locks {
-    entries: HashMap<String, Entry>,
-    /// Semaphores with a permit in use (or whose permits ended since the last sweep).
-    semaphores: HashMap<String, Semaphore>,
-    /// Semaphores after their last sweep; the next waits until they double.
-    semaphores_swept_at: usize,
-    /// Read-write locks with a holder (or whose holders ended since the last sweep).
-    read_writes: HashMap<String, ReadWrite>,
-    /// Read-write locks after their last sweep; the next waits until they double.
-    read_writes_swept_at: usize,
-    /// Size after the last sweep of expired entries; the next sweep waits until it doubles.
+    /// What each name holds: one kind of thing at a time, as in Redis.
+    states: HashMap<String, State>,
+    /// Names after the last sweep of ended states; the next sweep waits until they double.
     swept_at: usize,
+}
+
+/// What a name holds: a lock, a semaphore's permits or a read-write lock's holders.
+#[derive(Debug)]
+enum State {
+    Lock(Entry),
+    Semaphore(Semaphore),
+    ReadWrite(ReadWrite),
+}
+
+impl State {
+    /// Drops the leases that ended by `now`; whether anything is still held.
+    fn live(&mut self, now: Instant) -> bool {
+        match self {
+            Self::Lock(entry) => entry.expires > now,
+            Self::Semaphore(semaphore) => !semaphore.live(now).is_empty(),
+            Self::ReadWrite(rw) => !rw.live(now).is_empty(),
+        }
+    }
+
+    /// What a user is told it is.
+    fn key_kind(&self) -> KeyKind {
+        match self {
+            Self::Lock(_) => KeyKind::Lock,
+            Self::Semaphore(_) => KeyKind::Semaphore,
+            Self::ReadWrite(_) => KeyKind::ReadWriteLock,
+        }
+    }
+}
+
+impl Locks {
+    /// What `key` holds at `now`, if anything is still held there (an ended state is gone).
+    fn live(&mut self, key: &str, now: Instant) -> Option<&mut State> {
+        let ended = !self.states.get_mut(key)?.live(now);
+        if ended {
+            self.states.remove(key);
+            return None;
+        }
+        self.states.get_mut(key)
+    }
+
+    /// Drops every ended state once the map has doubled since the last sweep, so that a
+    /// long-lived process does not keep every name it ever used.
+    fn sweep(&mut self, now: Instant) {
+        if self.states.len() > 2 * self.swept_at.max(512) {
+            self.states.retain(|_, state| state.live(now));
+            self.swept_at = self.states.len();
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -102,6 +144,13 @@ impl ReadWrite {
     }
 }
 
+/// The answer to a request of another kind than `state` holds.
+fn misfit(state: &State) -> Attempt {
+    Attempt::Misfit(Misfit::OtherKind {
+        found: state.key_kind(),
+    })
+}
+
 impl MemoryBackend {
     fn locks(&self) -> MutexGuard<'_, Locks> {
         // A panic while holding this lock cannot leave the map half-updated (every update is
@@ -112,171 +161,98 @@ impl MemoryBackend {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    fn next_fence(&self, asked: bool) -> Option<u64> {
+        asked.then(|| self.inner.last_fence.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
     fn try_acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Attempt {
-        let Lease {
-            kind,
-            key,
-            token,
-            ttl,
-        } = lease;
-        if let Kind::Permit { permits } = kind {
-            return self.try_permit(lease, permits);
-        }
-        if kind.is_read_write() {
-            return self.try_read_write(lease, ask);
-        }
         let now = Instant::now();
         let mut locks = self.locks();
-        if let Some(entry) = locks.entries.get(key)
-            && entry.expires > now
-        {
-            return Attempt::Busy {
-                remaining: Some(entry.expires - now),
-                queued: false,
-            };
-        }
-        if locks.entries.len() > 2 * locks.swept_at.max(512) {
-            locks.entries.retain(|_, e| e.expires > now);
-            locks.swept_at = locks.entries.len();
-        }
-        locks.entries.insert(
-            key.to_owned(),
-            Entry {
-                token: token.to_owned(),
-                expires: now + ttl,
+        locks.sweep(now);
+        match lease.kind {
+            Kind::Lock => match locks.live(lease.key, now) {
+                Some(State::Lock(entry)) => Attempt::Busy {
+                    remaining: Some(entry.expires - now),
+                    queued: false,
+                },
+                Some(other) => misfit(other),
+                None => {
+                    let entry = Entry {
+                        token: lease.token.to_owned(),
+                        expires: now + lease.ttl,
+                    };
+                    locks
+                        .states
+                        .insert(lease.key.to_owned(), State::Lock(entry));
+                    Attempt::Acquired {
+                        fence: self.next_fence(ask.fence),
+                    }
+                }
             },
-        );
-        let fence = ask
-            .fence
-            .then(|| self.inner.last_fence.fetch_add(1, Ordering::Relaxed) + 1);
-        Attempt::Acquired { fence }
-    }
-
-    /// A permit of the semaphore `lease.key` of `permits`, if one is free.
-    fn try_permit(&self, lease: Lease<'_>, permits: u32) -> Attempt {
-        let now = Instant::now();
-        let mut locks = self.locks();
-        // Semaphores whose permits all ended without a release go, as a lock's ended entries
-        // do, so that a long-lived process does not keep every name it ever used.
-        if locks.semaphores.len() > 2 * locks.semaphores_swept_at.max(512) {
-            locks
-                .semaphores
-                .retain(|_, semaphore| !semaphore.live(now).is_empty());
-            locks.semaphores_swept_at = locks.semaphores.len();
-        }
-        let semaphore = locks
-            .semaphores
-            .entry(lease.key.to_owned())
-            .or_insert_with(|| Semaphore {
-                count: permits,
-                held: HashMap::new(),
-            });
-        let count = semaphore.count;
-        let held = semaphore.live(now);
-        if held.is_empty() {
-            // The count goes with the last permit, as in Redis.
-            semaphore.count = permits;
-        } else if count != permits {
-            return Attempt::Misfit(Misfit::Permits { stored: count });
-        }
-        let held = semaphore.live(now);
-        if held.len() < usize::try_from(permits).unwrap_or(usize::MAX) {
-            held.insert(lease.token.to_owned(), now + lease.ttl);
-            return Attempt::Acquired { fence: None };
-        }
-        Attempt::Busy {
-            remaining: held.values().min().map(|ends| *ends - now),
-            queued: false,
-        }
-    }
-
-    /// A read-write lock's read or write lease, if it can be had now: a reader beside other
-    /// readers (or beside its own task's writer), a writer alone.
-    fn try_read_write(&self, lease: Lease<'_>, ask: AttemptAsks) -> Attempt {
-        let now = Instant::now();
-        let beside = ask.beside(lease.token);
-        let mut locks = self.locks();
-        if locks.read_writes.len() > 2 * locks.read_writes_swept_at.max(512) {
-            locks.read_writes.retain(|_, rw| !rw.live(now).is_empty());
-            locks.read_writes_swept_at = locks.read_writes.len();
-        }
-        let rw = locks
-            .read_writes
-            .entry(lease.key.to_owned())
-            .or_default()
-            .live(now);
-        let ends = now + lease.ttl;
-        let writer_ends = rw.writer.as_ref().map(|(_, ends)| *ends);
-        if lease.kind == Kind::Write {
-            if rw.is_empty() {
-                rw.writer = Some((lease.token.to_owned(), ends));
-                let fence = ask
-                    .fence
-                    .then(|| self.inner.last_fence.fetch_add(1, Ordering::Relaxed) + 1);
-                return Attempt::Acquired { fence };
+            Kind::Permit { permits } => match locks.live(lease.key, now) {
+                Some(State::Semaphore(semaphore)) => take_permit(semaphore, lease, permits, now),
+                Some(other) => misfit(other),
+                None => {
+                    let mut semaphore = Semaphore {
+                        count: permits,
+                        held: HashMap::new(),
+                    };
+                    let taken = take_permit(&mut semaphore, lease, permits, now);
+                    locks
+                        .states
+                        .insert(lease.key.to_owned(), State::Semaphore(semaphore));
+                    taken
+                }
+            },
+            Kind::Read | Kind::Write => {
+                let beside = ask.beside(lease.token);
+                let fence = || self.next_fence(ask.fence);
+                match locks.live(lease.key, now) {
+                    Some(State::ReadWrite(rw)) => take_read_write(rw, lease, beside, now, fence),
+                    Some(other) => misfit(other),
+                    None => {
+                        let mut rw = ReadWrite::default();
+                        let taken = take_read_write(&mut rw, lease, beside, now, fence);
+                        locks
+                            .states
+                            .insert(lease.key.to_owned(), State::ReadWrite(rw));
+                        taken
+                    }
+                }
             }
-            let last = rw.readers.values().copied().chain(writer_ends).max();
-            return Attempt::Busy {
-                remaining: last.map(|ends| ends - now),
-                queued: false,
-            };
-        }
-        let own_writer = rw
-            .writer
-            .as_ref()
-            .is_some_and(|(writer, _)| Some(writer) == beside.as_ref());
-        if writer_ends.is_none() || own_writer {
-            rw.readers.insert(lease.token.to_owned(), ends);
-            return Attempt::Acquired { fence: None };
-        }
-        Attempt::Busy {
-            remaining: writer_ends.map(|ends| ends - now),
-            queued: false,
         }
     }
 
     /// Deletes the lock, or gives back the permit or the read-write lease, if `token` owns
-    /// it, and tells every client's waiters.
-    pub(crate) fn release_now(&self, key: &str, token: &str) -> bool {
+    /// it as `kind`, and tells every client's waiters. Another kind's state is not touched.
+    pub(crate) fn release_now(&self, kind: Kind, key: &str, token: &str) -> bool {
         let now = Instant::now();
         let released = {
             let mut locks = self.locks();
-            match locks.entries.get(key) {
-                Some(e) if e.token == token && e.expires > now => {
-                    locks.entries.remove(key);
-                    true
+            let (released, emptied) = match (kind, locks.live(key, now)) {
+                (Kind::Lock, Some(State::Lock(entry))) if entry.token == token => (true, true),
+                (Kind::Permit { .. }, Some(State::Semaphore(semaphore))) => {
+                    let ours = semaphore.held.remove(token).is_some();
+                    (ours, semaphore.held.is_empty())
                 }
-                _ => match locks.semaphores.get_mut(key) {
-                    Some(semaphore) => {
-                        let ours = semaphore
-                            .live(now)
-                            .remove(token)
-                            .is_some_and(|ends| ends > now);
-                        if semaphore.held.is_empty() {
-                            locks.semaphores.remove(key);
-                        }
-                        ours
-                    }
-                    None => match locks.read_writes.get_mut(key) {
-                        Some(rw) => {
-                            let rw = rw.live(now);
-                            let ours = if rw.readers.remove(token).is_some() {
-                                true
-                            } else if rw.writer.as_ref().is_some_and(|(w, _)| w == token) {
-                                rw.writer = None;
-                                true
-                            } else {
-                                false
-                            };
-                            if rw.is_empty() {
-                                locks.read_writes.remove(key);
-                            }
-                            ours
-                        }
-                        None => false,
-                    },
-                },
+                (Kind::Read, Some(State::ReadWrite(rw))) => {
+                    (rw.readers.remove(token).is_some(), rw.is_empty())
+                }
+                (Kind::Write, Some(State::ReadWrite(rw)))
+                    if rw
+                        .writer
+                        .as_ref()
+                        .is_some_and(|(writer, _)| writer == token) =>
+                {
+                    rw.writer = None;
+                    (true, rw.is_empty())
+                }
+                _ => (false, false),
+            };
+            if emptied {
+                locks.states.remove(key);
             }
+            released
         };
         if released {
             let listeners = self.listeners().clone();
@@ -302,24 +278,23 @@ impl MemoryBackend {
         listeners.push(listener);
     }
 
-    /// Sets the lease of `key` to `ttl` from now if `token` owns it; with `only_longer`, a
-    /// lease that already ends later is left as it is (a renewal never shortens).
+    /// Sets the lease of `key` to `ttl` from now if `token` owns it as `lease.kind`; with
+    /// `only_longer`, a lease that already ends later is left as it is (a renewal never
+    /// shortens).
     fn set_lease(&self, lease: Lease<'_>, only_longer: bool) -> bool {
         let now = Instant::now();
         let mut locks = self.locks();
-        let ends = match lease.kind {
-            Kind::Lock => match locks.entries.get_mut(lease.key) {
-                Some(e) if e.token == lease.token => Some(&mut e.expires),
-                _ => None,
-            },
-            Kind::Permit { .. } => locks
-                .semaphores
-                .get_mut(lease.key)
-                .and_then(|semaphore| semaphore.live(now).get_mut(lease.token)),
-            Kind::Read | Kind::Write => locks
-                .read_writes
-                .get_mut(lease.key)
-                .and_then(|rw| rw.live(now).lease_of(lease.kind, lease.token)),
+        let ends = match (lease.kind, locks.live(lease.key, now)) {
+            (Kind::Lock, Some(State::Lock(entry))) if entry.token == lease.token => {
+                Some(&mut entry.expires)
+            }
+            (Kind::Permit { .. }, Some(State::Semaphore(semaphore))) => {
+                semaphore.held.get_mut(lease.token)
+            }
+            (Kind::Read | Kind::Write, Some(State::ReadWrite(rw))) => {
+                rw.lease_of(lease.kind, lease.token)
+            }
+            _ => None,
         };
         match ends {
             Some(ends) if *ends > now => {
@@ -331,6 +306,64 @@ impl MemoryBackend {
             }
             _ => false,
         }
+    }
+}
+
+/// A permit of `semaphore` (live at `now`) for a request naming `permits`, if one is free.
+fn take_permit(semaphore: &mut Semaphore, lease: Lease<'_>, permits: u32, now: Instant) -> Attempt {
+    let count = semaphore.count;
+    let held = semaphore.live(now);
+    if held.is_empty() {
+        // The count goes with the last permit, as in Redis.
+        semaphore.count = permits;
+    } else if count != permits {
+        return Attempt::Misfit(Misfit::Permits { stored: count });
+    }
+    let held = semaphore.live(now);
+    if held.len() < usize::try_from(permits).unwrap_or(usize::MAX) {
+        held.insert(lease.token.to_owned(), now + lease.ttl);
+        return Attempt::Acquired { fence: None };
+    }
+    Attempt::Busy {
+        remaining: held.values().min().map(|ends| *ends - now),
+        queued: false,
+    }
+}
+
+/// A read-write lock's read or write lease in `rw` (live at `now`), if it can be had now: a
+/// reader beside other readers (or beside the write lease it may read beside, `beside`), a
+/// writer alone.
+fn take_read_write(
+    rw: &mut ReadWrite,
+    lease: Lease<'_>,
+    beside: Option<String>,
+    now: Instant,
+    fence: impl FnOnce() -> Option<u64>,
+) -> Attempt {
+    let ends = now + lease.ttl;
+    let writer_ends = rw.writer.as_ref().map(|(_, ends)| *ends);
+    if lease.kind == Kind::Write {
+        if rw.is_empty() {
+            rw.writer = Some((lease.token.to_owned(), ends));
+            return Attempt::Acquired { fence: fence() };
+        }
+        let last = rw.readers.values().copied().chain(writer_ends).max();
+        return Attempt::Busy {
+            remaining: last.map(|ends| ends - now),
+            queued: false,
+        };
+    }
+    let own_writer = rw
+        .writer
+        .as_ref()
+        .is_some_and(|(writer, _)| Some(writer) == beside.as_ref());
+    if writer_ends.is_none() || own_writer {
+        rw.readers.insert(lease.token.to_owned(), ends);
+        return Attempt::Acquired { fence: None };
+    }
+    Attempt::Busy {
+        remaining: writer_ends.map(|ends| ends - now),
+        queued: false,
     }
 }
 
@@ -372,8 +405,10 @@ impl LeaseStore for MemoryBackend {
         let exact = !pattern.ends_with('*');
         let keys: Vec<String> = self
             .locks()
-            .entries
-            .keys()
+            .states
+            .iter()
+            .filter(|(_, state)| matches!(state, State::Lock(_)))
+            .map(|(k, _)| k)
             .filter(|k| {
                 if exact {
                     *k == prefix
@@ -409,35 +444,46 @@ impl LeaseStore for MemoryBackend {
     async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {
         let now = Instant::now();
         let mut locks = self.locks();
-        // A semaphore is told by the permit that ends first, and all of them.
-        let (first, permits) = match kind {
-            Kind::Lock => (locks.entries.get(key).map(|e| (&e.token, e.expires)), None),
-            Kind::Permit { .. } => match locks.semaphores.get_mut(key) {
-                Some(semaphore) => {
-                    let count = semaphore.count;
-                    let held = semaphore.live(now);
-                    let permits = Permits {
-                        count: if held.is_empty() { 0 } else { count },
-                        owners: held.keys().cloned().collect(),
-                    };
-                    let first = held.iter().min_by_key(|(_, ends)| **ends);
-                    (first.map(|(t, e)| (t, *e)), Some(permits))
-                }
-                None => (None, Some(Permits::default())),
+        let state = locks.live(key, now);
+        let found = state.as_ref().map(|state| state.key_kind());
+        let empty = match kind {
+            Kind::Lock => Holder::default(),
+            Kind::Permit { .. } | Kind::Read | Kind::Write => Holder {
+                permits: Some(Permits::default()),
+                ..Holder::default()
             },
+        };
+        Ok(match (kind, state) {
+            (Kind::Lock, Some(State::Lock(entry))) => Holder {
+                found,
+                token: Some(entry.token.clone()),
+                remaining: Some(entry.expires - now),
+                queued: None,
+                permits: None,
+            },
+            // A semaphore is told by the permit that ends first, and all of them.
+            (Kind::Permit { .. }, Some(State::Semaphore(semaphore))) => {
+                let count = semaphore.count;
+                let held = semaphore.live(now);
+                let first = held.iter().min_by_key(|(_, ends)| **ends);
+                Holder {
+                    found,
+                    token: first.map(|(token, _)| token.clone()),
+                    remaining: first.map(|(_, ends)| *ends - now),
+                    queued: None,
+                    permits: Some(Permits {
+                        count,
+                        owners: held.keys().cloned().collect(),
+                    }),
+                }
+            }
             // A read-write lock is told by its writer, and how long until it or the reader
             // that ends last is done.
-            Kind::Read | Kind::Write => {
-                let Some(rw) = locks.read_writes.get_mut(key) else {
-                    return Ok(Holder {
-                        permits: Some(Permits::default()),
-                        ..Holder::default()
-                    });
-                };
-                let rw = rw.live(now);
+            (Kind::Read | Kind::Write, Some(State::ReadWrite(rw))) => {
                 let last = rw.readers.values().max().copied();
                 let writer = rw.writer.clone();
-                return Ok(Holder {
+                Holder {
+                    found,
                     remaining: writer
                         .as_ref()
                         .map(|(_, ends)| *ends)
@@ -449,20 +495,10 @@ impl LeaseStore for MemoryBackend {
                         count: u32::try_from(rw.readers.len()).unwrap_or(u32::MAX),
                         owners: rw.readers.keys().cloned().collect(),
                     }),
-                });
+                }
             }
-        };
-        Ok(match first {
-            Some((token, ends)) if ends > now => Holder {
-                token: Some(token.clone()),
-                remaining: Some(ends - now),
-                queued: None,
-                permits,
-            },
-            _ => Holder {
-                permits,
-                ..Holder::default()
-            },
+            // Free, or another kind's: not read.
+            _ => Holder { found, ..empty },
         })
     }
 
@@ -471,11 +507,11 @@ impl LeaseStore for MemoryBackend {
     }
 
     async fn release(&self, lease: Lease<'_>, _fenced: bool) -> Result<bool, LockError> {
-        Ok(self.release_now(lease.key, lease.token))
+        Ok(self.release_now(lease.kind, lease.key, lease.token))
     }
 
     async fn withdraw(&self, lease: Lease<'_>, _fenced: bool) -> Result<bool, LockError> {
-        Ok(self.release_now(lease.key, lease.token))
+        Ok(self.release_now(lease.kind, lease.key, lease.token))
     }
 
     async fn renew(
@@ -538,7 +574,7 @@ mod tests {
         for i in 0..1100 {
             take(format!("live:{i}"), Duration::from_secs(60));
         }
-        let kept = memory.locks().semaphores.len();
+        let kept = memory.locks().states.len();
         assert!(kept < 1700, "{kept} semaphores kept");
     }
 }

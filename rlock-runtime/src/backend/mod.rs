@@ -11,6 +11,7 @@ pub(crate) mod connection;
 pub(crate) mod endpoint;
 pub(crate) mod kind;
 pub(crate) mod memory;
+pub(crate) mod protocol;
 pub(crate) mod pubsub;
 pub(crate) mod redlock;
 pub(crate) mod scripted;
@@ -22,7 +23,7 @@ pub(crate) mod watch;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::error::LockError;
+use crate::error::{KeyKind, LockError};
 pub(crate) use kind::Kind;
 
 /// One lease as the backend sees it: what kind of thing is leased, its stored key, the owner
@@ -62,24 +63,31 @@ pub(crate) enum Attempt {
 pub(crate) enum Misfit {
     /// The semaphore was made with another permit count.
     Permits { stored: u32 },
-    /// The key holds another kind of thing (a lock where a semaphore was asked for).
-    OtherKind,
+    /// The key holds another kind of thing (a semaphore where a lock was asked for).
+    OtherKind { found: KeyKind },
 }
 
 impl Misfit {
-    /// The configuration error's message for a request of `kind` on `key`.
-    pub(crate) fn describe(self, kind: Kind, key: impl std::fmt::Display) -> String {
+    /// The error for a request of `kind` on `key`.
+    pub(crate) fn error(self, kind: Kind, key: impl std::fmt::Display) -> LockError {
         match (self, kind) {
-            (Self::Permits { stored }, Kind::Permit { permits }) => format!(
-                "semaphore `{key}` has {stored} permits in Redis, and this request names \
-                 {permits}: every caller of a semaphore must name the same count (it is \
-                 stored with the permits and ends with the last of them)"
-            ),
-            _ => format!(
-                "`{key}` holds something other than a {}: a name is one kind of thing (a \
-                 lock, a semaphore or a read-write lock), not several",
-                kind.name()
-            ),
+            (Self::Permits { stored }, Kind::Permit { permits }) => {
+                LockError::InvalidConfig(format!(
+                    "semaphore `{key}` has {stored} permits in Redis, and this request names \
+                     {permits}: every caller of a semaphore must name the same count (it is \
+                     stored with the permits and ends with the last of them)"
+                ))
+            }
+            (Self::Permits { .. }, _) => LockError::WrongKind {
+                key: key.to_string(),
+                asked: kind.key_kind(),
+                found: KeyKind::Semaphore,
+            },
+            (Self::OtherKind { found }, _) => LockError::WrongKind {
+                key: key.to_string(),
+                asked: kind.key_kind(),
+                found,
+            },
         }
     }
 }
@@ -158,6 +166,9 @@ pub(crate) struct QueueEntry {
 /// Who holds a lock or a semaphore, as the backend sees it now.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Holder {
+    /// What the key holds; another kind than the one inspected is not read (the rest is
+    /// empty). `None` when it is free.
+    pub(crate) found: Option<KeyKind>,
     /// The holder's owner token (a semaphore's: the permit that ends first); `None` when
     /// nobody holds it.
     pub(crate) token: Option<String>,

@@ -180,7 +180,10 @@ impl LeaseStore for Redlock {
                  or Cluster for semaphores"
             }
             Feature::ReadWrite => {
-                "read-write locks are not available on Redlock: their waiters are granted in                  arrival order from one queue (so that readers cannot starve a writer), and                  independent masters keep no common queue; use a single Redis, Sentinel or                  Cluster for read-write locks"
+                "read-write locks are not available on Redlock: their waiters are granted in \
+                 arrival order from one queue (so that readers cannot starve a writer), and \
+                 independent masters keep no common queue; use a single Redis, Sentinel or \
+                 Cluster for read-write locks"
             }
         })
     }
@@ -204,6 +207,7 @@ impl LeaseStore for Redlock {
         let mut granted = 0;
         let mut failed = 0;
         let mut remaining: Option<Duration> = None;
+        let mut misfit = None;
         for answer in &answers {
             match answer {
                 Ok(Attempt::Acquired { .. } | Attempt::Handed { .. }) => granted += 1,
@@ -214,8 +218,17 @@ impl LeaseStore for Redlock {
                         remaining = Some(remaining.map_or(left, |r| r.min(left)));
                     }
                 }
-                Ok(Attempt::NoQuorum { .. } | Attempt::Misfit(_)) | Err(_) => failed += 1,
+                Ok(Attempt::Misfit(m)) => misfit = Some(*m),
+                Ok(Attempt::NoQuorum { .. }) | Err(_) => failed += 1,
             }
+        }
+        // A master on which the name holds another kind refuses it for all: a name is one
+        // kind, wherever it is kept.
+        if let Some(misfit) = misfit {
+            if granted > 0 {
+                self.release_everywhere(lease).await;
+            }
+            return Ok(Attempt::Misfit(misfit));
         }
         let validity = lease
             .ttl
@@ -309,6 +322,16 @@ impl LeaseStore for Redlock {
                 source: "too few Redlock masters answered".into(),
             }));
         }
+        // Another kind's state on any master answers for all, as an acquire does.
+        if let Some(other) = holders
+            .iter()
+            .find(|h| h.found.is_some_and(|found| found != kind.key_kind()))
+        {
+            return Ok(Holder {
+                found: other.found,
+                ..Holder::default()
+            });
+        }
         for candidate in &holders {
             let Some(token) = &candidate.token else {
                 continue;
@@ -319,6 +342,7 @@ impl LeaseStore for Redlock {
                 .collect();
             if same.len() >= self.quorum() {
                 return Ok(Holder {
+                    found: Some(kind.key_kind()),
                     token: Some(token.clone()),
                     remaining: same.iter().filter_map(|h| h.remaining).min(),
                     ..Holder::default()

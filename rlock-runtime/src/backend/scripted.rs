@@ -5,6 +5,7 @@
 //! releases announced on sharded channels.
 
 use std::sync::Weak;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue, RedisError};
@@ -15,13 +16,16 @@ use futures_util::future::join_all;
 
 use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
+use super::protocol::{
+    AcquireArgs, AcquireMode, AcquireReply, Found, QueueArgs, entry, flag, released,
+};
 use super::pubsub::{Announcing, Connector, Feed};
 use super::scripts::{Lua, ScriptCall, Waiters, query};
 use super::{
     Attempt, AttemptAsks, CardFields, CardPost, Holder, KeepKey, Kind, Lease, LeaseStore, Misfit,
     Permits, QueueAsk, QueueCall, ReleaseListener, Scanned, millis,
 };
-use crate::error::{LockError, Operation};
+use crate::error::{KeyKind, LockError, Operation};
 use crate::key::Companion;
 use crate::util::tuning::{
     HANDOFF_LEASE, REPLICA_WAIT_DIVISOR, WAITERS_MARK_SLACK, WAITERS_QUEUE_LEASE, WAITERS_QUEUE_MAX,
@@ -49,6 +53,9 @@ pub(crate) struct Scripted<O: Opener> {
     /// Waiters queue here and releases hand the lock on; off for a Redlock master, whose
     /// releases announce to every waiter instead.
     queue: bool,
+    /// The server takes `SET … NX … GET` (Redis 7.0 and later); cleared at the first
+    /// refusal, after which the acquire script does what it did.
+    set_nx_get: AtomicBool,
 }
 
 /// One Redis server, or the master the sentinels name.
@@ -75,6 +82,7 @@ impl<O: Opener> Scripted<O> {
             opener,
             conn,
             queue: true,
+            set_nx_get: AtomicBool::new(true),
         }
     }
 
@@ -150,7 +158,7 @@ impl<O: Opener> Scripted<O> {
         let mut outcome: i64 = self
             .invoke(operation, self.conn.timeout(), &release)
             .await?;
-        if outcome == NEEDS_FENCE_RECORD {
+        if outcome == released::AGAIN_WITH_FENCE {
             // Boxed: a hand-off to a fenced waiter is the rare release.
             outcome = Box::pin(async {
                 let mut again = Self::keyed(script, lease, true);
@@ -160,7 +168,12 @@ impl<O: Opener> Scripted<O> {
             })
             .await?;
         }
-        Ok(outcome == 1)
+        Ok(match outcome {
+            released::RELEASED => true,
+            released::NOT_OURS => false,
+            // AGAIN_WITH_FENCE a second time: nothing of ours was given back.
+            _ => false,
+        })
     }
 
     /// Connects and loads the lock's scripts up front, so the first calls do not all miss at
@@ -203,9 +216,12 @@ impl<O: Opener> Scripted<O> {
 }
 
 impl<O: Opener> Scripted<O> {
-    /// Without a fence and without waiting, a plain `SET key token NX PX ttl`: the cheapest
-    /// atomic acquire there is. A waiter (which needs the holder's remaining lease when busy)
-    /// or a fence takes the acquire script instead: still one round trip. Bounded by `limit`.
+    /// Without a fence and without waiting, a plain `SET key token NX PX ttl GET`: the
+    /// cheapest atomic acquire there is, whose reply also tells a lock held (the holder's
+    /// token) from another kind's state (`WRONGTYPE`). A waiter (which needs the holder's
+    /// remaining lease when busy), a fence, another kind's state, or a server without
+    /// `SET … NX … GET` (before Redis 7.0) takes the acquire script instead: still one round
+    /// trip. Bounded by `limit`.
     pub(crate) async fn acquire_within(
         &self,
         lease: Lease<'_>,
@@ -213,28 +229,24 @@ impl<O: Opener> Scripted<O> {
         timeout: Duration,
     ) -> Result<Attempt, LockError> {
         let queue = ask.queue.filter(|_| self.queue);
-        if !ask.fence && !ask.remaining && queue.is_none() && lease.kind.acquires_with_set_nx() {
-            let set: Option<String> = self
-                .conn
-                .call(Operation::Acquire, timeout, |c| async move {
-                    let mut set = Cmd::with_capacity(6, 32 + lease.key.len() + lease.token.len());
-                    set.arg("SET")
-                        .arg(lease.key)
-                        .arg(lease.token)
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(millis(lease.ttl));
-                    query::<O, _>(c, &set).await
-                })
-                .await?;
-            return Ok(if set.is_some() {
-                Attempt::Acquired { fence: None }
-            } else {
-                Attempt::Busy {
-                    remaining: None,
-                    queued: false,
+        if !ask.fence
+            && !ask.remaining
+            && queue.is_none()
+            && lease.kind.acquires_with_set_nx()
+            && self.set_nx_get.load(Ordering::Relaxed)
+        {
+            match self.set_nx(lease, timeout).await? {
+                SetNx::Taken => return Ok(Attempt::Acquired { fence: None }),
+                SetNx::Busy => {
+                    return Ok(Attempt::Busy {
+                        remaining: None,
+                        queued: false,
+                    });
                 }
-            });
+                SetNx::Unsupported => self.set_nx_get.store(false, Ordering::Relaxed),
+                // The script names what the key holds.
+                SetNx::OtherKind => {}
+            }
         }
         // A kind whose every call the script must see (a semaphore's count, a read-write
         // lock's roles) never joins without it.
@@ -247,55 +259,98 @@ impl<O: Opener> Scripted<O> {
         {
             return Ok(busy);
         }
-        let mut acquire = Self::keyed(&lease.kind.scripts().acquire, lease, self.queue);
-        acquire
-            .arg(lease.token)
-            .arg(millis(lease.ttl))
-            .arg(flag(ask.fence));
-        if let Some(queue) = queue {
-            let announcing = O::announcing(lease.key);
-            acquire
-                .arg(Waiters::Queued.arg())
-                .arg(millis(WAITERS_QUEUE_LEASE))
-                .arg(handoff_lease(lease))
-                .arg(announcing.script_channel())
-                .arg(announcing.command())
-                .arg(WAITERS_QUEUE_MAX)
-                .arg(flag(queue.fair))
-                .arg(flag(queue.call == QueueCall::CheckIn));
-        } else if ask.remaining && !self.queue {
-            acquire
-                .arg(Waiters::Marked.arg())
-                .arg(millis(WAITERS_MARK_SLACK));
-        } else {
-            acquire.arg(Waiters::None.arg());
-        }
-        if let Some(argument) = lease.kind.argument() {
-            acquire.arg(argument);
-        }
-        if lease.kind.is_read_write() {
-            acquire.arg(ask.beside(lease.token).unwrap_or_default());
-        }
-        let reply: Vec<i64> = self.invoke(Operation::Acquire, timeout, &acquire).await?;
-        let at = |i: usize| reply.get(i).copied().unwrap_or(0);
-        // The script's fences are positive; a negative one cannot come from it.
-        let fence = || ask.fence.then(|| u64::try_from(at(1)).unwrap_or(0));
-        Ok(match at(0) {
-            1 => Attempt::Acquired { fence: fence() },
-            2 => Attempt::Handed {
-                fence: fence(),
-                left: lease_left(at(2)).unwrap_or_default(),
-            },
-            4 => Attempt::Misfit(Misfit::Permits {
-                stored: u32::try_from(at(1)).unwrap_or(0),
+        let announcing = O::announcing(lease.key);
+        let mode = match queue {
+            Some(queue) => AcquireMode::Queue(QueueArgs {
+                queue_lease_ms: millis(WAITERS_QUEUE_LEASE),
+                handoff_ms: handoff_lease(lease),
+                channel: announcing.script_channel(),
+                publish: announcing.command(),
+                most: WAITERS_QUEUE_MAX,
+                fair: queue.fair,
+                queued: queue.call == QueueCall::CheckIn,
             }),
-            5 => Attempt::Misfit(Misfit::OtherKind),
-            outcome => Attempt::Busy {
-                remaining: lease_left(at(1)),
-                queued: queue.is_some() && outcome == 0,
+            None if ask.remaining && !self.queue => AcquireMode::Mark {
+                slack_ms: millis(WAITERS_MARK_SLACK),
+            },
+            None => AcquireMode::Once,
+        };
+        let own = match lease.kind {
+            Kind::Permit { permits } => permits.to_string(),
+            Kind::Read => ask.beside(lease.token).unwrap_or_default(),
+            Kind::Lock | Kind::Write => String::new(),
+        };
+        let mut acquire = Self::keyed(&lease.kind.scripts().acquire, lease, self.queue);
+        AcquireArgs {
+            token: lease.token,
+            lease_ms: millis(lease.ttl),
+            fenced: ask.fence,
+            own: &own,
+            mode,
+        }
+        .write(&mut acquire);
+        let reply: Vec<i64> = self.invoke(Operation::Acquire, timeout, &acquire).await?;
+        // The script's fences are positive; a negative one cannot come from it.
+        let fence = |fence: i64| ask.fence.then(|| u64::try_from(fence).unwrap_or(0));
+        Ok(match AcquireReply::read(&reply) {
+            AcquireReply::Taken { fence: f } => Attempt::Acquired { fence: fence(f) },
+            AcquireReply::Handed { fence: f, pttl } => Attempt::Handed {
+                fence: fence(f),
+                left: lease_left(pttl).unwrap_or_default(),
+            },
+            AcquireReply::OtherCount { stored } => Attempt::Misfit(Misfit::Permits {
+                stored: u32::try_from(stored).unwrap_or(0),
+            }),
+            AcquireReply::OtherKind(found) => Attempt::Misfit(Misfit::OtherKind {
+                found: found.key_kind().unwrap_or(KeyKind::Other),
+            }),
+            AcquireReply::Busy { pttl, queued } => Attempt::Busy {
+                remaining: lease_left(pttl),
+                queued: queue.is_some() && queued,
             },
         })
     }
+
+    /// `SET key token NX PX ttl GET`, read.
+    async fn set_nx(&self, lease: Lease<'_>, timeout: Duration) -> Result<SetNx, LockError> {
+        self.conn
+            .call(Operation::Acquire, timeout, |c| async move {
+                let mut set = Cmd::with_capacity(7, 32 + lease.key.len() + lease.token.len());
+                set.arg("SET")
+                    .arg(lease.key)
+                    .arg(lease.token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(millis(lease.ttl))
+                    .arg("GET");
+                match query::<O, Option<redis::Value>>(c, &set).await {
+                    Ok(None) => Ok(SetNx::Taken),
+                    Ok(Some(_)) => Ok(SetNx::Busy),
+                    Err(e) if e.code() == Some("WRONGTYPE") => Ok(SetNx::OtherKind),
+                    Err(e)
+                        if e.code() == Some("ERR")
+                            && e.detail().is_some_and(|d| d.contains("syntax")) =>
+                    {
+                        Ok(SetNx::Unsupported)
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .await
+    }
+}
+
+/// What `SET key token NX PX ttl GET` answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SetNx {
+    /// Nothing was there: the lock is ours.
+    Taken,
+    /// A lock (a string) was there: busy.
+    Busy,
+    /// Another kind's state (`WRONGTYPE`): nothing was done.
+    OtherKind,
+    /// The server does not take `NX` with `GET` (before Redis 7.0): nothing was done.
+    Unsupported,
 }
 
 impl<O: Opener> Scripted<O> {
@@ -310,9 +365,7 @@ impl<O: Opener> Scripted<O> {
         timeout: Duration,
     ) -> Result<Option<Attempt>, LockError> {
         let queue = Companion::waiters(lease.key);
-        // As the acquire script writes it (see `scripts/queue.lua`).
-        let entry = format!("{} {} {}", lease.token, handoff_lease(lease), flag(fenced));
-        let entry = &entry;
+        let entry = &entry(lease.token, handoff_lease(lease), fenced, lease.kind);
         let length: u64 = self
             .conn
             .call(Operation::Acquire, timeout, |mut c| async move {
@@ -341,15 +394,6 @@ impl<O: Opener> Scripted<O> {
             queued: length <= u64::from(WAITERS_QUEUE_MAX),
         }))
     }
-}
-
-/// The release script's answer when the next waiter wants a fence and the call did not
-/// declare the fence record: nothing was done, and the call comes again with it.
-const NEEDS_FENCE_RECORD: i64 = -1;
-
-/// A script flag.
-fn flag(on: bool) -> &'static str {
-    if on { "1" } else { "0" }
 }
 
 /// The lease a release gives the queued waiter of `lease` (see [`HANDOFF_LEASE`]), in ms.
@@ -445,9 +489,24 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         } else {
             kind.scripts().inspect.call(&[key])
         };
-        let (token, pttl, queued, count, owners): (Option<String>, i64, i64, i64, Vec<String>) =
-            self.invoke(Operation::Inspect, self.conn.timeout(), &call)
-                .await?;
+        let (found, token, pttl, queued, count, owners): (
+            i64,
+            Option<String>,
+            i64,
+            i64,
+            i64,
+            Vec<String>,
+        ) = self
+            .invoke(Operation::Inspect, self.conn.timeout(), &call)
+            .await?;
+        let found = Found::from_code(found);
+        if !found.admits(kind) {
+            // Another kind's state: the script read nothing of it.
+            return Ok(Holder {
+                found: found.key_kind(),
+                ..Holder::default()
+            });
+        }
         let permits = match kind {
             Kind::Lock => None,
             Kind::Permit { .. } | Kind::Read | Kind::Write => Some(Permits {
@@ -456,6 +515,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
             }),
         };
         Ok(Holder {
+            found: found.key_kind(),
             // (A read-write lock held by readers alone has no writer's token, and a lease.)
             remaining: (token.is_some() || kind.is_read_write())
                 .then(|| lease_left(pttl))

@@ -126,8 +126,6 @@ pub(super) async fn query<O: Opener, T: FromRedisValue>(
 /// How a script's caller keeps its waiters (the scripts' mode argument).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Waiters {
-    /// The caller will not wait (acquire only).
-    None,
     /// In the lock's queue in Redis; a release hands the lock to its first live entry.
     Queued,
     /// Redlock: the key is marked awaited, and a release announces itself to everyone.
@@ -138,28 +136,8 @@ impl Waiters {
     /// As the scripts read it.
     pub(super) fn arg(self) -> &'static str {
         match self {
-            Self::None => "0",
             Self::Queued => "q",
             Self::Marked => "m",
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::backend::kind::Kind;
-    use crate::backend::pubsub::RELEASE_CHANNEL_PREFIX;
-
-    #[test]
-    fn the_release_script_announces_on_the_channels_waiters_listen_on() {
-        // On one server the script names the channel's prefix itself (one argument less on
-        // every release); it must be the one the release feed subscribes under.
-        assert!(
-            Kind::Lock
-                .scripts()
-                .release
-                .source()
-                .contains(&format!("'{RELEASE_CHANNEL_PREFIX}'"))
-        );
     }
 }

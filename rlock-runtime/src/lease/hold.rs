@@ -667,7 +667,7 @@ impl Hold {
         {
             self.finish_release();
             self.engine.watchdog.forget(self.id);
-            if memory.release_now(&self.redis_key, &self.token) {
+            if memory.release_now(self.kind(), &self.redis_key, &self.token) {
                 self.count_release();
             }
             return;

@@ -211,7 +211,7 @@ impl Engine {
             }
             Ok(Attempt::Misfit(misfit)) => {
                 orphan.armed = false;
-                return Err(LockError::InvalidConfig(misfit.describe(plan.kind, key)));
+                return Err(misfit.error(plan.kind, key));
             }
             Ok(Attempt::NoQuorum { granted, needed }) => {
                 return Err(LockError::QuorumNotReached {

@@ -1,0 +1,19 @@
+-- Set a lease held as a member of a sorted set (a permit, a reader's or the writer's: see
+-- members/renew.lua) to exactly a new length, only if it is still ours. (After protocol.lua
+-- and members/expiry.lua.)
+-- KEYS[1]: the set   ARGV[1]: the lease's owner token   ARGV[2]: new lease ms
+-- Returns 1 when set, 0 when its lease had ended, it was never ours, or the key holds another
+-- kind.
+local now = now_ms()
+local sign = ME == 'w' and -1 or 1
+local mark = ME == 'p' and PERMITS_MEMBER or READ_WRITE_MEMBER
+local set, owner, ms = KEYS[1], ARGV[1], tonumber(ARGV[2])
+-- pcall: a key of another type holds no lease of ours.
+local scores = redis.pcall('ZMSCORE', set, mark, owner)
+if scores['err'] or not scores[1] or not scores[2] or sign * tonumber(scores[2]) <= now then
+  return 0
+end
+redis.call('ZADD', set, 'XX', string.format('%.0f', sign * (now + ms)), owner)
+-- The set lives until its latest lease ends, this one's or another's.
+expire_with_latest(set, now)
+return 1

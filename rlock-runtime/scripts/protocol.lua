@@ -1,0 +1,59 @@
+-- The calling convention every lease script keeps, named once and prepended to each of them
+-- (after the line that names the script's kind, `ME` and `SERVED`). `backend/protocol.rs`
+-- is its other half; a test holds the two to the same names and values.
+--
+-- ME: the queue-entry letter of the kind this script leases ('l' a lock, 'p' a permit of a
+-- semaphore, 'r' a reader or 'w' the writer of a read-write lock); SERVED: the letters whose
+-- waiters its releases may grant ('rw' for both of a read-write lock's).
+
+-- What a key holds, as `kind_of` finds it and as a refusal names it. A name is one kind of
+-- thing: every script reads what its key holds before it changes anything, and refuses
+-- another kind's state (OTHER_KIND) or leaves it untouched (releases, renewals, extends).
+local FREE, LOCK, SEMAPHORE, READ_WRITE, FOREIGN = 0, 1, 2, 3, 4
+-- The members that mark a sorted set as rlock's: a semaphore's count, scored by minus the
+-- count; a read-write lock's mark, scored 0 (between the writer's negative score and the
+-- readers' positive ones, so no range of holders ever reaches it).
+local PERMITS_MEMBER, READ_WRITE_MEMBER = '#permits', '#rw'
+-- An acquire's answers, first in its reply: BUSY {0, pttl} (queued if asked); TAKEN {1,
+-- fence}; HANDED {2, fence, pttl}, by a release before this call; FULL {3, pttl}, busy and
+-- not queued; OTHER_COUNT {4, stored count}; OTHER_KIND {5, what the key holds}.
+local BUSY, TAKEN, HANDED, FULL, OTHER_COUNT, OTHER_KIND = 0, 1, 2, 3, 4, 5
+-- A release's answers: NOT_OURS (it ended, or is another's, or another kind's), RELEASED
+-- (given back or handed on), AGAIN_WITH_FENCE (nothing done: the waiter next wants a fence,
+-- and the call must come again with the fence record declared).
+local NOT_OURS, RELEASED, AGAIN_WITH_FENCE = 0, 1, -1
+-- The prefix of the channel a release announces on, on one server: the key follows it.
+local RELEASED_CHANNEL = 'rlock:released:'
+-- The most entries a script looks at in one call: the queue's bound (WAITERS_QUEUE_MAX) and
+-- room for appends beyond it that their callers take back. Every loop over a queue stops
+-- there: a script that cannot finish stops the whole server.
+local MOST_ENTRIES = 10100
+
+-- Redis's clock in milliseconds: every lease held in a sorted set ends by it.
+local function now_ms()
+  local time = redis.call('TIME')
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+-- What `key` holds (FREE, LOCK, SEMAPHORE, READ_WRITE or FOREIGN: data rlock did not write),
+-- and, for a sorted set of rlock's, the scores of its count, its mark and then of each of
+-- `...` (false where absent), read in one command.
+local function kind_of(key, ...)
+  local scores = redis.pcall('ZMSCORE', key, PERMITS_MEMBER, READ_WRITE_MEMBER, ...)
+  if scores['err'] then
+    if redis.call('TYPE', key)['ok'] == 'string' then
+      return LOCK
+    end
+    return FOREIGN
+  end
+  if scores[1] then
+    return SEMAPHORE, scores
+  end
+  if scores[2] then
+    return READ_WRITE, scores
+  end
+  if redis.call('EXISTS', key) == 0 then
+    return FREE, scores
+  end
+  return FOREIGN
+end
