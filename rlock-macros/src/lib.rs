@@ -509,10 +509,11 @@ pub fn semaphore(args: TokenStream, item: TokenStream) -> TokenStream {
 /// It takes `#[distributed_lock]`'s options (`key`, `ttl`, `wait`, `renew`, `max_hold`,
 /// `min_hold`, `on_lost`, `min_replicas`, `fair`, `client`, `crate`, checked the same way at
 /// compile time) but `fence` (a read lease carries no fencing token) and `keys`. Waiters are
-/// served in arrival order, so a waiting writer holds back new readers. A call made while the
-/// same task holds the write lock of the key reads beside it (a downgrade); a `#[write_lock]`
-/// call made while the task holds the read lock fails at once with
-/// `LockError::WouldDeadlock` instead of waiting for itself.
+/// served in arrival order, so a waiting writer holds back new readers. A call made inside a
+/// locked write scope of the key (a `#[write_lock]` function's body, or a write lock's `run`)
+/// reads beside it (a downgrade); a `#[write_lock]` call made inside a read scope of the key
+/// fails at once with `LockError::WouldDeadlock` instead of waiting for itself. (A write
+/// guard downgrades with `LockGuard::downgrade`.)
 ///
 /// Without the macro: `client.read_lock(key).wait(Duration::from_secs(2)).run(body).await`.
 #[proc_macro_attribute]

@@ -140,14 +140,14 @@ pub enum LockError {
         reason: &'static str,
     },
 
-    /// The current task holds the read lock of `key` and asked for its write lock: that
-    /// would wait for its own read lock forever, so it is refused at once. A read lock is
-    /// never upgraded; release it first (a write holder may take the read lock: a
-    /// downgrade).
+    /// A locked read scope of `key` (an annotated function, `run`, `with_lock`) asked for its
+    /// write lock: that would wait for its own read lock forever, so it is refused at once.
+    /// A read lock is never upgraded; take the write lock outside the read scope (a write
+    /// holder may take the read lock: a downgrade).
     #[error(
-        "this task holds the read lock of `{key}` and asked for its write lock, which would \
-         wait for that read lock forever; release the read lock first (a read lock is never \
-         upgraded)"
+        "a scope that holds the read lock of `{key}` asked for its write lock, which would \
+         wait for that read lock forever; take the write lock outside the read scope (a read \
+         lock is never upgraded)"
     )]
     WouldDeadlock {
         /// The lock key, without the client's namespace.

@@ -282,31 +282,32 @@ async fn a_crashed_readers_share_ends_with_its_own_lease() {
     w.release().await.unwrap();
 }
 
-/// Within one task: a read holder asking for the write lock is refused at once (it would
-/// wait for itself), whichever way it took the read lock; a write holder may read (a
-/// downgrade) and keeps reading after the write is released. Another task of the same
-/// client is another holder: it waits.
+/// In a locked read scope, asking for the write lock is refused at once (it would wait for
+/// itself); a write guard may read beside its write (a downgrade), by its `downgrade` or
+/// in its write scope, and keeps reading after the write is released. A read asked
+/// outside any scope is an ordinary reader: it waits for a write guard, even one of its own
+/// task's.
 async fn no_upgrade_but_a_downgrade(a: &LockClient) {
-    let read = a.read_lock("doc:11").acquire().await.unwrap();
-    let err = a.write_lock("doc:11").acquire().await.unwrap_err();
-    assert!(matches!(err, LockError::WouldDeadlock { .. }), "{err:?}");
-    // In a locked scope too.
     let in_scope = a
         .read_lock("doc:11")
         .run(async { a.write_lock("doc:11").acquire().await.map(drop) })
         .await
         .unwrap();
     assert!(matches!(in_scope, Err(LockError::WouldDeadlock { .. })));
-    // Another task of this client waits as anyone would.
-    let other = {
-        let a = a.clone();
-        tokio::spawn(async move { a.write_lock("doc:11").acquire().await.map(drop) })
-    };
-    assert!(other.await.unwrap().unwrap_err().is_busy());
+    // Outside a scope, a read guard is held like anyone's: a write waits.
+    let read = a.read_lock("doc:11").acquire().await.unwrap();
+    assert!(
+        a.write_lock("doc:11")
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
     read.release().await.unwrap();
 
     let write = a.write_lock("doc:11").acquire().await.unwrap();
-    let downgraded = a.read_lock("doc:11").acquire().await.unwrap();
+    assert!(a.read_lock("doc:11").acquire().await.unwrap_err().is_busy());
+    let downgraded = write.downgrade().await.unwrap();
     write.release().await.unwrap();
     let info = a.inspect_read_write("doc:11").await.unwrap();
     assert_eq!((info.writer, info.readers), (false, 1));
@@ -327,6 +328,16 @@ async fn no_upgrade_but_a_downgrade(a: &LockClient) {
         .await
         .unwrap();
     downgraded.release().await.unwrap();
+    // In a write scope, the read is a downgrade too.
+    let read_in_scope = a
+        .write_lock("doc:11")
+        .run(async {
+            let reader = a.read_lock("doc:11").acquire().await?;
+            reader.release().await
+        })
+        .await
+        .unwrap();
+    read_in_scope.unwrap();
     b.write_lock("doc:11")
         .acquire()
         .await
@@ -334,6 +345,56 @@ async fn no_upgrade_but_a_downgrade(a: &LockClient) {
         .release()
         .await
         .unwrap();
+}
+
+/// The right to downgrade follows the write guard, not the task that took it: a guard moved
+/// into another task downgrades there, while the task that gave it away is an ordinary
+/// reader, refused beside the live write. (It was granted a read beside another task's
+/// write, as its own task's write.)
+async fn the_downgrade_follows_the_guard(a: &LockClient) {
+    let write = a.write_lock("doc:13").acquire().await.unwrap();
+    let (moved, keep_writing) = tokio::sync::oneshot::channel::<()>();
+    let writer_task = tokio::spawn(async move {
+        let _ = keep_writing.await;
+        let reader = write.downgrade().await?;
+        write.release().await?;
+        Ok::<_, LockError>(reader)
+    });
+    let beside = a.read_lock("doc:13").acquire().await;
+    assert!(
+        beside.as_ref().is_err_and(LockError::is_busy),
+        "a read beside another task's write: {beside:?}"
+    );
+    assert!(a.inspect_read_write("doc:13").await.unwrap().writer);
+    moved.send(()).unwrap();
+    let reader = writer_task.await.unwrap().unwrap();
+    let info = a.inspect_read_write("doc:13").await.unwrap();
+    assert_eq!((info.writer, info.readers), (false, 1));
+    reader.release().await.unwrap();
+    // A read guard given away: its first task may take the write lock once it is gone.
+    let read = a.read_lock("doc:13").acquire().await.unwrap();
+    tokio::spawn(async move { read.release().await })
+        .await
+        .unwrap()
+        .unwrap();
+    a.write_lock("doc:13")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_downgrade_follows_the_guard_on_redis() {
+    let server = RedisServer::start();
+    the_downgrade_follows_the_guard(&client(&server).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_downgrade_follows_the_guard_in_memory() {
+    the_downgrade_follows_the_guard(&LockClient::in_memory()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::options::check_ttl;
+use crate::backend::Kind;
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::lease::Hold;
+use crate::lease::waiting::read_beside;
 use crate::util::fence::Fence;
 
 /// Proof that this task holds a lock. Release it with [`release`](Self::release) to learn
@@ -176,6 +178,40 @@ impl LockGuard {
             hold.extend(ttl).await?;
         }
         Ok(())
+    }
+
+    /// Takes the read lock of this write guard's key beside it (a downgrade, as Redisson's
+    /// `RReadWriteLock` allows its writer): granted at once, with this hold's ttl and
+    /// renewal, and kept on its own once the write is released. The right goes with the
+    /// guard: whichever task has the guard may downgrade, and nobody else's writer can be
+    /// beside it. (Inside a locked write scope, asking for the key's read lock is the same
+    /// downgrade.) [`LockError::Lost`] when the write lease is lost; `InvalidConfig` for a
+    /// guard that is not one write lock.
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::in_memory();
+    /// let writer = client.write_lock("config:42").acquire().await?;
+    /// // ... write the new config ...
+    /// let reader = writer.downgrade().await?;
+    /// writer.release().await?;
+    /// // ... read it back, while other readers may come in, and no writer ...
+    /// assert!(client.sibling().write_lock("config:42").acquire().await.unwrap_err().is_busy());
+    /// reader.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn downgrade(&self) -> Result<LockGuard, LockError> {
+        if self.lock.kind() != Kind::Write || !self.also.is_empty() {
+            return Err(LockError::InvalidConfig(format!(
+                "`{}` is held as a {}, not as a write lock: only a write guard downgrades",
+                self.key(),
+                self.lock.kind().name()
+            )));
+        }
+        let read = read_beside(&self.lock).await?;
+        Ok(LockGuard::new(read, false))
     }
 
     /// Releases this hold. The last guard of a hold deletes the key, and only if it still

@@ -15,6 +15,7 @@ use crate::error::LockError;
 use crate::key::{IntoLockKey, LockKey};
 use crate::lease::LeasePlan;
 use crate::lease::waiting::Waiting;
+use crate::util::token::number_of;
 use crate::util::tuning::WAIT_FOREVER;
 
 impl LockClient {
@@ -73,10 +74,15 @@ impl LockClient {
     /// behind it together. A reader with no wait (`wait` of zero) is refused while a
     /// writer waits.
     ///
-    /// A task that holds the write lock of `key` may take its read lock (a downgrade): the
-    /// read stays held on its own once the write is released. A task that holds the read
-    /// lock and asks for the write lock gets [`LockError::WouldDeadlock`] at once. A read
-    /// lease carries no fencing token (`fenced` is refused: fence the writes); Redlock
+    /// A write holder may take the read lock beside its write (a downgrade), and the read
+    /// stays held on its own once the write is released: with the write guard's
+    /// [`downgrade`](crate::LockGuard::downgrade), or by asking for the read lock inside a
+    /// locked write scope (an annotated function, `run`, `with_lock`). Inside a locked read
+    /// scope, asking for the write lock gets [`LockError::WouldDeadlock`] at once instead of
+    /// waiting for itself. These rights follow the guard and the scope, never the task
+    /// that once took a lock: a guard moved to another task takes them along, and a read
+    /// asked outside any scope is an ordinary reader (beside a write guard this task still
+    /// has, it waits like anyone else). A read lease carries no fencing token (`fenced` is refused: fence the writes); Redlock
     /// refuses read-write locks. A name is one kind of thing: a lock, a semaphore or a
     /// read-write lock (the in-process backend keeps no queue, so there a waiting writer
     /// does not hold back new readers).
@@ -89,9 +95,12 @@ impl LockClient {
     /// let a = client.read_lock("config:42").acquire().await?;
     /// let b = other.read_lock("config:42").acquire().await?; // readers share it
     /// assert!(writer.write_lock("config:42").acquire().await.unwrap_err().is_busy());
-    /// // This task reads it: asking for its write lock would wait for itself.
-    /// let upgrade = client.write_lock("config:42").acquire().await.unwrap_err();
-    /// assert!(matches!(upgrade, LockError::WouldDeadlock { .. }));
+    /// // Inside a read scope, asking for the write lock would wait for itself.
+    /// let upgrade = client
+    ///     .read_lock("config:42")
+    ///     .run(async { client.write_lock("config:42").acquire().await.map(drop) })
+    ///     .await?;
+    /// assert!(matches!(upgrade, Err(LockError::WouldDeadlock { .. })));
     /// # drop((a, b)); Ok(()) }
     /// ```
     pub fn read_lock(&self, key: impl IntoLockKey) -> LockRequest<'_> {
@@ -115,8 +124,8 @@ impl LockClient {
     /// let writer = client.write_lock("config:42").fenced().acquire().await?;
     /// assert!(writer.fence().is_some());
     /// assert!(other.read_lock("config:42").acquire().await.unwrap_err().is_busy());
-    /// // The writer's task may read (a downgrade), and keeps reading after the write ends:
-    /// let reader = client.read_lock("config:42").acquire().await?;
+    /// // The writer may read (a downgrade), and keeps reading after the write ends:
+    /// let reader = writer.downgrade().await?;
     /// writer.release().await?;
     /// assert!(other.write_lock("config:42").acquire().await.unwrap_err().is_busy());
     /// let shared = other.read_lock("config:42").acquire().await?;
@@ -397,17 +406,17 @@ pub(crate) async fn acquire_one(
     }
     let engine = &client.shared().engine;
     let mut plan = plan(client, kind, &key, &options)?;
+    // What the call chain's locked scopes hold decides, not what the task once took: a scope
+    // cannot move to another task, while a guard can (and takes its rights with it).
     match kind {
-        Kind::Write if engine.tasks.find(&redis_key, Kind::Read).is_some() => {
+        Kind::Write if scope::find(client.id(), Kind::Read, &redis_key).is_some() => {
             return Err(LockError::WouldDeadlock {
                 key: key.as_str().to_owned(),
             });
         }
         Kind::Read => {
-            plan.downgrade_of = engine
-                .tasks
-                .find(&redis_key, Kind::Write)
-                .and_then(|writer| writer.token().rsplit(':').next()?.parse().ok());
+            plan.downgrade_of = scope::find(client.id(), Kind::Write, &redis_key)
+                .and_then(|writer| number_of(writer.token()));
         }
         _ => {}
     }
@@ -431,7 +440,6 @@ pub(crate) async fn acquire_one(
     )
     .await?;
     crate::metrics::export::acquired(plan.metrics_label(), started);
-    engine.tasks.add(&hold);
     Ok(LockGuard::new(hold, false))
 }
 

@@ -102,9 +102,9 @@ pub(crate) struct AttemptAsks {
     /// Wait in the lock's queue in Redis (where the backend keeps one), to be handed the
     /// lock by a release.
     pub(crate) queue: Option<QueueAsk>,
-    /// A reader's only: the number of this task's own write token for the key (the
-    /// token is the reader's client and this number), which the reader may hold beside: a
-    /// write holder taking the read lock (a downgrade).
+    /// A reader's only: the number of the write token of the key that the reader may hold
+    /// beside (the token is the reader's client and this number): a write holder taking the
+    /// read lock (a downgrade).
     pub(crate) downgrade_of: Option<u64>,
 }
 

@@ -271,6 +271,31 @@ impl Hold {
         self.fence
     }
 
+    /// The engine that holds it.
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The plan of a read lease of this write hold's key taken beside it (a downgrade):
+    /// this hold's ttl, renewal and cap, no fence, its own write token to read beside.
+    pub(crate) fn read_beside_plan(&self) -> LeasePlan {
+        let state = self.state();
+        LeasePlan {
+            kind: Kind::Read,
+            ttl: state.ttl,
+            renew: state.renew,
+            max_hold: state
+                .hold_until
+                .map(|cap| cap.saturating_duration_since(Instant::now())),
+            min_hold: None,
+            fenced: false,
+            min_replicas: 0,
+            fair: false,
+            label: self.label.lock,
+            downgrade_of: crate::util::token::number_of(&self.token),
+        }
+    }
+
     /// When its acquire request was sent: the grant came no earlier.
     pub(crate) fn granted_at(&self) -> Instant {
         self.granted_at

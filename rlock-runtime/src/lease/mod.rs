@@ -4,7 +4,6 @@
 
 pub(crate) mod card;
 pub(crate) mod hold;
-pub(crate) mod tasks;
 pub(crate) mod waiting;
 pub(crate) mod watchdog;
 
@@ -30,7 +29,6 @@ use crate::wait::{Place, WaitQueues};
 
 use card::Card;
 pub(crate) use hold::Hold;
-use tasks::TaskLeases;
 use watchdog::Watchdog;
 
 /// How a hold is kept: checked and completed by the façade.
@@ -50,8 +48,8 @@ pub(crate) struct LeasePlan {
     pub(crate) fair: bool,
     /// The lock's label in exported metrics: its key template.
     pub(crate) label: &'static str,
-    /// A reader's only: the number of this task's write token for the key, beside which it
-    /// reads (a downgrade; see [`AttemptAsks::downgrade_of`]).
+    /// A reader's only: the number of the write token of the key beside which it reads (its
+    /// own scope's or guard's: a downgrade; see [`AttemptAsks::downgrade_of`]).
     pub(crate) downgrade_of: Option<u64>,
 }
 
@@ -112,8 +110,6 @@ pub(crate) struct Engine {
     pub(crate) watchdog: Arc<Watchdog>,
     /// How late this client's timers fire; the holds' margins follow it.
     pub(crate) lateness: Lateness,
-    /// The read-write leases each task holds.
-    pub(crate) tasks: TaskLeases,
     /// The card that names this client and its long holds to operators' tools.
     pub(crate) card: Card,
 }
@@ -133,7 +129,6 @@ impl Engine {
             queues,
             watchdog: Arc::default(),
             lateness: Lateness::default(),
-            tasks: TaskLeases::default(),
         })
     }
 

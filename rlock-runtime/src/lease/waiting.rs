@@ -332,3 +332,26 @@ fn pause(
         fallback_pause(holder_left, announced, budget_left)
     })
 }
+
+/// A read lease of `write`'s key beside it (a downgrade): granted at once while `write`
+/// holds, as nobody else's writer can be beside it then; the right to it travels with the
+/// write hold, whichever task has its guard. `Lost` when the write hold is lost.
+pub(crate) async fn read_beside(write: &Arc<Hold>) -> Result<Arc<Hold>, LockError> {
+    if write.is_lost() {
+        return Err(LockError::Lost {
+            key: write.key().as_str().to_owned(),
+        });
+    }
+    Box::pin(
+        Waiting {
+            engine: write.engine(),
+            key: write.key(),
+            redis_key: write.redis_key(),
+            plan: write.read_beside_plan(),
+            started: Instant::now(),
+            budget: Duration::ZERO,
+        }
+        .acquire(),
+    )
+    .await
+}

@@ -41,9 +41,14 @@ impl TokenSource {
     }
 }
 
+/// The acquisition number of `token` (`<client>:<n>`), if it is one of rlock's.
+pub(crate) fn number_of(token: &str) -> Option<u64> {
+    token.rsplit_once(':')?.1.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::TokenSource;
+    use super::{TokenSource, number_of};
 
     #[test]
     fn tokens_are_the_client_and_a_number_never_given_before() {
@@ -55,6 +60,8 @@ mod tests {
             let (owner, n) = token.split_once(':').unwrap();
             assert_eq!(owner, client);
             assert!(n.parse::<u64>().unwrap() >= 1);
+            assert_eq!(number_of(&token), n.parse().ok());
         }
+        assert_eq!(number_of("not-a-token"), None);
     }
 }
