@@ -44,13 +44,23 @@ pub fn is_reserved(c: char) -> bool {
 pub struct LockKey(String);
 
 impl LockKey {
-    /// Checks `key`: it must be non-empty and at most [`MAX_KEY_LEN`] bytes long.
+    /// Checks `key`: it must be non-empty, at most [`MAX_KEY_LEN`] bytes long, and a `}` in
+    /// it must close a Redis Cluster hash tag (`{tenant}:x`), so that the key's queue and
+    /// fence record can share its cluster slot.
     pub fn new(key: impl Into<String>) -> Result<Self, LockError> {
         let key = key.into();
         if key.is_empty() {
             return Err(LockError::InvalidKey {
                 key,
                 reason: "a lock key may not be empty",
+            });
+        }
+        if !companions_share_its_slot(&key) {
+            return Err(LockError::InvalidKey {
+                key,
+                reason: "a `}` in a key must close a Redis Cluster hash tag (`{tag}`, not \
+                         empty): without one, the key's queue and fence record cannot share \
+                         its cluster slot; remove the `}` or write a tag such as `{tenant}:x`",
             });
         }
         if is_companion_shaped(&key) {
@@ -228,6 +238,15 @@ pub(crate) fn waiters_key(lock_key: &str) -> String {
     Companion::waiters(lock_key).to_string()
 }
 
+/// Whether the companions of a key stored as `key` ([`Companion`]) can share its Redis
+/// Cluster slot: a key without a `}` is wrapped whole in braces, and one with a valid hash
+/// tag keeps it; a `}` outside any tag (`a}b`, `{}x`) leaves the key hashed whole, which no
+/// longer key can be. (The namespace's text is checked the same way: see
+/// [`LockClientBuilder::namespace`](crate::LockClientBuilder::namespace).)
+pub(crate) fn companions_share_its_slot(key: &str) -> bool {
+    !key.contains('}') || crate::util::slot::hashed_part(key) != key
+}
+
 /// The suffixes of the keys kept beside a lock.
 const COMPANION_SUFFIXES: [&str; 3] = ["waiters", "fence", "awaited"];
 
@@ -247,9 +266,9 @@ pub(crate) fn is_companion_shaped(key: &str) -> bool {
 /// `}` is wrapped as `{k}:suffix` (its whole key the hash tag); a key with a `}` keeps its own
 /// tag and takes `k::suffix`. The two forms differ in the byte before the last
 /// `:` (`}` or `:`), so `x` and `{x}` have different companions, and no lock key can be a
-/// companion ([`LockKey::new`] refuses the shapes). A key with a `}` but no valid tag gets
-/// `k::suffix` too, which is right on a single node and unsupported on a cluster (its
-/// companions may hash elsewhere). The pieces are written straight into a command, without a
+/// companion ([`LockKey::new`] refuses the shapes). A key with a `}` but no valid tag is
+/// refused ([`companions_share_its_slot`]): its companions could not share its slot. The
+/// pieces are written straight into a command, without a
 /// `String` of their own on every lock.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Companion<'a> {
@@ -330,7 +349,7 @@ mod tests {
     /// is another lock's companion.
     #[test]
     fn companion_keys_are_injective_and_never_lock_keys() {
-        let keys = ["x", "{x}", "{x}:", "x}", "{x", "a{b}c", "{a{b}c}"];
+        let keys = ["x", "{x}", "{x}:", "x}{y}", "{x", "a{b}c", "{a{b}c}"];
         let mut seen = std::collections::HashSet::new();
         for key in keys {
             assert!(seen.insert(key.to_owned()));
@@ -362,12 +381,24 @@ mod tests {
         );
     }
 
+    /// Every key `LockKey::new` takes has companions in its slot; the keys whose companions
+    /// could not share it are refused, with the reason.
     #[test]
     fn companion_keys_share_the_lock_slot() {
         for key in [
-            "order:42", "{tag}:x", "a{b", "a{}b", "x}{y}", "}", "{", "{}", "a}b",
+            "order:42", "{tag}:x", "a{b", "a{}b", "x}{y}", "}", "{", "{}", "a}b", "{}x", "{a}}",
+            "a{}b{c}",
         ] {
-            if !key.contains('}') || has_hash_tag(key) {
+            let shares = !key.contains('}') || has_hash_tag(key);
+            assert_eq!(companions_share_its_slot(key), shares, "{key}");
+            match LockKey::new(key) {
+                Ok(_) => assert!(shares, "{key} taken"),
+                Err(LockError::InvalidKey { reason, .. }) => {
+                    assert!(!shares && reason.contains("hash tag"), "{key}: {reason}")
+                }
+                Err(e) => panic!("{key}: {e}"),
+            }
+            if shares {
                 for companion in [
                     fence_key(key),
                     waiters_key(key),

@@ -485,3 +485,59 @@ async fn permits_and_read_leases_follow_a_master_failover() {
     permit.release().await.unwrap();
     reader.release().await.unwrap();
 }
+
+/// A key with a `}` outside any hash tag (`a}b`, `{}x`) hashes whole, so its queue and fence
+/// record could not share its slot: every kind refuses it with the reason before Redis is
+/// asked, and a namespace of that shape is refused when the client is built. A key whose
+/// tag is valid (`x}{y}`) waits, fences and hands on as any other. (Such keys' semaphore,
+/// read-write and waiting calls failed with `CROSSSLOT`, reported as "Redis is unavailable".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_whose_companions_cannot_share_their_slot_are_refused() {
+    use rlock_runtime::LockError;
+
+    let cluster = ClusterDeployment::start();
+    let (a, b) = (
+        cluster_client(&cluster).await,
+        cluster_client(&cluster).await,
+    );
+    for key in ["a}b", "{}x", "}"] {
+        for refused in [
+            a.lock(key).wait(Duration::from_secs(1)).acquire().await,
+            a.semaphore(key, 2).acquire().await,
+            a.read_lock(key).acquire().await,
+            a.write_lock(key).fenced().acquire().await,
+        ] {
+            assert!(
+                matches!(&refused, Err(LockError::InvalidKey { reason, .. }) if reason.contains("hash tag")),
+                "{key}: {refused:?}"
+            );
+        }
+    }
+    let namespaced = LockClient::builder()
+        .url(cluster.url())
+        .namespace("shop}")
+        .connect()
+        .await;
+    assert!(
+        matches!(&namespaced, Err(LockError::InvalidConfig(m)) if m.contains("namespace")),
+        "{namespaced:?}"
+    );
+    let key = "x}{y}";
+    let held = a.write_lock(key).fenced().acquire().await.unwrap();
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move {
+            let reader = b
+                .read_lock(key)
+                .wait(Duration::from_secs(30))
+                .acquire()
+                .await?;
+            reader.release().await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    held.release().await.unwrap();
+    waiter.await.unwrap().unwrap();
+    let permit = a.semaphore("p}{q}", 1).acquire().await.unwrap();
+    permit.release().await.unwrap();
+}

@@ -65,7 +65,7 @@ async fn every_key_a_script_touches_is_declared() {
 
     let a = LockClient::connect(&server.url()).await.unwrap();
     let b = LockClient::connect(&server.url()).await.unwrap();
-    for key in ["plain", "{tagged}:x", "odd}key"] {
+    for key in ["plain", "{tagged}:x", "odd}{key}"] {
         let key: &'static str = Box::leak(key.to_owned().into_boxed_str());
         // Fenced and not, a hand-off to a fenced and to a plain waiter, fair or not.
         let guard = a.lock(key).fenced().acquire().await.unwrap();

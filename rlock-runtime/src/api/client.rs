@@ -267,7 +267,8 @@ impl LockClientBuilder {
     }
 
     /// A prefix for every key, so that services sharing a Redis do not collide:
-    /// with namespace `shop`, lock `order:42` is stored as `shop:order:42`.
+    /// with namespace `shop`, lock `order:42` is stored as `shop:order:42`. A `}` in it must
+    /// close a Redis Cluster hash tag (`{shop}` puts every lock in one slot), as in a key.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = Some(namespace.into());
         self
@@ -483,6 +484,15 @@ impl LockClientBuilder {
     }
 
     fn check(&self) -> Result<(), LockError> {
+        if let Some(namespace) = &self.namespace
+            && !crate::key::companions_share_its_slot(namespace)
+        {
+            return Err(LockError::InvalidConfig(format!(
+                "namespace {namespace:?}: a `}}` in it must close a Redis Cluster hash tag \
+                 (`{{tag}}`, not empty), or no key's queue and fence record could share its \
+                 cluster slot; remove the `}}` or write a tag such as `{{shop}}`"
+            )));
+        }
         if self.command_timeout.is_zero() {
             return Err(LockError::InvalidConfig(
                 "the command timeout may not be zero".into(),

@@ -531,6 +531,13 @@ pub(crate) fn is_connection_failure(e: &RedisError) -> bool {
 
 /// A driver error as a [`LockError`].
 pub(crate) fn failure(operation: Operation, timeout: Duration, e: RedisError) -> LockError {
+    if e.code() == Some("CROSSSLOT") {
+        // Not an outage: a command whose keys span slots is refused however often it comes.
+        return LockError::InvalidConfig(format!(
+            "Redis Cluster refused `{operation}` because its keys are in different slots \
+             ({e}); every key of a lock must share its slot (see `LockKey::new`)"
+        ));
+    }
     if e.is_timeout() {
         LockError::Timeout { operation, timeout }
     } else {
@@ -538,5 +545,30 @@ pub(crate) fn failure(operation: Operation, timeout: Duration, e: RedisError) ->
             operation,
             source: Box::new(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::failure;
+    use crate::error::{LockError, Operation};
+
+    /// A command refused for keys in different slots is a configuration error, however
+    /// often it comes, never "Redis is unavailable".
+    #[test]
+    fn a_crossslot_refusal_is_not_an_outage() {
+        let reply =
+            redis::parse_redis_value(b"-CROSSSLOT Keys in request don't hash to the same slot\r\n")
+                .unwrap_or(redis::Value::Nil);
+        let Err(e) = reply.extract_error() else {
+            panic!("no error read");
+        };
+        let err = failure(Operation::Acquire, Duration::from_secs(1), e);
+        assert!(
+            matches!(&err, LockError::InvalidConfig(m) if m.contains("different slots")),
+            "{err:?}"
+        );
     }
 }

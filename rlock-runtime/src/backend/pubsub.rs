@@ -191,10 +191,7 @@ impl<C: Connector + Clone> Feed<C> {
     /// A feed of `listener`. With `client`, it subscribes that client's own channel of each
     /// key (the key's channel, `:` and the client): a release names the waiter it handed the
     /// lock to there, and since only the waiter's client listens, `PUBSUB NUMSUB` counts 0
-    /// when that client is gone and the release skips the waiter (see `scripts/queue.lua`). (On
-    /// Redis Cluster, a key whose channel cannot carry its hash tag, one with a `}` but no
-    /// tag, gets a client channel in another slot: the script's `SPUBLISH` is refused, the
-    /// waiter is handed the lock unannounced and finds it at its next check in.)
+    /// when that client is gone and the release skips the waiter (see `scripts/queue.lua`).
     pub(crate) fn new(
         connector: C,
         client: Option<&str>,
