@@ -468,3 +468,28 @@ async fn a_name_is_free_when_its_last_lease_ends() {
         drop(short);
     }
 }
+
+/// A `lock_all` one of whose keys holds another kind is refused naming both, and takes none
+/// of the others, waiting or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_all_over_another_kinds_name_takes_nothing() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let mut raw = server.raw().await;
+    for other in [Of::Permit, Of::Read, Of::Write] {
+        let key = format!("all:{other:?}");
+        let held = other.request(&a, &key).ttl(LONG).acquire().await.unwrap();
+        for wait in [Duration::ZERO, PATIENCE] {
+            let refused = a
+                .sibling()
+                .lock_all(["all:free", key.as_str()])
+                .wait(wait)
+                .acquire()
+                .await;
+            assert_wrong_kind(refused, Of::Lock, other);
+            let kept: bool = raw.exists("all:free").await.unwrap();
+            assert!(!kept, "a refused lock_all kept a key");
+        }
+        held.release().await.unwrap();
+    }
+}

@@ -93,6 +93,93 @@ async fn a_caller_that_cannot_have_every_key_keeps_none() {
     held.release().await.unwrap();
 }
 
+/// A waiting `lock_all` holds none of its keys: with `y` held elsewhere, `lock_all([x, y])`
+/// waits, and meanwhile `x` is free for anyone (no convoy behind a transfer that is not
+/// running); once `y` is released, the waiter has both. On one server, on a cluster (where
+/// the keys may live on two masters), and in process.
+async fn a_waiting_lock_all_holds_nothing(a: LockClient, b: LockClient) {
+    for round in 0..3 {
+        let (x, y) = (format!("convoy:{round}:x"), format!("convoy:{round}:y"));
+        let held = b.lock(&y).acquire().await.unwrap();
+        let waiting = tokio::spawn({
+            let (a, x, y) = (a.clone(), x.clone(), y.clone());
+            async move {
+                let both = a.lock_all([x, y]).wait(PATIENCE).acquire().await?;
+                let keys: Vec<String> = both.keys().map(|k| k.as_str().to_owned()).collect();
+                both.release().await?;
+                Ok::<_, LockError>(keys)
+            }
+        });
+        // While it waits, `x` is others' to take, again and again (a `lock_all` that kept it
+        // while waiting for `y`, released only after this loop, would keep these waiting).
+        for _ in 0..20 {
+            let other = b.lock(&x).wait(PATIENCE).acquire().await.unwrap();
+            other.release().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(!waiting.is_finished(), "the transfer ran with y held");
+        held.release().await.unwrap();
+        let keys = waiting.await.unwrap().unwrap();
+        assert_eq!(keys.len(), 2);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_lock_all_holds_nothing_on_redis() {
+    let server = RedisServer::start();
+    let a = LockClient::connect(&server.url()).await.unwrap();
+    let b = LockClient::connect(&server.url()).await.unwrap();
+    a_waiting_lock_all_holds_nothing(a, b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_lock_all_holds_nothing_on_a_cluster() {
+    let cluster = rlock_tests::deploy::ClusterDeployment::start();
+    let a = LockClient::connect(&cluster.url()).await.unwrap();
+    let b = LockClient::connect(&cluster.url()).await.unwrap();
+    a_waiting_lock_all_holds_nothing(a, b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_lock_all_holds_nothing_in_memory() {
+    let a = LockClient::in_memory();
+    a_waiting_lock_all_holds_nothing(a.sibling(), a).await;
+}
+
+/// The keys of one server are taken in one script call, all or none: 2,000 free keys cost
+/// one call and one round trip, and with one of them held, none is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_of_one_server_are_taken_in_one_call() {
+    let server = RedisServer::start();
+    let a = LockClient::connect(&server.url()).await.unwrap();
+    let keys: Vec<String> = (0..2000).map(|i| format!("many:{i}")).collect();
+    // The script in the server's cache first (a server that lacks it gets it whole).
+    let warm = a.lock_all(["warm:1", "warm:2"]).acquire().await.unwrap();
+    warm.release().await.unwrap();
+    let (all, counts) = server
+        .commands_during(a.lock_all(&keys).wait(PATIENCE).acquire())
+        .await;
+    let all = all.unwrap();
+    assert_eq!(
+        counts.calls("evalsha") + counts.calls("eval"),
+        1,
+        "{counts:?}"
+    );
+    assert_eq!(all.keys().count(), 2000);
+    all.release().await.unwrap();
+    let held = a.sibling().lock("many:1999").acquire().await.unwrap();
+    let refused = a.lock_all(&keys).acquire().await;
+    assert!(refused.is_err_and(|e| e.is_busy()));
+    let mut raw = server.raw().await;
+    let left: u32 = redis::cmd("EXISTS")
+        .arg(&keys[..1999])
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "a refused lock_all kept keys");
+    held.release().await.unwrap();
+}
+
 /// Each key is an ordinary lock key, seen held by `inspect` and `lock`; the loss of any one
 /// is the guard's loss, and its release reports it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

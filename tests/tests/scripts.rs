@@ -165,6 +165,12 @@ async fn every_key_a_script_touches_is_declared() {
         writer.release().await.unwrap();
         permit_waiter.await.unwrap().unwrap();
         reader.await.unwrap().unwrap();
+        let all = a
+            .lock_all([format!("{key}:1"), format!("{key}:2")])
+            .acquire()
+            .await
+            .unwrap();
+        all.release().await.unwrap();
         let held = a.read_lock(format!("{key}:rw")).acquire().await.unwrap();
         assert_eq!(
             b.force_unlock_read_write(format!("{key}:rw"))

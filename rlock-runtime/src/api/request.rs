@@ -444,7 +444,7 @@ pub(crate) async fn acquire_one(
 }
 
 /// Checks the lease options of a request and fills in the client's defaults.
-fn plan(
+pub(crate) fn plan(
     client: &LockClient,
     kind: Kind,
     key: &LockKey,

@@ -76,7 +76,7 @@ impl Opener for ClusterOpener {
         Announcing::Sharded(shard_channel(key))
     }
 
-    fn renewal_group(key: &str) -> u16 {
+    fn call_group(key: &str) -> u16 {
         slot(key)
     }
 

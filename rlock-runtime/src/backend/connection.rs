@@ -82,9 +82,10 @@ pub(crate) trait Opener: Clone + Send + Sync + 'static {
         Announcing::Plain
     }
 
-    /// Leases renewed by one script call share a group: a cluster's script keys must share
-    /// a slot. One server renews any leases together.
-    fn renewal_group(key: &str) -> u16 {
+    /// Keys one script call may touch together share a group (a renewal batch, a
+    /// `lock_all`): a cluster's script keys must share a slot. One server takes any keys
+    /// together.
+    fn call_group(key: &str) -> u16 {
         let _ = key;
         0
     }

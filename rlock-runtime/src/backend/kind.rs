@@ -190,6 +190,15 @@ static LOCK: LazyLock<KindScripts> = kind_scripts! {
     inspect: ["lock/inspect.lua"],
 };
 
+/// Takes several locks of one slot, all or none (`lock_all`).
+pub(crate) static LOCK_ALL: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        "local ME, SERVED = 'l', 'l'\n",
+        include_str!("../../scripts/protocol.lua"),
+        include_str!("../../scripts/lock/acquire_all.lua")
+    ))
+});
+
 static SEMAPHORE: LazyLock<KindScripts> = kind_scripts! {
     me: "p", served: "p",
     acquire: ["calls/acquire.lua", "queue.lua", "semaphore/acquire.lua"],

@@ -11,8 +11,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{
-    Attempt, AttemptAsks, CardFields, CardPost, Holder, KeepKey, Kind, Lease, LeaseStore, Misfit,
-    Permits, ReleaseListener, Scanned,
+    AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, Holder, KeepKey, Kind, Lease,
+    LeaseStore, Misfit, Permits, ReleaseListener, Scanned,
 };
 use crate::error::{KeyKind, LockError};
 
@@ -146,9 +146,14 @@ impl ReadWrite {
 
 /// The answer to a request of another kind than `state` holds.
 fn misfit(state: &State) -> Attempt {
-    Attempt::Misfit(Misfit::OtherKind {
+    Attempt::Misfit(other_kind(state))
+}
+
+/// Why a request of another kind than `state` holds cannot be granted.
+fn other_kind(state: &State) -> Misfit {
+    Misfit::OtherKind {
         found: state.key_kind(),
-    })
+    }
 }
 
 impl MemoryBackend {
@@ -500,6 +505,39 @@ impl LeaseStore for MemoryBackend {
             // Free, or another kind's: not read.
             _ => Holder { found, ..empty },
         })
+    }
+
+    fn taken_together(&self, _redis_key: &str) -> Option<u16> {
+        Some(0)
+    }
+
+    async fn acquire_all(&self, leases: &[Lease<'_>]) -> Result<AllAttempt, LockError> {
+        let now = Instant::now();
+        let mut locks = self.locks();
+        for (index, lease) in leases.iter().enumerate() {
+            match locks.live(lease.key, now) {
+                Some(State::Lock(entry)) if entry.token != lease.token => {
+                    return Ok(AllAttempt::Busy { index });
+                }
+                Some(State::Lock(_)) | None => {}
+                Some(other) => {
+                    return Ok(AllAttempt::Misfit {
+                        index,
+                        misfit: other_kind(other),
+                    });
+                }
+            }
+        }
+        for lease in leases {
+            let entry = Entry {
+                token: lease.token.to_owned(),
+                expires: now + lease.ttl,
+            };
+            locks
+                .states
+                .insert(lease.key.to_owned(), State::Lock(entry));
+        }
+        Ok(AllAttempt::Taken)
     }
 
     async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {

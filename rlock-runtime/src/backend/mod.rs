@@ -92,6 +92,17 @@ impl Misfit {
     }
 }
 
+/// The outcome of one attempt at several lock keys at once, all or none (`lock_all`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AllAttempt {
+    /// Every key is the caller's now.
+    Taken,
+    /// The key at `index` is another owner's: nothing was taken.
+    Busy { index: usize },
+    /// The key at `index` holds another kind: nothing was taken.
+    Misfit { index: usize, misfit: Misfit },
+}
+
 /// What an attempt must find out besides taking the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct AttemptAsks {
@@ -317,6 +328,29 @@ pub(crate) trait LeaseStore {
         0
     }
 
+    /// The group of lock keys that [`acquire_all`](Self::acquire_all) takes in one call with
+    /// `redis_key`: a cluster slot, or one group for every key of one server; `None` where
+    /// each key is taken alone (Redlock's independent masters), by [`acquire`](Self::acquire).
+    fn taken_together(&self, redis_key: &str) -> Option<u16> {
+        let _ = redis_key;
+        None
+    }
+
+    /// Takes every lock of `leases` (one group of [`taken_together`](Self::taken_together),
+    /// each with its owner token: a new one, or one of the caller's holds of it already,
+    /// whose lease is set anew), all or none, in one atomic step. Only called for a group.
+    fn acquire_all(
+        &self,
+        leases: &[Lease<'_>],
+    ) -> impl Future<Output = Result<AllAttempt, LockError>> + Send {
+        let _ = leases;
+        async {
+            Err(LockError::InvalidConfig(
+                "this topology takes several keys one by one".to_owned(),
+            ))
+        }
+    }
+
     /// Takes the lock if it is free: value and expiry in one atomic step, with a fencing
     /// token issued in the same step when asked.
     fn acquire(
@@ -459,6 +493,14 @@ impl LeaseStore for Backend {
 
     fn master_switches(&self) -> u64 {
         each!(self, b => b.master_switches())
+    }
+
+    fn taken_together(&self, redis_key: &str) -> Option<u16> {
+        each!(self, b => b.taken_together(redis_key))
+    }
+
+    async fn acquire_all(&self, leases: &[Lease<'_>]) -> Result<AllAttempt, LockError> {
+        each!(self, b => b.acquire_all(leases).await)
     }
 
     async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {

@@ -259,6 +259,30 @@ impl AcquireReply {
     }
 }
 
+/// A `lock_all` script's reply, read (`lock/acquire_all.lua`; its indexes count from 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AllReply {
+    Taken,
+    Busy { index: usize },
+    OtherKind { index: usize, found: Found },
+}
+
+impl AllReply {
+    /// Reads `reply` (missing values read as 0); indexes count from 0 here.
+    pub(crate) fn read(reply: &[i64]) -> Self {
+        let at = |i: usize| reply.get(i).copied().unwrap_or(0);
+        let index = usize::try_from(at(1) - 1).unwrap_or(0);
+        match at(0) {
+            acquired::TAKEN => Self::Taken,
+            acquired::OTHER_KIND => Self::OtherKind {
+                index,
+                found: Found::from_code(at(2)),
+            },
+            _ => Self::Busy { index },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

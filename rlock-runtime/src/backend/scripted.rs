@@ -16,14 +16,15 @@ use futures_util::future::join_all;
 
 use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
+use super::kind::LOCK_ALL;
 use super::protocol::{
-    AcquireArgs, AcquireMode, AcquireReply, Found, QueueArgs, entry, flag, released,
+    AcquireArgs, AcquireMode, AcquireReply, AllReply, Found, QueueArgs, entry, flag, released,
 };
 use super::pubsub::{Announcing, Connector, Feed};
 use super::scripts::{Lua, ScriptCall, Waiters, query};
 use super::{
-    Attempt, AttemptAsks, CardFields, CardPost, Holder, KeepKey, Kind, Lease, LeaseStore, Misfit,
-    Permits, QueueAsk, QueueCall, ReleaseListener, Scanned, millis,
+    AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, Holder, KeepKey, Kind, Lease,
+    LeaseStore, Misfit, Permits, QueueAsk, QueueCall, ReleaseListener, Scanned, millis,
 };
 use crate::error::{KeyKind, LockError, Operation};
 use crate::key::Companion;
@@ -411,6 +412,34 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         self.opener.master_switches()
     }
 
+    fn taken_together(&self, redis_key: &str) -> Option<u16> {
+        // A Redlock master's key is taken with the other masters', one by one.
+        self.queue.then(|| O::call_group(redis_key))
+    }
+
+    async fn acquire_all(&self, leases: &[Lease<'_>]) -> Result<AllAttempt, LockError> {
+        let keys: Vec<&str> = leases.iter().map(|lease| lease.key).collect();
+        let mut call = LOCK_ALL.call(&keys);
+        // One lease for all: a `lock_all` asks the same ttl of each key.
+        call.arg(leases.first().map_or(1, |lease| millis(lease.ttl)));
+        for lease in leases {
+            call.arg(lease.token);
+        }
+        let reply: Vec<i64> = self
+            .invoke(Operation::Acquire, self.conn.timeout(), &call)
+            .await?;
+        Ok(match AllReply::read(&reply) {
+            AllReply::Taken => AllAttempt::Taken,
+            AllReply::Busy { index } => AllAttempt::Busy { index },
+            AllReply::OtherKind { index, found } => AllAttempt::Misfit {
+                index,
+                misfit: Misfit::OtherKind {
+                    found: found.key_kind().unwrap_or(KeyKind::Other),
+                },
+            },
+        })
+    }
+
     async fn acquire(&self, lease: Lease<'_>, ask: AttemptAsks) -> Result<Attempt, LockError> {
         self.acquire_within(lease, ask, self.conn.timeout()).await
     }
@@ -437,7 +466,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         // one), all at once.
         let mut groups: BTreeMap<(Kind, u16), Vec<usize>> = BTreeMap::new();
         for (i, lease) in batch.iter().enumerate() {
-            let group = (lease.kind, O::renewal_group(lease.key));
+            let group = (lease.kind, O::call_group(lease.key));
             groups.entry(group).or_default().push(i);
         }
         let calls = groups.values().map(|indexes| async move {

@@ -2,6 +2,7 @@
 //! at a time; waiting is the façade's loop over the waiting layer), owns every hold's state
 //! ([`hold`]), and keeps holds alive and watched ([`watchdog`]).
 
+pub(crate) mod all;
 pub(crate) mod card;
 pub(crate) mod hold;
 pub(crate) mod waiting;
@@ -396,7 +397,7 @@ impl Engine {
 }
 
 /// `future`'s output, or `None` when `deadline` (if any) comes first.
-async fn within<F: Future>(deadline: Option<Instant>, future: F) -> Option<F::Output> {
+pub(crate) async fn within<F: Future>(deadline: Option<Instant>, future: F) -> Option<F::Output> {
     match deadline {
         Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
         None => Some(future.await),

@@ -208,16 +208,31 @@ async fn the_wait_budget_is_a_deadline_even_when_redis_stops_answering() {
         .unwrap();
     let budget = Duration::from_millis(800);
     let waiting = spawn_timed_waiter(&waiter, "budget:k", budget);
+    // A `lock_all` of that key and a free one waits the same way.
+    let all = tokio::spawn({
+        let waiter = waiter.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let all = waiter
+                .lock_all(["budget:a", "budget:k"])
+                .wait(budget)
+                .acquire();
+            (all.await.map(drop), started.elapsed())
+        }
+    });
     tokio::time::sleep(Duration::from_millis(200)).await;
     blocking(|| server.pause());
     let outcome = tokio::time::timeout(Duration::from_secs(10), waiting).await;
+    let all = tokio::time::timeout(Duration::from_secs(10), all).await;
     server.resume();
-    let (result, took) = outcome
-        .expect("the waiter did not return within 10 s")
-        .unwrap();
-    eprintln!("waiter returned {result:?} after {took:?}");
-    assert!(
-        took < budget + Duration::from_millis(250),
-        "a waiter with an {budget:?} budget returned only after {took:?} ({result:?})"
-    );
+    for (what, outcome) in [("a waiter", outcome), ("a lock_all", all)] {
+        let (result, took) = outcome
+            .unwrap_or_else(|_| panic!("{what} did not return within 10 s"))
+            .unwrap();
+        eprintln!("{what} returned {result:?} after {took:?}");
+        assert!(
+            took < budget + Duration::from_millis(250),
+            "{what} with an {budget:?} budget returned only after {took:?} ({result:?})"
+        );
+    }
 }
