@@ -407,7 +407,8 @@ pub(crate) async fn within<F: Future>(deadline: Option<Instant>, future: F) -> O
 /// Sends a compare-and-delete again in the background when dropped armed: an acquisition or
 /// release whose reply never came (timeout, error, cancelled caller) may still be carried out
 /// or not, so the delete (which can remove nothing but ours) is retried a few times, also
-/// after a "not ours" for an acquisition, whose `SET` may land after the first delete.
+/// after a "not ours" for an acquisition, whose `SET` may land after the first delete, and
+/// after an "ours" for a waiter's, whose token a release may have handed the lock first.
 pub(crate) struct Resend<'a> {
     engine: &'a Arc<Engine>,
     kind: Kind,
@@ -498,21 +499,27 @@ impl Drop for Resend<'_> {
                 match released {
                     Ok(true) => {
                         engine.released(&key, count);
-                        return;
-                    }
-                    // A release's first send landed.
-                    Ok(false) if matches!(count, Count::Released) => return,
-                    // An acquisition's `SET` may yet land: sent on a connection that was cut,
-                    // it can wait in a stopped Redis's input and run when Redis resumes, at
-                    // about the time of this answer. Once Redis has answered for a while, it
-                    // has run or never will.
-                    Ok(false) => {
-                        let first = *answered.get_or_insert_with(Instant::now);
-                        if first.elapsed() >= ORPHAN_SETTLE {
+                        // A fresh token is granted by its own attempt alone: that one landed.
+                        // A waiter's token may instead have been handed the lock by a release
+                        // while its attempt is still on its way (on the caller's connection,
+                        // not this one), to take the lock afresh after this withdrawal.
+                        if queued.is_none() {
                             return;
                         }
                     }
-                    Err(_) => {}
+                    // A release's first send landed.
+                    Ok(false) if matches!(count, Count::Released) => return,
+                    Ok(false) | Err(_) => {}
+                }
+                // An acquisition's script may yet run: sent on another connection, or on one
+                // that was cut, it can wait in Redis's input (a stopped Redis runs it when it
+                // resumes, at about the time of the first answer here). Once Redis has
+                // answered for a while, it has run or never will.
+                if released.is_ok() {
+                    let first = *answered.get_or_insert_with(Instant::now);
+                    if first.elapsed() >= ORPHAN_SETTLE {
+                        return;
+                    }
                 }
                 // Redis down for longer than any stop worth waiting out: a restart lost the
                 // `SET` with everything else.

@@ -122,8 +122,8 @@ pub(crate) const ORPHAN_RETRY_MIN: Duration = Duration::from_millis(50);
 /// ...up to this...
 pub(crate) const ORPHAN_RETRY_MAX: Duration = Duration::from_millis(500);
 /// ...until it is answered: a release's at once, an acquisition's once Redis has answered
-/// "not ours" for this long (its `SET`, waiting in a stopped Redis's input, runs when Redis
-/// resumes, about when the first answer comes)...
+/// for this long (its `SET`, sent on another connection or waiting in a stopped Redis's input,
+/// may run after the first answer), unless "ours" proved that it ran...
 pub(crate) const ORPHAN_SETTLE: Duration = Duration::from_secs(1);
 /// ...or after this long without an answer: a Redis down that long was restarted or is gone,
 /// and its input with it.

@@ -8,9 +8,10 @@
 //! - [`waiting`]: waiters through missing subscriptions, expiries, restarts and stops;
 //! - [`orphans`]: acquisitions whose reply never came;
 //! - [`stress`]: thousands of racing holds, checked from their recorded history;
-//! - [`family`]: a semaphore's permit and a read-write lock's leases behind a partition.
+//! - [`family`]: a semaphore's permit and a read-write lock's leases behind a partition;
+//! - [`cancel_fuzz`]: calls cut at random on four handles, which must leave no key held.
 //!
-//! Probabilistic tests (the extend race, the stress runs) repeat the racy step hundreds of
+//! Probabilistic tests (the extend race, the stress runs, the fuzz) repeat the racy step hundreds of
 //! times; the others are deterministic.
 #![allow(clippy::unwrap_used)]
 
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use rlock_runtime::{LockClient, LockError};
 
+mod cancel_fuzz;
 mod connections;
 mod family;
 mod leases;

@@ -1,12 +1,14 @@
 //! Acquisitions whose reply never came: their background release is not counted as a
-//! release, and one that runs in Redis after a long stop is released.
+//! release, one that runs in Redis after a long stop is released, and so is a waiter's
+//! check in that runs after its withdrawal found the lock handed to it.
 
 use std::time::Duration;
 
 use redis::AsyncCommands;
 use rlock_runtime::LockError;
 use rlock_tests::RedisServer;
-use rlock_tests::locking::client_for;
+use rlock_tests::locking::{client, client_at, client_for, keys_left, queued_and_listening};
+use rlock_tests::proxy::FaultProxy;
 
 use crate::blocking;
 
@@ -85,5 +87,58 @@ async fn an_acquisition_that_runs_after_a_long_stop_is_released() {
     assert!(
         !exists,
         "the acquisition that ran on resume was left held (it ran: {ran})"
+    );
+}
+
+/// A queued waiter is cut while its check in is on its way, and a release has just handed it
+/// the lock. Its withdrawal finds the lock its own (the hand-off) and gives it on; the check
+/// in, sent on the caller runtime's connection and held back by the network, runs after that
+/// and finds the lock free: it takes it, for the full ttl, under a token nobody holds. The
+/// withdrawal must go on until the check in has run or never will, so the key is released
+/// soon, not 30 s later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_in_that_runs_after_its_withdrawal_is_released() {
+    const KEY: &str = "orphan:check-in";
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let holder = client(&server).await;
+    // The waiter's client goes through the proxy: its caller connection and its background
+    // one (which withdraws) alike.
+    let waiter_client = client_at(&proxy.url(), Duration::from_secs(5)).await;
+    let held = holder
+        .lock(KEY)
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = tokio::spawn(async move {
+        waiter_client
+            .lock(KEY)
+            .ttl(Duration::from_secs(30))
+            .wait(Duration::from_secs(20))
+            .acquire()
+            .await
+    });
+    queued_and_listening(&server, KEY, 1, 1).await;
+    // The check in that the confirmation of its subscription brings is answered by now; the
+    // next comes a check interval (0.67 s) later, and the proxy holds it back.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    proxy.set_delay(Duration::from_millis(600));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    // The release hands the lock to the waiter (its announcement held back too), which is
+    // cut while its check in is still on its way; its withdrawal is not held back.
+    held.release().await.unwrap();
+    proxy.set_delay(Duration::ZERO);
+    waiter.abort();
+    let _ = waiter.await;
+    // Past the held-back check in.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut raw = server.raw().await;
+    let left = keys_left(&mut raw, &[KEY]).await;
+    let pttl: i64 = raw.pttl(KEY).await.unwrap();
+    let token: Option<String> = raw.get(KEY).await.unwrap();
+    assert_eq!(
+        left, 0,
+        "left held by {token:?} with {pttl} ms of its lease, nobody holding it"
     );
 }
