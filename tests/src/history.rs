@@ -19,7 +19,9 @@
 //! at or before the next section began no longer counts).
 //!
 //! A read-write lock's sections may overlap while they all read: [`exclusion_sweep`] finds
-//! every overlap with a writer's section, by the same rules.
+//! every overlap with a writer's section, by the same rules. A key used as several kinds (a
+//! name is one kind at a time, but users name two things alike) is checked by
+//! [`kinds_sweep`]: no two sections that cannot share the key at once, whatever their kinds.
 //!
 //! What a run makes of them is built on top: [`check_mutual_exclusion`] refuses any of them
 //! (the strict check of the multi-process tests), [`check_permit_count`] refuses any excess,
@@ -242,6 +244,75 @@ pub fn exclusion_sweep<T: AsSection>(items: &[T], writes: impl Fn(&T) -> bool) -
     found
 }
 
+/// What a section held of its key, for a history whose keys each may be used as several
+/// kinds of lease ([`kinds_sweep`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// A lock: alone.
+    Lock,
+    /// A read-write lock's reader: beside other readers only.
+    Read,
+    /// A read-write lock's writer: alone.
+    Write,
+    /// A permit of a semaphore of `permits`: beside at most `permits - 1` other permits only.
+    Permit {
+        /// The semaphore's count.
+        permits: u32,
+    },
+}
+
+impl Held {
+    /// Whether a section holding `self` may be held at once with one holding `other` (a
+    /// permit's count aside).
+    fn shares_with(self, other: Held) -> bool {
+        matches!(
+            (self, other),
+            (Held::Read, Held::Read) | (Held::Permit { .. }, Held::Permit { .. })
+        )
+    }
+}
+
+/// Checks `items` per key, each key's sections in the order they began (then ended), whatever
+/// kind each held (`held` tells): a section that began while one it cannot share the key with
+/// was held (a lock or a writer beside anyone, a reader beside a permit), or while its
+/// semaphore's count of permits was held, is an overlap, against the conflicting section that
+/// ends last. A name is one kind of thing at a time, so sections of two kinds never overlap.
+/// (Lost leases and sections that touch count as in [`sweep`].)
+pub fn kinds_sweep<T: AsSection>(items: &[T], held: impl Fn(&T) -> Held) -> Vec<Overlap<T>> {
+    let mut found = Vec::new();
+    for sections in per_key(items).values() {
+        // The sections still held as the next one begins.
+        let mut holding: Vec<(Section, T)> = Vec::new();
+        for &(next, next_item) in sections {
+            holding.retain(|(s, _)| s.effective_end() > next.start_us);
+            let kind = held(&next_item);
+            let excess = match kind {
+                Held::Permit { permits } => {
+                    let permits_held = holding
+                        .iter()
+                        .filter(|(_, item)| matches!(held(item), Held::Permit { .. }))
+                        .count();
+                    permits_held >= permits as usize
+                }
+                _ => false,
+            };
+            let conflict = holding
+                .iter()
+                .filter(|(_, item)| excess || !kind.shares_with(held(item)))
+                .max_by_key(|(s, _)| s.effective_end());
+            if let Some(&(_, earlier)) = conflict {
+                found.push(Overlap {
+                    earlier,
+                    later: next_item,
+                    since_us: next.start_us,
+                });
+            }
+            holding.push((next, next_item));
+        }
+    }
+    found
+}
+
 /// The strict check of a semaphore's history: no more than `permits` sections of one key
 /// held at once (a holder told it lost its lease stops counting there).
 ///
@@ -335,6 +406,60 @@ mod tests {
             start_us,
             end_us,
             lost_us: None,
+        }
+    }
+
+    /// Readers share, permits share up to their count, nothing else shares, whatever the
+    /// kinds on one key; a holder told it lost stops counting.
+    #[test]
+    fn kinds_that_cannot_share_a_key_are_overlaps() {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        struct Item(Section, Held);
+        impl AsSection for Item {
+            fn section(&self) -> Section {
+                self.0
+            }
+        }
+        let two = Held::Permit { permits: 2 };
+        let sweep = |items: &[Item]| kinds_sweep(items, |item| item.1).len();
+        let at = |start, end| s(0, 0, start, end);
+        assert_eq!(
+            sweep(&[Item(at(0, 10), Held::Read), Item(at(5, 15), Held::Read)]),
+            0
+        );
+        assert_eq!(sweep(&[Item(at(0, 10), two), Item(at(5, 15), two)]), 0);
+        assert_eq!(
+            sweep(&[
+                Item(at(0, 10), two),
+                Item(at(1, 15), two),
+                Item(at(2, 15), two)
+            ]),
+            1
+        );
+        for (a, b) in [
+            (Held::Lock, two),
+            (two, Held::Read),
+            (Held::Read, Held::Write),
+            (Held::Write, Held::Lock),
+            (Held::Lock, Held::Lock),
+        ] {
+            assert_eq!(
+                sweep(&[Item(at(0, 10), a), Item(at(5, 15), b)]),
+                1,
+                "{a:?} {b:?}"
+            );
+            assert_eq!(
+                sweep(&[Item(at(0, 10), a), Item(at(10, 15), b)]),
+                0,
+                "{a:?} {b:?}"
+            );
+            let mut lost = at(0, 10);
+            lost.lost_us = Some(4);
+            assert_eq!(
+                sweep(&[Item(lost, a), Item(at(5, 15), b)]),
+                0,
+                "{a:?} {b:?}"
+            );
         }
     }
 

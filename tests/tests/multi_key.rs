@@ -275,3 +275,34 @@ async fn the_attribute_takes_every_key() {
         .unwrap();
     assert!(held);
 }
+
+/// A `lock_all` guard's release cut short (its caller cancelled right after it began) gives
+/// every key back: each key's release goes on in the background once begun. (Released one
+/// after the other, a cut between two left the later keys held by nobody for their lease.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_cut_short_gives_every_key_back() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    let server = RedisServer::start();
+    let a = LockClient::connect(&server.url()).await.unwrap();
+    let keys = ["cut:1", "cut:2", "cut:3"];
+    for _ in 0..5 {
+        let all = a
+            .lock_all(keys)
+            .ttl(Duration::from_secs(30))
+            .acquire()
+            .await
+            .unwrap();
+        let mut release = Box::pin(all.release());
+        // One poll: the release begins, then its caller goes away.
+        let polled = release
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        assert!(matches!(polled, Poll::Pending), "{polled:?}");
+        drop(release);
+        let mut raw = server.raw().await;
+        let left = rlock_tests::locking::keys_left(&mut raw, &keys).await;
+        assert_eq!(left, 0, "a cut release left keys held by nobody");
+    }
+}

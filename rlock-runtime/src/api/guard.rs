@@ -233,18 +233,19 @@ impl LockGuard {
     /// ```
     pub async fn release(mut self) -> Result<(), LockError> {
         self.finished = true;
-        // A `lock_all`'s keys go back in the reverse of the order they were taken, each
-        // whatever became of the others; the first error is the answer.
-        let mut outcome = Ok(());
-        for hold in self.holds().rev() {
-            if hold.drop_guard()
-                && let Err(e) = hold.release().await
-                && outcome.is_ok()
-            {
-                outcome = Err(e);
-            }
-        }
-        outcome
+        // Every hold gives up this guard at once, before anything is awaited, and a
+        // `lock_all`'s keys go back together, each whatever became of the others: a release
+        // cut short (a cancelled caller) then leaves no key behind, as each hold's release
+        // goes on in the background once it began. (One key after the other, a cut between
+        // two left the later keys held by nobody.) The first error, in the reverse of the
+        // order the keys were taken, is the answer.
+        let releasing: Vec<&Arc<Hold>> = self.holds().rev().filter(|h| h.drop_guard()).collect();
+        let outcomes = futures_util::future::join_all(releasing.into_iter().map(|h| h.release()));
+        outcomes
+            .await
+            .into_iter()
+            .find_map(Result::err)
+            .map_or(Ok(()), Err)
     }
 }
 

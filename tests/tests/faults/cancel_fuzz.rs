@@ -1,9 +1,11 @@
 //! Cancellation fuzz: many tasks on four client handles (two clients and a sibling of each)
-//! take four keys with `with_lock` and through guards, and cut every step at random: the
-//! wait, the body (which often re-enters its key), the release. Once every task has ended and
-//! the clients' background work had a moment, no lock key may exist: a key nobody holds is
-//! an orphan, blocking its key until its lease ends. Every body is recorded, and no two of a
-//! key may overlap.
+//! take locks, read and write locks, semaphore permits and `lock_all`s of two locks, with the
+//! closure form and through guards, and cut every step at random: the wait, the body (which
+//! often takes its key again: a re-entry, or a read beside its write), the release. One name
+//! is used as every kind at once (a misuse: the other kinds are refused). Once every task has
+//! ended and the clients' background work had a moment, no key may exist: a key nobody holds
+//! is an orphan, blocking its key until its lease ends. Every body is recorded with what it
+//! held, and no two of a key that cannot share it may overlap.
 //!
 //! `RLOCK_FUZZ_SECS` (default 8) and `RLOCK_FUZZ_RUNS` (default 1) size it (the defaults keep
 //! the suite quick; 20 runs of 20 s with both cores busy is the real measure).
@@ -12,17 +14,24 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rlock_runtime::{LockClient, LockOptions};
+use rlock_runtime::{LockClient, LockError, LockGuard, LockRequest};
 use rlock_tests::RedisServer;
-use rlock_tests::history::{self, Section};
+use rlock_tests::history::{self, AsSection, Held, Section};
 use rlock_tests::locking::client;
 
-const KEYS: u32 = 4;
+/// Lock keys (`f:<k>`), read-write locks (`rw:<k>`) and semaphores (`s:<k>`).
+const LOCKS: u32 = 4;
+const READ_WRITES: u32 = 2;
+const SEMAPHORES: u32 = 2;
+/// The semaphores' count.
+const PERMITS: u32 = 2;
 const TASKS: usize = 24;
 /// The wait budgets a call picks from.
 const WAITS_MS: [u64; 4] = [0, 20, 100, 400];
@@ -42,14 +51,128 @@ fn setting<T: FromStr>(name: &str, default: T) -> T {
     }
 }
 
-fn lock_key(key: u32) -> String {
-    format!("f:{key}")
+/// A name the tasks use: its number in the history and its Redis key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Name {
+    Lock(u32),
+    ReadWrite(u32),
+    Semaphore(u32),
+    /// The one name every kind asks for.
+    Mixed,
 }
 
-/// The sections of one run, on one clock.
+impl Name {
+    fn id(self) -> u32 {
+        match self {
+            Name::Lock(k) => k,
+            Name::ReadWrite(k) => 10 + k,
+            Name::Semaphore(k) => 20 + k,
+            Name::Mixed => 30,
+        }
+    }
+
+    fn key(self) -> String {
+        match self {
+            Name::Lock(k) => format!("f:{k}"),
+            Name::ReadWrite(k) => format!("rw:{k}"),
+            Name::Semaphore(k) => format!("s:{k}"),
+            Name::Mixed => "m:0".to_owned(),
+        }
+    }
+
+    fn all() -> Vec<Name> {
+        (0..LOCKS)
+            .map(Name::Lock)
+            .chain((0..READ_WRITES).map(Name::ReadWrite))
+            .chain((0..SEMAPHORES).map(Name::Semaphore))
+            .chain([Name::Mixed])
+            .collect()
+    }
+}
+
+/// What one call asks for.
+#[derive(Debug, Clone, Copy)]
+enum Ask {
+    One(Held, Name),
+    /// A `lock_all` of two lock keys.
+    Both(u32, u32),
+}
+
+impl Ask {
+    /// A random ask: mostly locks, a read, a write, a permit or a pair of locks; one in ten
+    /// of the single ones on the mixed name.
+    fn pick(rng: &mut fastrand::Rng) -> Ask {
+        let permit = Held::Permit { permits: PERMITS };
+        let (held, name) = match rng.u8(0..20) {
+            0..=7 => (Held::Lock, Name::Lock(rng.u32(0..LOCKS))),
+            8..=10 => (Held::Read, Name::ReadWrite(rng.u32(0..READ_WRITES))),
+            11..=13 => (Held::Write, Name::ReadWrite(rng.u32(0..READ_WRITES))),
+            14..=16 => (permit, Name::Semaphore(rng.u32(0..SEMAPHORES))),
+            _ => {
+                let first = rng.u32(0..LOCKS);
+                return Ask::Both(first, (first + 1 + rng.u32(0..LOCKS - 1)) % LOCKS);
+            }
+        };
+        if rng.u8(0..10) == 0 {
+            return Ask::One(held, Name::Mixed);
+        }
+        Ask::One(held, name)
+    }
+
+    /// The request, fenced when `fenced` and the kind carries a fence.
+    fn request<'c>(self, client: &'c LockClient, fenced: bool) -> LockRequest<'c> {
+        match self {
+            Ask::One(held, name) => {
+                let key = name.key();
+                match held {
+                    Held::Lock if fenced => client.lock(key).fenced(),
+                    Held::Lock => client.lock(key),
+                    Held::Read => client.read_lock(key),
+                    Held::Write if fenced => client.write_lock(key).fenced(),
+                    Held::Write => client.write_lock(key),
+                    Held::Permit { permits } => client.semaphore(key, permits),
+                }
+            }
+            Ask::Both(a, b) => client.lock_all([Name::Lock(a).key(), Name::Lock(b).key()]),
+        }
+    }
+
+    /// What a body under this ask holds, name by name.
+    fn holds(self) -> Vec<(Held, Name)> {
+        match self {
+            Ask::One(held, name) => vec![(held, name)],
+            Ask::Both(a, b) => vec![(Held::Lock, Name::Lock(a)), (Held::Lock, Name::Lock(b))],
+        }
+    }
+
+    /// Inside its body, the same thing taken again (a re-entry; for a writer, a read beside
+    /// its write).
+    fn again(self, client: &LockClient) -> LockRequest<'_> {
+        match self {
+            Ask::One(Held::Write, name) => client.read_lock(name.key()),
+            Ask::One(..) => self.request(client, false),
+            Ask::Both(a, _) => client.lock(Name::Lock(a).key()),
+        }
+    }
+}
+
+/// One recorded body: its section and what it held.
+#[derive(Debug, Clone, Copy)]
+struct Record {
+    section: Section,
+    held: Held,
+}
+
+impl AsSection for Record {
+    fn section(&self) -> Section {
+        self.section
+    }
+}
+
+/// The records of one run, on one clock.
 struct Recorder {
     origin: Instant,
-    sections: Mutex<Vec<Section>>,
+    records: Mutex<Vec<Record>>,
 }
 
 impl Recorder {
@@ -57,11 +180,12 @@ impl Recorder {
         u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
-    /// A section of `key` by `owner` that begins now and ends when the value is dropped.
-    fn open(self: &Arc<Self>, key: u32, owner: usize, fence: Option<u64>) -> Open {
+    /// The sections of `owner` over what `ask` holds, beginning now and ending when the value
+    /// is dropped.
+    fn open(self: &Arc<Self>, ask: Ask, owner: usize, fence: Option<u64>) -> Open {
         Open {
             recorder: self.clone(),
-            key,
+            holds: ask.holds(),
             owner,
             fence,
             start_us: self.now(),
@@ -69,10 +193,10 @@ impl Recorder {
     }
 }
 
-/// A body under way: its section ends when it finishes or is cut.
+/// A body under way: its sections end when it finishes or is cut.
 struct Open {
     recorder: Arc<Recorder>,
-    key: u32,
+    holds: Vec<(Held, Name)>,
     owner: usize,
     fence: Option<u64>,
     start_us: u64,
@@ -80,19 +204,25 @@ struct Open {
 
 impl Drop for Open {
     fn drop(&mut self) {
-        let section = Section {
-            key: self.key,
-            owner: self.owner,
-            fence: self.fence,
-            start_us: self.start_us,
-            end_us: self.recorder.now(),
-            lost_us: None,
-        };
-        self.recorder
-            .sections
+        let end_us = self.recorder.now();
+        let mut records = self
+            .recorder
+            .records
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(section);
+            .unwrap_or_else(|p| p.into_inner());
+        for &(held, name) in &self.holds {
+            records.push(Record {
+                section: Section {
+                    key: name.id(),
+                    owner: self.owner,
+                    fence: self.fence,
+                    start_us: self.start_us,
+                    end_us,
+                    lost_us: None,
+                },
+                held,
+            });
+        }
     }
 }
 
@@ -102,6 +232,7 @@ struct Tally {
     ran: AtomicU64,
     cut: AtomicU64,
     reentered: AtomicU64,
+    other_kind: AtomicU64,
     guards: AtomicU64,
     dropped: AtomicU64,
 }
@@ -119,7 +250,10 @@ async fn pause(micros: u64) {
     }
 }
 
-/// One `with_lock` task: random key, wait, fence, body and cut, until `stop`.
+/// A locked body: its sections, and maybe the same thing taken again inside.
+type Body = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// One closure-form task: random ask, wait, fence, body and cut, until `stop`.
 async fn locker(
     client: LockClient,
     owner: usize,
@@ -133,13 +267,9 @@ async fn locker(
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let key = rng.u32(0..KEYS);
-        let options = LockOptions::new()
-            .ttl(TTL)
-            .wait(Duration::from_millis(
-                WAITS_MS[rng.usize(0..WAITS_MS.len())],
-            ))
-            .fenced(rng.bool());
+        let ask = Ask::pick(&mut rng);
+        let wait = Duration::from_millis(WAITS_MS[rng.usize(0..WAITS_MS.len())]);
+        let fenced = rng.bool();
         let body_us = rng.u64(0..=1500);
         let reenter = rng.bool();
         let release_inner = rng.bool();
@@ -148,17 +278,17 @@ async fn locker(
         } else {
             Duration::from_millis(rng.u64(0..=4))
         };
-        let body = {
+        let body: Body = {
             let (client, recorder, tally) = (client.clone(), recorder.clone(), tally.clone());
-            async move {
-                let _section = recorder.open(key, owner, None);
+            Box::pin(async move {
+                let _sections = recorder.open(ask, owner, None);
                 count(&tally.ran);
                 if !reenter {
                     return pause(body_us).await;
                 }
                 // Re-enters the hold around it (unless that was found lost: then it is an
                 // acquisition of its own, busy while the outer lease lasts in Redis).
-                let Ok(inner) = client.lock(lock_key(key)).acquire().await else {
+                let Ok(inner) = ask.again(&client).acquire().await else {
                     return;
                 };
                 if inner.is_reentrant() {
@@ -168,17 +298,20 @@ async fn locker(
                 if release_inner {
                     let _ = inner.release().await;
                 }
-            }
+            })
         };
         count(&tally.calls);
-        let call = client.with_lock(lock_key(key), options, body);
-        if tokio::time::timeout(limit, call).await.is_err() {
-            count(&tally.cut);
+        let call = ask.request(&client, fenced).ttl(TTL).wait(wait).run(body);
+        match tokio::time::timeout(limit, call).await {
+            Err(_) => count(&tally.cut),
+            Ok(Err(LockError::WrongKind { .. })) => count(&tally.other_kind),
+            Ok(_) => {}
         }
     }
 }
 
-/// The guard task: fenced guards through the builder, cut at random, released or dropped.
+/// The guard task: guards of every ask through the builder, cut at random, released or
+/// dropped.
 async fn guard_taker(
     clients: Vec<LockClient>,
     owner: usize,
@@ -193,20 +326,24 @@ async fn guard_taker(
             break;
         }
         let client = &clients[rng.usize(0..clients.len())];
-        let key = rng.u32(0..KEYS);
-        let request = client
-            .lock(lock_key(key))
+        let ask = Ask::pick(&mut rng);
+        let request = ask
+            .request(client, true)
             .ttl(TTL)
-            .fenced()
             .wait(Duration::from_millis(200))
             .acquire();
         let limit = Duration::from_millis(rng.u64(0..=3));
-        let Ok(Ok(guard)) = tokio::time::timeout(limit, request).await else {
-            continue;
+        let guard: LockGuard = match tokio::time::timeout(limit, request).await {
+            Ok(Ok(guard)) => guard,
+            Ok(Err(LockError::WrongKind { .. })) => {
+                count(&tally.other_kind);
+                continue;
+            }
+            _ => continue,
         };
         count(&tally.guards);
         {
-            let _section = recorder.open(key, owner, guard.fence().map(|f| f.get()));
+            let _sections = recorder.open(ask, owner, guard.fence().map(|f| f.get()));
             pause(rng.u64(0..=1000)).await;
         }
         if rng.bool() {
@@ -218,23 +355,71 @@ async fn guard_taker(
     }
 }
 
-/// A lock key left behind: its value (the owner token), its remaining lease, and which handle
-/// took it.
+/// A key left behind: what it holds (a lock's owner token, a set's members), its remaining
+/// lease, and which handles took it.
 struct Orphan {
     key: String,
-    value: String,
+    holds: Vec<String>,
     pttl_ms: i64,
-    handle: Option<usize>,
+    handles: Vec<Option<usize>>,
 }
 
 impl fmt::Display for Orphan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} = {} ({} ms left; handle {:?})",
-            self.key, self.value, self.pttl_ms, self.handle
+            "{} = {:?} ({} ms left; handles {:?})",
+            self.key, self.holds, self.pttl_ms, self.handles
         )
     }
+}
+
+/// What `key` holds on `raw`'s server, if it exists.
+async fn left_behind(
+    raw: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    prefixes: &HashMap<String, usize>,
+) -> Result<Option<Orphan>, String> {
+    let (kind, pttl_ms): (String, i64) = redis::pipe()
+        .cmd("TYPE")
+        .arg(key)
+        .cmd("PTTL")
+        .arg(key)
+        .query_async(raw)
+        .await
+        .map_err(|e| format!("TYPE {key}: {e}"))?;
+    let holds: Vec<String> = match kind.as_str() {
+        "none" => return Ok(None),
+        "string" => redis::cmd("GET")
+            .arg(key)
+            .query_async::<Option<String>>(raw)
+            .await
+            .map_err(|e| format!("GET {key}: {e}"))?
+            .into_iter()
+            .collect(),
+        _ => redis::cmd("ZRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(-1)
+            .query_async(raw)
+            .await
+            .map_err(|e| format!("ZRANGE {key}: {e}"))?,
+    };
+    let handles = holds
+        .iter()
+        .filter(|token| !token.starts_with('#'))
+        .map(|token| {
+            prefixes
+                .get(token.split(':').next().unwrap_or_default())
+                .copied()
+        })
+        .collect();
+    Ok(Some(Orphan {
+        key: key.to_owned(),
+        holds,
+        pttl_ms,
+        handles,
+    }))
 }
 
 /// One run of `secs` seconds with `seed`: an error naming the orphans left and the first
@@ -258,7 +443,7 @@ async fn run_once(seed: u64, secs: u64) -> Result<(), String> {
     }
     let recorder = Arc::new(Recorder {
         origin: Instant::now(),
-        sections: Mutex::default(),
+        records: Mutex::default(),
     });
     let tally = Arc::new(Tally::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -291,53 +476,48 @@ async fn run_once(seed: u64, secs: u64) -> Result<(), String> {
 
     let mut raw = server.raw().await;
     let mut orphans = Vec::new();
-    for key in (0..KEYS).map(lock_key) {
-        let (value, pttl_ms): (Option<String>, i64) = redis::pipe()
-            .cmd("GET")
-            .arg(&key)
-            .cmd("PTTL")
-            .arg(&key)
-            .query_async(&mut raw)
-            .await
-            .map_err(|e| format!("GET {key}: {e}"))?;
-        if let Some(value) = value {
-            let prefix = value.split(':').next().unwrap_or_default();
-            orphans.push(Orphan {
-                handle: prefixes.get(prefix).copied(),
-                key,
-                value,
-                pttl_ms,
-            });
+    for name in Name::all() {
+        if let Some(orphan) = left_behind(&mut raw, &name.key(), &prefixes).await? {
+            orphans.push(orphan);
         }
     }
-    let sections = recorder
-        .sections
+    let records = recorder
+        .records
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    let found = history::sweep(&sections);
+    let overlaps = history::kinds_sweep(&records, |record| record.held);
+    // Fences only grow per key across its locks' and writers' grants.
+    let fenced: Vec<Section> = records
+        .iter()
+        .filter(|r| matches!(r.held, Held::Lock | Held::Write))
+        .map(|r| r.section)
+        .collect();
+    let fence_regressions = history::sweep(&fenced).fence_regressions;
     let orphans: Vec<String> = orphans.iter().map(Orphan::to_string).collect();
     eprintln!(
         "seed {seed}: {tally:?}; {} sections; orphans {orphans:?}; overlaps {}; fence regressions {}",
-        sections.len(),
-        found.overlaps.len(),
-        found.fence_regressions.len()
+        records.len(),
+        overlaps.len(),
+        fence_regressions.len()
     );
     for (i, handle) in handles.iter().enumerate() {
         eprintln!("  handle {i}: {:?}", handle.metrics());
     }
-    if orphans.is_empty() && found.overlaps.is_empty() && found.fence_regressions.is_empty() {
+    if orphans.is_empty() && overlaps.is_empty() && fence_regressions.is_empty() {
         return Ok(());
     }
     Err(format!(
         "seed {seed}: orphans {orphans:?}; first overlap {:?}; first fence regression {:?}",
-        found.overlaps.first(),
-        found.fence_regressions.first()
+        overlaps.first(),
+        fence_regressions.first()
     ))
 }
 
-/// 24 `with_lock` tasks and one guard task on four keys with 30 s leases, every step cut at
-/// random: afterwards no key is left held, and no two sections of a key overlapped.
+/// 24 closure-form tasks and one guard task on locks, read-write locks, semaphores, pairs
+/// of locks and one name used as every kind, with 30 s leases, every step cut at random:
+/// afterwards no key is left held, and no two sections of a key that cannot share it
+/// overlapped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_calls_leave_no_orphan_under_load() {
     let runs: u64 = setting("RLOCK_FUZZ_RUNS", 1);
