@@ -229,6 +229,8 @@ pub fn variant_name(e: &LockError) -> &'static str {
         LockError::InvalidKey { .. } => "InvalidKey",
         LockError::InvalidConfig(_) => "InvalidConfig",
         LockError::NotConfigured => "NotConfigured",
+        LockError::WrongKind { .. } => "WrongKind",
+        LockError::WouldDeadlock { .. } => "WouldDeadlock",
         _ => "Other",
     }
 }

@@ -148,3 +148,108 @@ impl StallWatch {
         }
     }
 }
+
+/// How long a command may run before Redis answers other clients `BUSY`, on the servers a
+/// [`BusyWatch`] watches (`lua-time-limit`, 5 s by default): a script that runs longer is a
+/// stall of the whole server.
+pub const BUSY_AFTER: Duration = Duration::from_millis(100);
+
+/// A `PING` every few milliseconds to each of several servers, from threads of its own (for
+/// a harness without a runtime, such as the soak's), recording every `BUSY` answer: a script
+/// that ran longer than [`BUSY_AFTER`]. Servers that go away (killed, restarted, failed
+/// over) are reached again; their silence is a fault's, not a stall.
+#[derive(Debug)]
+pub struct BusyWatch {
+    stop: Arc<AtomicBool>,
+    watchers: Vec<std::thread::JoinHandle<Vec<Busy>>>,
+}
+
+/// A `BUSY` answer: the server's port, and when it came (µs since the UNIX epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy {
+    /// The server's loopback port.
+    pub port: u16,
+    /// When the answer came.
+    pub at_us: u64,
+}
+
+impl BusyWatch {
+    /// Watches the servers on these loopback ports, lowering each one's `lua-time-limit` to
+    /// [`BUSY_AFTER`] whenever it (re)connects.
+    pub fn start(ports: &[u16]) -> BusyWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let watchers = ports
+            .iter()
+            .map(|&port| {
+                let stop = stop.clone();
+                std::thread::spawn(move || ping(port, &stop))
+            })
+            .collect();
+        BusyWatch { stop, watchers }
+    }
+
+    /// Stops watching: every `BUSY` answer, in no particular order.
+    pub fn finish(self) -> Vec<Busy> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.watchers
+            .into_iter()
+            // A watcher only reads and records; one that panicked saw nothing to report.
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    }
+}
+
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+fn ping(port: u16, stop: &AtomicBool) -> Vec<Busy> {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::{SocketAddr, TcpStream};
+
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let limit = format!(
+        "*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$14\r\nlua-time-limit\r\n${}\r\n{}\r\n",
+        BUSY_AFTER.as_millis().to_string().len(),
+        BUSY_AFTER.as_millis()
+    );
+    let mut busy = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(stream) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        let ready = stream
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .is_ok()
+            && (&stream).write_all(limit.as_bytes()).is_ok();
+        if !ready {
+            continue;
+        }
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        // The answer to CONFIG SET (an error on a server that refuses it changes nothing).
+        if reader.read_line(&mut line).is_err() {
+            continue;
+        }
+        while !stop.load(Ordering::Relaxed) {
+            line.clear();
+            if reader.get_ref().write_all(b"PING\r\n").is_err()
+                || reader.read_line(&mut line).is_err()
+                || line.is_empty()
+            {
+                break;
+            }
+            if line.starts_with("-BUSY") {
+                busy.push(Busy {
+                    port,
+                    at_us: now_us(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    busy
+}

@@ -493,3 +493,46 @@ async fn a_lock_all_over_another_kinds_name_takes_nothing() {
         held.release().await.unwrap();
     }
 }
+
+/// The watches these tests and the soak trust see a script that holds Redis: one that runs
+/// for 400 ms shows as a slow command in the latency monitor, and as `BUSY` answers to the
+/// busy watch's pings (past its 100 ms limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stall_watches_see_a_script_that_holds_redis() {
+    use rlock_tests::stall::BusyWatch;
+
+    let server = RedisServer::start();
+    let watch = StallWatch::start(&server).await;
+    let busy = tokio::task::spawn_blocking({
+        let port = server.port();
+        move || BusyWatch::start(&[port])
+    })
+    .await
+    .unwrap();
+    // Room for the busy watch to lower the limit first.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut raw = server.raw_with_timeout(Duration::from_secs(5)).await;
+    let spin = "local t = redis.call('TIME') \
+                local start = t[1] * 1000000 + t[2] \
+                local now = start \
+                for _ = 1, 100000000 do \
+                  t = redis.call('TIME') \
+                  now = t[1] * 1000000 + t[2] \
+                  if now - start >= 400000 then break end \
+                end \
+                return now - start";
+    let spun: i64 = redis::cmd("EVAL")
+        .arg(spin)
+        .arg(0)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(spun >= 400_000);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stalls = watch.finish().await;
+    let busy = tokio::task::spawn_blocking(move || busy.finish())
+        .await
+        .unwrap();
+    assert!(!stalls.slow_commands.is_empty(), "{stalls:?}");
+    assert!(!busy.is_empty(), "no BUSY answer seen");
+}

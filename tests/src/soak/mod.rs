@@ -21,6 +21,12 @@
 //! deployment, three permits each, waited for like a lock): held a few ms, released, logged
 //! with its permit count; no write, as a permit carries no fence. Its keys are checked for
 //! more holders at once than permits ([`crate::history::count_sweep`]) instead of overlaps.
+//! One section in sixteen names a key that every kind asks for (`soak:<name>:mixed:<k>`, a
+//! misuse users make): its requests of another kind than the key holds are refused
+//! (`WrongKind`, counted), and no two sections of different kinds may overlap on it
+//! ([`crate::history::kinds_sweep`]). Every server is pinged every 10 ms with its
+//! `lua-time-limit` at 100 ms ([`crate::stall::BusyWatch`]): a `BUSY` answer while no fault
+//! had stopped a server is a script that held Redis, and fails the run.
 //!
 //! The **waiting mix** (`--waiters N` per key and worker, on by default; `0` turns it off)
 //! adds, on each deployment, two keys that many requests wait for at once
@@ -48,7 +54,7 @@
 //! everything it does is drawn from `--seed`. The run fails (exit status 1) on a silent
 //! overlap, a silent permit excess (more holders of a semaphore than permits, too few of
 //! them ever told they lost theirs), a stale write accepted, a fence regression, a panic, a worker that did not
-//! finish, a lock key left behind, a starved waiter, or check ins above their bound.
+//! finish, a lock key left behind, a starved waiter, check ins above their bound, or a stall.
 //!
 //! The modules, by concern: `config` (the command line and a run's shape), `deployment`
 //! (where the locks live), `nemesis` (the faults), `run` (the run itself), `worker` (one

@@ -66,6 +66,15 @@ impl Fault {
         )
     }
 
+    /// Whether this fault stops a lock server's process (a script it was running then
+    /// resumes past any time limit, and Redis answers `BUSY` for the rest of it).
+    pub(super) fn stops_a_server(self) -> bool {
+        matches!(
+            self,
+            Fault::PauseServer | Fault::KillRestart | Fault::SentinelKill | Fault::ClusterKill
+        )
+    }
+
     /// Whether this fault reaches the locks on `deployment`, when the server faults hit
     /// `server_faults_on`.
     pub(super) fn hits(self, deployment: Deployment, server_faults_on: Deployment) -> bool {
@@ -306,6 +315,14 @@ impl Nemesis {
             })
             .find(|(_, began, healed)| *began <= at_us && at_us <= healed.saturating_add(settle_us))
             .map(|(fault, _, _)| *fault)
+    }
+
+    /// Whether a fault that stops a server was under way at `at_us`, or healed less than a
+    /// second before it.
+    pub(super) fn server_stopped_around(&self, at_us: u64) -> bool {
+        self.log.iter().any(|(fault, began, healed)| {
+            fault.stops_a_server() && *began <= at_us && at_us <= healed.saturating_add(1_000_000)
+        })
     }
 
     /// How many faults that reach `key`'s deployment were under way in `from_us..=to_us`,

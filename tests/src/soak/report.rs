@@ -94,6 +94,9 @@ pub(super) fn report(
          | permit excesses, too few holders ever told | {} |\n\
          | overlaps or permit excesses never told, across a failover without replica \
          acknowledgement | {} |\n\
+         | sections on names every kind asks for | {} |\n\
+         | requests refused as another kind (`WrongKind`) | {} |\n\
+         | overlaps of two kinds on one name (counted above) | {} |\n\
          | panics | {} |\n| orphan keys | {} |",
         verdict.lost,
         verdict.signalled_overlaps.len(),
@@ -106,6 +109,13 @@ pub(super) fn report(
         verdict.signalled_excesses.len(),
         verdict.silent_excesses.len(),
         verdict.across_failovers.len(),
+        history
+            .records
+            .iter()
+            .filter(|r| history.key(r).contains(":mixed:"))
+            .count(),
+        history.errors.get("WrongKind").copied().unwrap_or(0),
+        verdict.kind_overlaps,
         history.panics,
         orphans.len(),
     );

@@ -20,6 +20,7 @@ use crate::RedisServer;
 use crate::checkins::CheckInCounter;
 use crate::deploy::{ClusterDeployment, SentinelDeployment};
 use crate::proxy::FaultProxy;
+use crate::stall::{Busy, BusyWatch};
 
 /// A worker process and the proxy in front of it.
 pub(super) struct Worker {
@@ -80,6 +81,8 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
 
     // Every server, from the start: a master now may be a replica later, and the other way.
     let check_ins = CheckInCounter::start(&locks.ports());
+    // A script that cannot finish stops its whole server: every `BUSY` answer is counted.
+    let stalls = BusyWatch::start(&locks.ports());
     let per_worker = config.acquisitions.div_ceil(config.workers);
     let started = Instant::now();
     let deadline_us = if config.acquisitions == 0 {
@@ -196,6 +199,10 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
     let longest_lease = config.ttl.max(config.wait_ttl).max(Duration::from_secs(2));
     std::thread::sleep(longest_lease + Duration::from_secs(3));
     let check_ins = check_ins.finish();
+    let (stalls, stalls_in_faults): (Vec<Busy>, Vec<Busy>) = stalls
+        .finish()
+        .into_iter()
+        .partition(|busy| !nemesis.server_stopped_around(busy.at_us));
     let orphans = runtime.block_on(async {
         let mut keys = Vec::new();
         for master in locks.masters() {
@@ -272,6 +279,12 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
     if !orphans.is_empty() {
         problems.push(format!("lock keys left behind: {orphans:?}"));
     }
+    if !stalls.is_empty() {
+        problems.push(format!(
+            "Redis answered BUSY (a script ran past {:?}) with no server stopped: {stalls:?}",
+            crate::stall::BUSY_AFTER
+        ));
+    }
     if history.panics > 0 {
         problems.push(format!("{} panics", history.panics));
     }
@@ -286,6 +299,14 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
     }
 
     let mut report = report(&config, &history, &verdict, &nemesis, &orphans, elapsed);
+    let _ = writeln!(
+        report,
+        "\nStalls: {} `BUSY` answers to a `PING` every 10 ms per server (a script running past \
+         {:?}), {} more while a fault had stopped a server.",
+        stalls.len(),
+        crate::stall::BUSY_AFTER,
+        stalls_in_faults.len()
+    );
     report.push_str(&waiting_report(
         &config,
         &history,

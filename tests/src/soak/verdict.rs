@@ -22,6 +22,11 @@
 //!   when enough of them were told to bring the count back to the permits, *silent*
 //!   otherwise, and signalled ones are put down to a [`Cause`] like overlaps.
 //!
+//! - **overlaps of two kinds** on a name every kind asks for (a lock's section beside a
+//!   permit's, a reader's beside a permit's: [`crate::history::kinds_sweep`]): a name is one
+//!   kind of thing at a time, so each is an incompatible grant, counted with the overlaps
+//!   (signalled or silent) and apart.
+//!
 //! A signalled overlap is then put down to a [`Cause`] ([`classify`]): a nemesis fault nearby
 //! (the orchestrator knows its faults and says so), else a **scheduling delay** when the
 //! earlier holder's own process had its timers fire late by about as long as it was told
@@ -160,6 +165,10 @@ pub struct Verdict {
     /// Of `sections`, those that held a read-write lock's read or write lock (their
     /// overlaps with a writer are counted with the locks').
     pub read_write_sections: u64,
+    /// Of the overlaps (signalled or silent), those of two kinds on one name (a lock and a
+    /// permit, a reader and a permit, ...): a name is one kind at a time, so each is an
+    /// incompatible grant.
+    pub kind_overlaps: u64,
     /// Semaphore keys held by more sections than permits, enough of whose holders were told,
     /// late, to bring the count back: `earlier` the first told.
     pub signalled_excesses: Vec<Overlap>,
@@ -249,7 +258,18 @@ pub fn check(history: &History) -> Verdict {
     verdict.fence_regressions = found.fence_regressions;
     let with_writers =
         crate::history::exclusion_sweep(&read_write, |r| r.kind == SectionKind::Write);
-    for overlap in found.overlaps.into_iter().chain(with_writers) {
+    // A name used as several kinds: two kinds' sections of one key held at once.
+    let across_kinds: Vec<Overlap> = crate::history::kinds_sweep(&history.records, held)
+        .into_iter()
+        .filter(|o| kind_of(&o.earlier) != kind_of(&o.later))
+        .collect();
+    verdict.kind_overlaps = across_kinds.len() as u64;
+    for overlap in found
+        .overlaps
+        .into_iter()
+        .chain(with_writers)
+        .chain(across_kinds)
+    {
         // Told late: by `lost()`, or by its release answering `Lost`.
         if let Some(told_us) = overlap.told_us() {
             verdict.signalled_overlaps.push(overlap);
@@ -269,6 +289,25 @@ pub fn check(history: &History) -> Verdict {
         stale_writes(sections, &mut verdict);
     }
     verdict
+}
+
+/// What a section held, for the check of names used as several kinds.
+fn held(r: &Record) -> history::Held {
+    match r.kind {
+        SectionKind::Lock => history::Held::Lock,
+        SectionKind::Semaphore { permits } => history::Held::Permit { permits },
+        SectionKind::Read => history::Held::Read,
+        SectionKind::Write => history::Held::Write,
+    }
+}
+
+/// The kind of thing a section held: a lock, a semaphore or a read-write lock.
+fn kind_of(r: &Record) -> u8 {
+    match r.kind {
+        SectionKind::Lock => 0,
+        SectionKind::Semaphore { .. } => 1,
+        SectionKind::Read | SectionKind::Write => 2,
+    }
 }
 
 /// A permit excess read as an overlap with the holder that should have stopped.
@@ -617,6 +656,22 @@ mod tests {
         let before = history(&[permit(0, 30, 8), both[1], permit(10, 20, 0)]);
         let v = check(&before);
         assert!(v.signalled_excesses.is_empty() && v.silent_excesses.is_empty());
+    }
+
+    /// On a name every kind asks for, a lock's section beside a permit's is an overlap of
+    /// two kinds, silent unless one was told; two permits of a count of 2 are not.
+    #[test]
+    fn two_kinds_on_one_name_are_an_overlap() {
+        let lock = rec(0, 10, 30, 0, (0, 0, Write::None));
+        let h = history(&[permit(0, 20, 0), permit(5, 25, 0), lock]);
+        let v = check(&h);
+        assert_eq!(v.kind_overlaps, 1, "{v:?}");
+        assert_eq!(v.silent_overlaps.len(), 1, "{v:?}");
+        let told = history(&[permit(0, 20, 8), lock]);
+        let v = check(&told);
+        assert_eq!((v.kind_overlaps, v.silent_overlaps.len()), (0, 0), "{v:?}");
+        let after = history(&[permit(0, 10, 0), rec(0, 10, 30, 0, (0, 0, Write::None))]);
+        assert_eq!(check(&after).kind_overlaps, 0);
     }
 
     #[test]

@@ -46,6 +46,9 @@ const SEMAPHORE_KEYS: u64 = 2;
 const PERMITS: u32 = 3;
 /// Read-write lock keys per deployment.
 const READ_WRITE_KEYS: u64 = 2;
+/// Keys per deployment that every kind asks for (`soak:<name>:mixed:<k>`): a name used as
+/// two kinds is a mistake users make, and must get an error, never a second holder.
+const MIXED_KEYS: u64 = 2;
 
 struct Args {
     id: u64,
@@ -415,7 +418,10 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
             7 => SectionKind::Write,
             _ => SectionKind::Lock,
         };
+        // One section in sixteen names a key that every kind asks for.
+        let mixed = rng.u64(..16) == 0;
         let key = match kind {
+            _ if mixed => format!("soak:{on}:mixed:{}", rng.u64(..MIXED_KEYS)),
             SectionKind::Semaphore { .. } => {
                 format!("soak:{on}:sem:{}", rng.u64(..SEMAPHORE_KEYS))
             }
