@@ -220,28 +220,13 @@ pub fn count_sweep<T: AsSection>(items: &[T], permits: impl Fn(&T) -> u32) -> Ve
 /// was held, is an overlap, against the conflicting section that ends last. Readers beside
 /// readers are none. (Sections that touch are not held at once, as in [`sweep`].)
 pub fn exclusion_sweep<T: AsSection>(items: &[T], writes: impl Fn(&T) -> bool) -> Vec<Overlap<T>> {
-    let mut found = Vec::new();
-    for sections in per_key(items).values() {
-        // The sections still held as the next one begins.
-        let mut held: Vec<(Section, T)> = Vec::new();
-        for &(next, next_item) in sections {
-            held.retain(|(s, _)| s.effective_end() > next.start_us);
-            let writing = writes(&next_item);
-            let conflict = held
-                .iter()
-                .filter(|(_, item)| writing || writes(item))
-                .max_by_key(|(s, _)| s.effective_end());
-            if let Some(&(_, earlier)) = conflict {
-                found.push(Overlap {
-                    earlier,
-                    later: next_item,
-                    since_us: next.start_us,
-                });
-            }
-            held.push((next, next_item));
+    kinds_sweep(items, |item| {
+        if writes(item) {
+            Held::Write
+        } else {
+            Held::Read
         }
-    }
-    found
+    })
 }
 
 /// What a section held of its key, for a history whose keys each may be used as several

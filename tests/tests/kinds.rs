@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rlock_runtime::{KeyKind, LockClient, LockError, LockGuard, LockRequest};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::{PATIENCE, client, queued_and_listening, wait_queue_len};
+use rlock_tests::locking::{PATIENCE, client, keys_left, queued_and_listening, wait_queue_len};
 use rlock_tests::stall::StallWatch;
 
 /// What a user can ask of a name.
@@ -223,16 +223,11 @@ async fn a_lapsed_guard_touches_nothing_of_another_kind() {
             .await
             .unwrap();
         // The name is free once its state is gone (with its last lease, by Redis's clock).
-        let mut free = false;
-        for _ in 0..3000 {
-            let exists: bool = raw.exists(&key).await.unwrap();
-            if !exists {
-                free = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(free, "{b:?} {key} never lapsed");
+        assert_eq!(
+            keys_left(&mut raw, &[&key]).await,
+            0,
+            "{b:?} {key} never lapsed"
+        );
         let holder = a.request(&y, &key).ttl(LONG).acquire().await.unwrap();
         let _ = lapsing.release().await;
         assert_intact(&holder, a, &key, &y.sibling()).await;
@@ -406,15 +401,11 @@ async fn a_fair_arrival_after_a_lapse_passes_another_kinds_entry() {
     let queue = format!("{{{key}}}:waiters");
     let _: () = raw.rpush(&queue, "intruder:1 2000 1 l").await.unwrap();
     let _: () = raw.pexpire(&queue, 60_000).await.unwrap();
-    let mut lapsed = false;
-    for _ in 0..3000 {
-        if a.inspect_semaphore(key).await.unwrap().in_use == 0 {
-            lapsed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(lapsed, "the permit never lapsed");
+    assert_eq!(
+        keys_left(&mut raw, &[key]).await,
+        0,
+        "the permit never lapsed"
+    );
     let fair = a
         .sibling()
         .semaphore(key, 1)
@@ -448,16 +439,11 @@ async fn a_name_is_free_when_its_last_lease_ends() {
             .unwrap();
         long.extend(Duration::from_secs(60)).await.unwrap();
         long.release().await.unwrap();
-        let mut gone = false;
-        for _ in 0..3000 {
-            let exists: bool = raw.exists(&key).await.unwrap();
-            if !exists {
-                gone = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(gone, "{key} outlived its last lease");
+        assert_eq!(
+            keys_left(&mut raw, &[&key]).await,
+            0,
+            "{key} outlived its last lease"
+        );
         a.lock(&key)
             .acquire()
             .await

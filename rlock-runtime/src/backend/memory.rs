@@ -79,6 +79,15 @@ impl Locks {
         self.states.get_mut(key)
     }
 
+    /// Sets `lease.key` to a lock of `lease.token` from `now`.
+    fn lock(&mut self, lease: Lease<'_>, now: Instant) {
+        let entry = Entry {
+            token: lease.token.to_owned(),
+            expires: now + lease.ttl,
+        };
+        self.states.insert(lease.key.to_owned(), State::Lock(entry));
+    }
+
     /// Drops every ended state once the map has doubled since the last sweep, so that a
     /// long-lived process does not keep every name it ever used.
     fn sweep(&mut self, now: Instant) {
@@ -182,13 +191,7 @@ impl MemoryBackend {
                 },
                 Some(other) => misfit(other),
                 None => {
-                    let entry = Entry {
-                        token: lease.token.to_owned(),
-                        expires: now + lease.ttl,
-                    };
-                    locks
-                        .states
-                        .insert(lease.key.to_owned(), State::Lock(entry));
+                    locks.lock(lease, now);
                     Attempt::Acquired {
                         fence: self.next_fence(ask.fence),
                     }
@@ -529,13 +532,7 @@ impl LeaseStore for MemoryBackend {
             }
         }
         for lease in leases {
-            let entry = Entry {
-                token: lease.token.to_owned(),
-                expires: now + lease.ttl,
-            };
-            locks
-                .states
-                .insert(lease.key.to_owned(), State::Lock(entry));
+            locks.lock(*lease, now);
         }
         Ok(AllAttempt::Taken)
     }
