@@ -70,7 +70,7 @@ fn now_keeps_every_kind_to_itself() {
                 Client::permit(2).fair(),
             ],
         )
-        .faults(2, 1, 1),
+        .faults(2, 2, 1),
         &["K6 lost leases told"],
     );
     assert_keeps(
@@ -85,7 +85,7 @@ fn now_keeps_every_kind_to_itself() {
                 Client::lock().fenced(),
             ],
         )
-        .faults(2, 1, 1),
+        .faults(2, 2, 1),
         &["K6 lost leases told"],
     );
     assert_keeps(
@@ -94,13 +94,14 @@ fn now_keeps_every_kind_to_itself() {
             now,
             &[
                 Client::lock().fenced().appends(),
+                Client::lock().fair(),
                 Client::permit(2),
                 Client::permit(2).fair(),
                 Client::reader(),
                 Client::writer().fenced(),
             ],
         )
-        .faults(2, 1, 1),
+        .faults(3, 2, 1),
         &["K5 plain joins refused", "K6 lost leases told"],
     );
     assert_keeps(
@@ -114,7 +115,7 @@ fn now_keeps_every_kind_to_itself() {
                 Client::permit(2).fair(),
             ],
         )
-        .faults(2, 1, 1),
+        .faults(2, 2, 1),
         &FINDINGS,
     );
     // Locks alone: their late release is told it lost the lock.
@@ -128,7 +129,7 @@ fn now_keeps_every_kind_to_itself() {
                 Client::lock(),
             ],
         )
-        .faults(2, 1, 1),
+        .faults(2, 2, 1),
         &[],
     );
 }
