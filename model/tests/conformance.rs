@@ -53,13 +53,26 @@ const TTL: Duration = Duration::from_secs(3600);
 /// or the queue's: its comparison could not be trusted.
 const SLOW_PATH: Duration = Duration::from_millis(1500);
 
-/// The configurations replayed, each with the depth its paths are replayed to: every kind
-/// meets every other on the name, in every order, with a lease ending unreleased, a waiter
-/// giving up and a waiting process dying; a lock joins plainly, and semaphores of two counts
-/// take the name in turn.
+/// The configurations replayed, each with the depth its paths are replayed to: locks hand on
+/// to fenced waiters, fairly or not, and every kind meets every other on the name, in every
+/// order, with a lease ending unreleased, a waiter giving up and a waiting process dying; a
+/// lock joins plainly, and semaphores of two counts take the name in turn.
 fn replayed() -> Vec<(&'static str, Config, usize)> {
     let now = Scripts::Now;
     vec![
+        (
+            "locks, fenced and fair",
+            Config::new(
+                now,
+                &[
+                    Client::lock().fenced(),
+                    Client::lock().fair(),
+                    Client::lock(),
+                ],
+            )
+            .faults(1, 1, 1),
+            6,
+        ),
         (
             "a lock and a semaphore",
             Config::new(
