@@ -15,9 +15,9 @@ pub enum Found {
     Free,
     /// A string: a lock (rlock's, or another client's `SET NX PX` lock).
     Lock,
-    /// A sorted set marked with a count ([`PERMITS_MEMBER`]).
+    /// A sorted set marked with a count (`#permits`).
     Semaphore,
-    /// A sorted set marked as a read-write lock's ([`READ_WRITE_MEMBER`]).
+    /// A sorted set marked as a read-write lock's (`#rw`).
     ReadWrite,
     /// Data rlock did not write (another type, or a sorted set without a mark).
     Foreign,
