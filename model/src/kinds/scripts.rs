@@ -162,7 +162,8 @@ impl<'a> Run<'a> {
     /// the fence record; `head`: the queue's first entry, popped by the caller; `permits`:
     /// the count a semaphore's `take` creates a free key with). Pops entries from the head,
     /// drops those of dead waiters and of kinds it does not serve, and grants the first
-    /// other one, naming it.
+    /// other one, naming it. (Its own loop ends in both scripts: every turn pops an entry or
+    /// returns; the old one's `while true` with it. The loops around it are `repeat`'s.)
     fn hand_off(
         &mut self,
         family: Holds,
