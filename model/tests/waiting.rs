@@ -2,54 +2,19 @@
 //! property; the protocol released in 0.1 breaks P1 (twice) and P3; a client that adopts a
 //! hand-off after its call was cut short breaks P4.
 
-use std::collections::BTreeSet;
-use std::time::Instant;
-
-use rlock_model::{Config, Protocol, WaitModel};
-use stateright::{Checker, HasDiscoveries, Model};
+use rlock_model::check::{self, explore};
+use rlock_model::waiting::{Config, Protocol, WaitModel};
+use stateright::Checker;
 
 /// Checks `config` to the end and prints what it explored.
 fn check(name: &str, config: Config) -> impl Checker<WaitModel> {
-    let started = Instant::now();
-    let checker = WaitModel::new(config).checker().spawn_bfs().join();
-    println!(
-        "{name}: {} states ({} unique), depth {}, {:.2?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed()
-    );
-    checker
+    explore(name, WaitModel::new(config))
 }
 
 /// Finds a shortest counterexample to `property` under `config`, prints it and returns its
-/// steps. (A breadth-first checker keeps the last broken state it met, not the first, so the
-/// search deepens one step at a time: the first depth with a discovery is the shortest.)
+/// steps.
 fn counterexample(config: Config, property: &'static str) -> Vec<String> {
-    let started = Instant::now();
-    let mut explored = 0;
-    for depth in 2..64 {
-        let checker = WaitModel::new(config)
-            .checker()
-            .target_max_depth(depth)
-            .finish_when(HasDiscoveries::AnyOf(BTreeSet::from([property])))
-            .spawn_bfs()
-            .join();
-        explored += checker.unique_state_count();
-        if let Some(path) = checker.discovery(property) {
-            println!(
-                "\"{property}\" broken ({explored} states explored, {:.2?}) by {path}{:#?}",
-                started.elapsed(),
-                path.last_state()
-            );
-            return path
-                .into_actions()
-                .iter()
-                .map(|a| format!("{a:?}"))
-                .collect();
-        }
-    }
-    panic!("no counterexample to \"{property}\"");
+    check::names(&check::counterexample(|| WaitModel::new(config), property))
 }
 
 #[test]

@@ -309,6 +309,11 @@ mod private {
     /// The macro passes `<ReturnType as LockResult>::OUTCOME` as `outcome`, named on the
     /// function's return type so that a wrong one is reported there, once.
     pub use crate::api::run::{Taking, run_locked, run_locked_all};
+
+    /// The lease scripts' calls as the store builds them, for the model's conformance test.
+    pub mod script_calls {
+        pub use crate::backend::script_calls::*;
+    }
 }
 
 // The support module under the versioned name generated code uses (`__private_0_1`), which

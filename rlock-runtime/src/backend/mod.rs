@@ -14,6 +14,7 @@ pub(crate) mod memory;
 pub(crate) mod protocol;
 pub(crate) mod pubsub;
 pub(crate) mod redlock;
+pub(crate) mod script_calls;
 pub(crate) mod scripted;
 pub(crate) mod scripts;
 pub(crate) mod sentinel;

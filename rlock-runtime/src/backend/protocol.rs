@@ -10,14 +10,14 @@ use crate::error::KeyKind;
 
 /// What a key holds, as the scripts find it (`kind_of` in `protocol.lua`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Found {
+pub enum Found {
     /// Nothing: the key is free for any kind.
     Free,
     /// A string: a lock (rlock's, or another client's `SET NX PX` lock).
     Lock,
-    /// A sorted set marked with a count ([`PERMITS_MEMBER`]).
+    /// A sorted set marked with a count (`#permits`).
     Semaphore,
-    /// A sorted set marked as a read-write lock's ([`READ_WRITE_MEMBER`]).
+    /// A sorted set marked as a read-write lock's (`#rw`).
     ReadWrite,
     /// Data rlock did not write (another type, or a sorted set without a mark).
     Foreign,
@@ -86,13 +86,13 @@ pub(crate) mod acquired {
 }
 
 /// A release's answers.
-pub(crate) mod released {
+pub mod released {
     /// The lease had ended, is another's, or the key holds another kind.
-    pub(crate) const NOT_OURS: i64 = 0;
+    pub const NOT_OURS: i64 = 0;
     /// Given back, or handed on.
-    pub(crate) const RELEASED: i64 = 1;
+    pub const RELEASED: i64 = 1;
     /// Nothing done: the waiter next wants a fence; call again with the fence record.
-    pub(crate) const AGAIN_WITH_FENCE: i64 = -1;
+    pub const AGAIN_WITH_FENCE: i64 = -1;
 }
 
 /// The most queue entries a script looks at in one call: every loop over a queue stops
@@ -226,11 +226,32 @@ impl AcquireArgs<'_> {
 
 /// An acquire's reply, read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AcquireReply {
-    Taken { fence: i64 },
-    Handed { fence: i64, pttl: i64 },
-    Busy { pttl: i64, queued: bool },
-    OtherCount { stored: i64 },
+pub enum AcquireReply {
+    /// `TAKEN`: taken by this call.
+    Taken {
+        /// Its fence, 0 when none was asked.
+        fence: i64,
+    },
+    /// `HANDED`: a release handed it to this waiter before this call.
+    Handed {
+        /// The fence the release issued, 0 when none was asked.
+        fence: i64,
+        /// What is left of the lease, in ms.
+        pttl: i64,
+    },
+    /// `BUSY` or `FULL`: another holds it.
+    Busy {
+        /// The holder's lease left in ms, when told (negative when not).
+        pttl: i64,
+        /// Queued as asked (`BUSY`), or not (`FULL`).
+        queued: bool,
+    },
+    /// `OTHER_COUNT`: the semaphore has another count.
+    OtherCount {
+        /// The count it has.
+        stored: i64,
+    },
+    /// `OTHER_KIND`: the key holds another kind; nothing was done.
     OtherKind(Found),
 }
 

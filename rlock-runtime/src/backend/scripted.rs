@@ -39,7 +39,7 @@ static CARD: std::sync::LazyLock<Lua> =
 /// Who releases: the holder, or a waiter leaving the queue (which gives up its entry, and a
 /// lock handed to it meanwhile).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Releaser {
+pub(super) enum Releaser {
     Holder,
     /// Its entry says whether it asked for a fence.
     LeavingWaiter {
@@ -94,28 +94,6 @@ impl<O: Opener> Scripted<O> {
         self
     }
 
-    /// A call of the acquire or release script, with every key either may touch: the key,
-    /// then its kind's companions (where waiters stand, the fence record), all in its slot.
-    fn keyed(lua: &'static Lua, lease: Lease<'_>, queue: bool) -> ScriptCall {
-        let companions = lease.kind.companions(lease.key, queue);
-        let bytes = lease.key.len() + companions.iter().map(Companion::len).sum::<usize>();
-        let mut call = lua.start(1 + companions.len(), bytes);
-        call.arg(lease.key);
-        for companion in companions {
-            call.arg(companion);
-        }
-        call
-    }
-
-    /// How this store's waiters wait.
-    fn waiters(&self) -> Waiters {
-        if self.queue {
-            Waiters::Queued
-        } else {
-            Waiters::Marked
-        }
-    }
-
     /// Runs the release script for `releaser`; `fence_record` to declare the lock's fence
     /// record up front.
     async fn release_script(
@@ -124,37 +102,16 @@ impl<O: Opener> Scripted<O> {
         releaser: Releaser,
         fence_record: bool,
     ) -> Result<bool, LockError> {
-        // The common release (plain announcements, a queue, not leaving, no fence) takes the
-        // token alone, and the lock and its queue as keys: each key and argument costs Redis
-        // strings to parse and to build for Lua, a key most of all. The fence record is
-        // declared when the script asks for it (a fenced waiter is next).
-        let script = &lease.kind.scripts().release;
-        let announcing = O::announcing(lease.key);
-        let common = announcing == Announcing::Plain
-            && self.queue
-            && releaser == Releaser::Holder
-            && lease.kind.short_release()
-            && !fence_record;
-        let mut release = if common {
-            let queue = Companion::waiters(lease.key);
-            let mut call = script.start(2, lease.key.len() + queue.len());
-            call.arg(lease.key).arg(queue);
-            call
-        } else {
-            Self::keyed(script, lease, self.queue)
-        };
-        release.arg(lease.token);
-        if !common {
-            release
-                .arg(self.waiters().arg())
-                .arg(announcing.release_channel());
-        }
+        let release = release_call(
+            lease,
+            releaser,
+            fence_record,
+            self.queue,
+            &O::announcing(lease.key),
+        );
         let operation = match releaser {
             Releaser::Holder => Operation::Release,
-            Releaser::LeavingWaiter { fenced } => {
-                release.arg("1").arg(handoff_lease(lease)).arg(flag(fenced));
-                Operation::Withdraw
-            }
+            Releaser::LeavingWaiter { .. } => Operation::Withdraw,
         };
         let mut outcome: i64 = self
             .invoke(operation, self.conn.timeout(), &release)
@@ -162,8 +119,7 @@ impl<O: Opener> Scripted<O> {
         if outcome == released::AGAIN_WITH_FENCE {
             // Boxed: a hand-off to a fenced waiter is the rare release.
             outcome = Box::pin(async {
-                let mut again = Self::keyed(script, lease, true);
-                again.arg(lease.token);
+                let again = release_again_call(lease);
                 self.invoke::<i64>(operation, self.conn.timeout(), &again)
                     .await
             })
@@ -262,34 +218,22 @@ impl<O: Opener> Scripted<O> {
         }
         let announcing = O::announcing(lease.key);
         let mode = match queue {
-            Some(queue) => AcquireMode::Queue(QueueArgs {
-                queue_lease_ms: millis(WAITERS_QUEUE_LEASE),
-                handoff_ms: handoff_lease(lease),
-                channel: announcing.script_channel(),
-                publish: announcing.command(),
-                most: WAITERS_QUEUE_MAX,
-                fair: queue.fair,
-                queued: queue.call == QueueCall::CheckIn,
-            }),
+            Some(queue) => AcquireMode::Queue(queue_args(
+                lease,
+                &announcing,
+                queue.fair,
+                queue.call == QueueCall::CheckIn,
+            )),
             None if ask.remaining && !self.queue => AcquireMode::Mark {
                 slack_ms: millis(WAITERS_MARK_SLACK),
             },
             None => AcquireMode::Once,
         };
-        let own = match lease.kind {
-            Kind::Permit { permits } => permits.to_string(),
-            Kind::Read => ask.beside(lease.token).unwrap_or_default(),
-            Kind::Lock | Kind::Write => String::new(),
+        let beside = match lease.kind {
+            Kind::Read => ask.beside(lease.token),
+            Kind::Lock | Kind::Permit { .. } | Kind::Write => None,
         };
-        let mut acquire = Self::keyed(&lease.kind.scripts().acquire, lease, self.queue);
-        AcquireArgs {
-            token: lease.token,
-            lease_ms: millis(lease.ttl),
-            fenced: ask.fence,
-            own: &own,
-            mode,
-        }
-        .write(&mut acquire);
+        let acquire = acquire_call(lease, self.queue, ask.fence, beside, mode);
         let reply: Vec<i64> = self.invoke(Operation::Acquire, timeout, &acquire).await?;
         // The script's fences are positive; a negative one cannot come from it.
         let fence = |fence: i64| ask.fence.then(|| u64::try_from(fence).unwrap_or(0));
@@ -370,15 +314,9 @@ impl<O: Opener> Scripted<O> {
         let length: u64 = self
             .conn
             .call(Operation::Acquire, timeout, |mut c| async move {
-                let mut pipe = redis::pipe();
-                pipe.cmd("RPUSHX").arg(queue).arg(entry);
-                if refresh {
-                    pipe.cmd("PEXPIRE")
-                        .arg(queue)
-                        .arg(millis(WAITERS_QUEUE_LEASE))
-                        .ignore();
-                }
-                let (length,): (u64,) = pipe.query_async(&mut c).await?;
+                let (length,): (u64,) = append_pipe(queue, entry, refresh)
+                    .query_async(&mut c)
+                    .await?;
                 if length > u64::from(WAITERS_QUEUE_MAX) {
                     redis::cmd("LREM")
                         .arg(queue)
@@ -398,8 +336,144 @@ impl<O: Opener> Scripted<O> {
 }
 
 /// The lease a release gives the queued waiter of `lease` (see [`HANDOFF_LEASE`]), in ms.
-fn handoff_lease(lease: Lease<'_>) -> u64 {
+pub(super) fn handoff_lease(lease: Lease<'_>) -> u64 {
     millis(lease.ttl.min(HANDOFF_LEASE))
+}
+
+// The calls this store sends, built apart from sending them, so that they are built once
+// whoever sends them (`script_calls.rs` builds the same for the model's conformance test).
+
+/// A call of the acquire or release script, with every key either may touch: the key, then
+/// its kind's companions (where waiters stand, the fence record), all in its slot.
+fn keyed(lua: &'static Lua, lease: Lease<'_>, queue: bool) -> ScriptCall {
+    let companions = lease.kind.companions(lease.key, queue);
+    let bytes = lease.key.len() + companions.iter().map(Companion::len).sum::<usize>();
+    let mut call = lua.start(1 + companions.len(), bytes);
+    call.arg(lease.key);
+    for companion in companions {
+        call.arg(companion);
+    }
+    call
+}
+
+/// The queue's arguments of a waiting caller's acquire of `lease`: `fair`, and `queued` for a
+/// check in.
+pub(super) fn queue_args<'a>(
+    lease: Lease<'_>,
+    announcing: &'a Announcing,
+    fair: bool,
+    queued: bool,
+) -> QueueArgs<'a> {
+    QueueArgs {
+        queue_lease_ms: millis(WAITERS_QUEUE_LEASE),
+        handoff_ms: handoff_lease(lease),
+        channel: announcing.script_channel(),
+        publish: announcing.command(),
+        most: WAITERS_QUEUE_MAX,
+        fair,
+        queued,
+    }
+}
+
+/// The acquire script's call of `lease` (with the fence if `fenced`; a reader `beside` its own
+/// task's write token), on a store whose waiters `queue` in Redis.
+pub(super) fn acquire_call(
+    lease: Lease<'_>,
+    queue: bool,
+    fenced: bool,
+    beside: Option<String>,
+    mode: AcquireMode<'_>,
+) -> ScriptCall {
+    let own = match lease.kind {
+        Kind::Permit { permits } => permits.to_string(),
+        Kind::Read => beside.unwrap_or_default(),
+        Kind::Lock | Kind::Write => String::new(),
+    };
+    let mut acquire = keyed(&lease.kind.scripts().acquire, lease, queue);
+    AcquireArgs {
+        token: lease.token,
+        lease_ms: millis(lease.ttl),
+        fenced,
+        own: &own,
+        mode,
+    }
+    .write(&mut acquire);
+    acquire
+}
+
+/// The release script's first call for `releaser` of `lease` (`fence_record`: the fence
+/// record declared up front), on a store whose waiters `queue` in Redis.
+pub(super) fn release_call(
+    lease: Lease<'_>,
+    releaser: Releaser,
+    fence_record: bool,
+    queue: bool,
+    announcing: &Announcing,
+) -> ScriptCall {
+    // The common release (plain announcements, a queue, not leaving, no fence) takes the
+    // token alone, and the lock and its queue as keys: each key and argument costs Redis
+    // strings to parse and to build for Lua, a key most of all. The fence record is declared
+    // when the script asks for it (a fenced waiter is next: `release_again_call`).
+    let script = &lease.kind.scripts().release;
+    let common = *announcing == Announcing::Plain
+        && queue
+        && releaser == Releaser::Holder
+        && lease.kind.short_release()
+        && !fence_record;
+    let mut release = if common {
+        let queue = Companion::waiters(lease.key);
+        let mut call = script.start(2, lease.key.len() + queue.len());
+        call.arg(lease.key).arg(queue);
+        call
+    } else {
+        keyed(script, lease, queue)
+    };
+    release.arg(lease.token);
+    if !common {
+        let waiters = if queue {
+            Waiters::Queued
+        } else {
+            Waiters::Marked
+        };
+        release.arg(waiters.arg()).arg(announcing.release_channel());
+    }
+    if let Releaser::LeavingWaiter { fenced } = releaser {
+        release.arg("1").arg(handoff_lease(lease)).arg(flag(fenced));
+    }
+    release
+}
+
+/// The release script's call again after it answered `AGAIN_WITH_FENCE`: the fence record
+/// declared, and the token alone.
+pub(super) fn release_again_call(lease: Lease<'_>) -> ScriptCall {
+    let mut again = keyed(&lease.kind.scripts().release, lease, true);
+    again.arg(lease.token);
+    again
+}
+
+/// A waiter's plain join of `queue`: `RPUSHX` of its `entry`, and (`refresh`) the queue's
+/// expiry renewed; answers the queue's length, 0 when there was no queue.
+pub(super) fn append_pipe(queue: Companion<'_>, entry: &str, refresh: bool) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.cmd("RPUSHX").arg(queue).arg(entry);
+    if refresh {
+        pipe.cmd("PEXPIRE")
+            .arg(queue)
+            .arg(millis(WAITERS_QUEUE_LEASE))
+            .ignore();
+    }
+    pipe
+}
+
+/// The renew script's call for `leases`, all of one kind.
+pub(super) fn renew_call(leases: &[Lease<'_>]) -> ScriptCall {
+    let keys: Vec<&str> = leases.iter().map(|lease| lease.key).collect();
+    let kind = leases.first().map_or(Kind::Lock, |lease| lease.kind);
+    let mut call = kind.scripts().renew.call(&keys);
+    for lease in leases {
+        call.arg(lease.token).arg(millis(lease.ttl));
+    }
+    call
 }
 
 impl<O: Opener> LeaseStore for Scripted<O> {
@@ -649,15 +723,7 @@ async fn renew_group<O: Opener>(
     conn: O::Conn,
     leases: Vec<Lease<'_>>,
 ) -> Result<Vec<Option<bool>>, RedisError> {
-    let call = |leases: &[Lease<'_>]| {
-        let keys: Vec<&str> = leases.iter().map(|lease| lease.key).collect();
-        let kind = leases.first().map_or(Kind::Lock, |lease| lease.kind);
-        let mut call = kind.scripts().renew.call(&keys);
-        for lease in leases {
-            call.arg(lease.token).arg(millis(lease.ttl));
-        }
-        call
-    };
+    let call = renew_call;
     match call(&leases).run::<O, Vec<i64>>(conn.clone()).await {
         Ok(renewed) => Ok(renewed.into_iter().map(|r| Some(r == 1)).collect()),
         Err(e) if leases.len() > 1 && O::splits_batch(&e) => {

@@ -1,0 +1,249 @@
+//! The claims about one name used as several kinds of lease, checked: the scripts of now
+//! keep every kind to itself and end every call; the scripts before 835fceb granted a lock
+//! waiter a semaphore's permit (defect 2) and looped for ever on a fenced lock waiter's entry
+//! (defect 3). Three properties the scripts of now do not keep are shown with their
+//! counterexamples (each replayed on the real scripts by `conformance.rs`): a permit waiter
+//! granted a semaphore of another count (K2), a plain join standing in another kind's queue
+//! (K5), and a late release of an ended permit told it gave it back (K6).
+
+use rlock_model::check::{counterexample, example, explore, names};
+use rlock_model::kinds::scenarios::{a_plain_join, late_release, locks_and_permits, two_counts};
+use rlock_model::kinds::{Action, Client, Config, Kind, KindsModel, Name, Scripts, State};
+use stateright::{Checker, Expectation, Model};
+
+/// The properties the scripts of now break, each shown by a test below.
+const FINDINGS: [&str; 3] = [
+    "K2 own count",
+    "K5 plain joins refused",
+    "K6 lost leases told",
+];
+
+/// Checks `config` to the end and asserts every property but `except`.
+fn assert_keeps(name: &str, config: Config, except: &[&str]) {
+    let checker = explore(name, KindsModel::new(config));
+    for property in checker.model().properties() {
+        if except.contains(&property.name) {
+            continue;
+        }
+        match property.expectation {
+            Expectation::Always | Expectation::Eventually => {
+                checker.assert_no_discovery(property.name);
+            }
+            Expectation::Sometimes => {
+                assert!(
+                    checker.discovery(property.name).is_some(),
+                    "{name}: no example of \"{}\"",
+                    property.name
+                );
+            }
+        }
+    }
+}
+
+/// The client who took `action`.
+fn actor(action: &Action) -> usize {
+    match *action {
+        Action::Arrive(c)
+        | Action::Append(c)
+        | Action::CheckIn(c)
+        | Action::Adopt(c)
+        | Action::Decline(c)
+        | Action::Release(c)
+        | Action::Withdraw(c)
+        | Action::LeaseEnds(c)
+        | Action::Dies(c) => c,
+    }
+}
+
+#[test]
+fn now_keeps_every_kind_to_itself() {
+    let now = Scripts::Now;
+    assert_keeps(
+        "now, a lock and a semaphore",
+        Config::new(
+            now,
+            &[
+                Client::lock().fenced(),
+                Client::lock().fair(),
+                Client::permit(2),
+                Client::permit(2),
+                Client::permit(2).fair(),
+            ],
+        )
+        .faults(2, 2, 1),
+        &["K6 lost leases told"],
+    );
+    assert_keeps(
+        "now, a read-write lock and a lock",
+        Config::new(
+            now,
+            &[
+                Client::reader(),
+                Client::reader(),
+                Client::writer().fenced(),
+                Client::writer(),
+                Client::lock().fenced(),
+            ],
+        )
+        .faults(2, 2, 1),
+        &["K6 lost leases told"],
+    );
+    assert_keeps(
+        "now, every kind",
+        Config::new(
+            now,
+            &[
+                Client::lock().fenced().appends(),
+                Client::lock().fair(),
+                Client::permit(2),
+                Client::permit(2).fair(),
+                Client::reader(),
+                Client::writer().fenced(),
+            ],
+        )
+        .faults(3, 2, 1),
+        &["K5 plain joins refused", "K6 lost leases told"],
+    );
+    assert_keeps(
+        "now, semaphores of two counts",
+        Config::new(
+            now,
+            &[
+                Client::permit(1),
+                Client::permit(1),
+                Client::permit(2),
+                Client::permit(2).fair(),
+            ],
+        )
+        .faults(2, 2, 1),
+        &FINDINGS,
+    );
+    // Locks alone: their late release is told it lost the lock.
+    assert_keeps(
+        "now, locks",
+        Config::new(
+            now,
+            &[
+                Client::lock().fenced(),
+                Client::lock().fair(),
+                Client::lock(),
+            ],
+        )
+        .faults(2, 2, 1),
+        &[],
+    );
+}
+
+/// A lock client holds a permit while another client's permit is live.
+fn lock_waiter_beside_a_permit(m: &KindsModel, s: &State) -> bool {
+    let Name::Semaphore { holders, .. } = &s.name else {
+        return false;
+    };
+    let lock_holds = holders
+        .iter()
+        .any(|h| h.live && m.config.clients[h.client].kind == Kind::Lock);
+    let permit_holds = holders
+        .iter()
+        .any(|h| h.live && m.config.clients[h.client].kind != Kind::Lock);
+    lock_holds && permit_holds
+}
+
+#[test]
+fn before_grants_a_lock_waiter_a_permit() {
+    // Defect 2: the lock ends unreleased with a waiter queued, a semaphore takes the name, and
+    // a permit's release hands the lock waiter a permit.
+    let config = locks_and_permits(Scripts::Before, Client::lock(), Client::permit(2));
+    let steps = names(&counterexample(
+        || KindsModel::new(config.clone()),
+        "K1 one kind of holder",
+    ));
+    let ended = steps.iter().position(|a| a.starts_with("LeaseEnds"));
+    let released = steps.iter().rposition(|a| a.starts_with("Release"));
+    assert!(
+        matches!((ended, released), (Some(e), Some(r)) if e < r),
+        "{steps:?}"
+    );
+    // And beside a permit another client holds.
+    let path = example(
+        || KindsModel::new(config.clone()),
+        "a lock waiter holds a permit beside a live permit",
+        lock_waiter_beside_a_permit,
+    );
+    let permit_released =
+        |a: &Action| matches!(a, Action::Release(c) if config.clients[*c].kind != Kind::Lock);
+    assert!(path.iter().any(permit_released), "{path:?}");
+    // The scripts of now drop the lock waiter's entry: it is never granted.
+    let fixed = locks_and_permits(Scripts::Now, Client::lock(), Client::permit(2));
+    assert_keeps("now, locks and permits", fixed, &["K6 lost leases told"]);
+}
+
+#[test]
+fn before_loops_for_ever_on_a_fenced_lock_waiter() {
+    // Defect 3: a fenced lock waiter's entry in a semaphore's queue. The semaphore's call
+    // declares no fence record, so the old `hand_off` put the entry back and answered
+    // 'fence', which the semaphore's `while` took for a grant: it turned for ever. A
+    // permit's release loops so...
+    let fenced = Client::lock().fenced();
+    let release = locks_and_permits(Scripts::Before, fenced, Client::permit(2));
+    let path = counterexample(|| KindsModel::new(release.clone()), "K4 every step ends");
+    let last = path.last().expect("a step");
+    assert!(matches!(last, Action::Release(c) if release.clients[*c].kind != Kind::Lock));
+    // ... and so does a fair permit's arrival on the free name, handing free permits to the
+    // waiters queued first.
+    let arrival = locks_and_permits(Scripts::Before, fenced, Client::permit(2).fair());
+    let path = counterexample(|| KindsModel::new(arrival.clone()), "K4 every step ends");
+    let last = path.last().expect("a step");
+    assert!(matches!(last, Action::Arrive(c) if arrival.clients[*c].kind != Kind::Lock));
+    // The scripts of now drop the entry (a semaphore serves no lock waiter), and every loop
+    // stops at a grant's end.
+    for permit in [Client::permit(2), Client::permit(2).fair()] {
+        let fixed = locks_and_permits(Scripts::Now, fenced, permit);
+        assert_keeps("now, a fenced lock waiter", fixed, &["K6 lost leases told"]);
+    }
+}
+
+#[test]
+fn a_permit_waiter_is_granted_a_semaphore_of_another_count() {
+    // A waiter queued for a semaphore of 1 (a mutex) whose holder's lease ends; a semaphore
+    // of 2 takes the name, and its release hands the waiter one of its permits: the waiter
+    // believes it holds the one permit there is, beside a second any client of 2 may take.
+    // Queue entries carry no count, and `hand_off` grants any permit waiter.
+    let path = counterexample(|| KindsModel::new(two_counts()), "K2 own count");
+    assert!(matches!(path.last(), Some(Action::Release(2))));
+}
+
+#[test]
+fn a_plain_join_stands_in_another_kinds_queue() {
+    // A lock waiter joins by `RPUSHX` (its client already waits for the name, crowded) while
+    // the name is a semaphore: nothing reads the key, so it stands in the semaphore's queue
+    // until its first check in refuses it. It is never granted (K1 holds).
+    let path = counterexample(|| KindsModel::new(a_plain_join()), "K5 plain joins refused");
+    assert!(matches!(path.last(), Some(Action::Append(2))));
+    let checker = explore("now, a plain join", KindsModel::new(a_plain_join()));
+    checker.assert_no_discovery("K1 one kind of holder");
+    checker.assert_no_discovery("K3 other kinds refused");
+}
+
+#[test]
+fn a_late_release_of_an_ended_permit_is_told_it_gave_it_back() {
+    // A permit (or a reader's lease) whose lease ended stays in its sorted set until a script
+    // purges it; the release script removes the caller's member before it purges, so a late
+    // release answers RELEASED while nobody looked in between (another lease keeping the set
+    // alive). A lock's key goes with its lease, and a writer's set with its only lease: their
+    // late release is told it lost it.
+    for client in [Client::permit(2), Client::reader()] {
+        let path = counterexample(
+            || KindsModel::new(late_release(client)),
+            "K6 lost leases told",
+        );
+        let release = path.last().expect("a step");
+        assert!(matches!(release, Action::Release(_)));
+        let ended = path
+            .iter()
+            .any(|a| matches!(a, Action::LeaseEnds(c) if *c == actor(release)));
+        assert!(ended, "{path:?}");
+    }
+    for client in [Client::lock(), Client::writer()] {
+        assert_keeps("now, a late release", late_release(client), &[]);
+    }
+}

@@ -1,0 +1,137 @@
+//! The lease scripts' calls on one server, built by the scripted store's own code and handed
+//! out unsent, with the readers of their replies. Not for users: the model's conformance test
+//! (`model/tests/conformance.rs`) replays the model's paths through the real scripts with
+//! them, so that the model, the scripts and the store's calling convention cannot drift. It
+//! reaches them through the hidden support module.
+
+use std::time::Duration;
+
+use redis::{Cmd, Pipeline};
+
+use super::protocol::{AcquireMode, entry};
+use super::pubsub::{Announcing, RELEASE_CHANNEL_PREFIX};
+use super::scripted::{
+    Releaser, acquire_call, append_pipe, handoff_lease, queue_args, release_again_call,
+    release_call, renew_call,
+};
+use super::{Kind, Lease};
+use crate::key::Companion;
+
+pub use super::protocol::{AcquireReply, Found, released};
+
+/// The calls of one kind's scripts on one key, as a client of one server sends them (plain
+/// announcements, waiters queued in Redis), each an `EVAL` carrying the script's source.
+#[derive(Debug, Clone)]
+pub struct ScriptCalls {
+    kind: Kind,
+    key: String,
+    ttl: Duration,
+}
+
+impl ScriptCalls {
+    /// A lock's calls on `key`, for leases of `ttl`.
+    pub fn lock(key: &str, ttl: Duration) -> Self {
+        Self::of(Kind::Lock, key, ttl)
+    }
+
+    /// A permit's calls on the semaphore of `permits` at `key`.
+    pub fn permit(key: &str, permits: u32, ttl: Duration) -> Self {
+        Self::of(Kind::Permit { permits }, key, ttl)
+    }
+
+    /// A reader's calls on the read-write lock at `key`.
+    pub fn reader(key: &str, ttl: Duration) -> Self {
+        Self::of(Kind::Read, key, ttl)
+    }
+
+    /// The writer's calls on the read-write lock at `key`.
+    pub fn writer(key: &str, ttl: Duration) -> Self {
+        Self::of(Kind::Write, key, ttl)
+    }
+
+    fn of(kind: Kind, key: &str, ttl: Duration) -> Self {
+        Self {
+            kind,
+            key: key.to_owned(),
+            ttl,
+        }
+    }
+
+    fn lease<'a>(&'a self, token: &'a str) -> Lease<'a> {
+        Lease {
+            kind: self.kind,
+            key: &self.key,
+            token,
+            ttl: self.ttl,
+        }
+    }
+
+    /// A waiting caller's acquire (the queue's mode): its arrival, or (`check_in`) a later
+    /// call of a caller that believes it is queued; `fair` never passes a live waiter queued
+    /// earlier. A reader asks to read beside no write token of its own.
+    pub fn acquire(&self, token: &str, fenced: bool, fair: bool, check_in: bool) -> Cmd {
+        let lease = self.lease(token);
+        let announcing = Announcing::Plain;
+        let mode = AcquireMode::Queue(queue_args(lease, &announcing, fair, check_in));
+        acquire_call(lease, true, fenced, None, mode).eval()
+    }
+
+    /// The holder's release, as first sent (a fenced holder's declares the fence record).
+    pub fn release(&self, token: &str, fenced: bool) -> Cmd {
+        let lease = self.lease(token);
+        release_call(lease, Releaser::Holder, fenced, true, &Announcing::Plain).eval()
+    }
+
+    /// A waiter's withdrawal from the queue (it gives up), whose entry is `fenced` or not.
+    pub fn withdraw(&self, token: &str, fenced: bool) -> Cmd {
+        let lease = self.lease(token);
+        let leaving = Releaser::LeavingWaiter { fenced };
+        release_call(lease, leaving, true, true, &Announcing::Plain).eval()
+    }
+
+    /// A release sent again after it answered [`released::AGAIN_WITH_FENCE`].
+    pub fn release_again(&self, token: &str) -> Cmd {
+        release_again_call(self.lease(token)).eval()
+    }
+
+    /// The renewal of one lease (a batch of one).
+    pub fn renew(&self, token: &str) -> Cmd {
+        renew_call(&[self.lease(token)]).eval()
+    }
+
+    /// A waiter's plain join of the queue (`RPUSHX`, the queue's expiry renewed), as a lock
+    /// waiter of a client that already waits for the key joins.
+    pub fn append(&self, token: &str, fenced: bool) -> Pipeline {
+        append_pipe(
+            Companion::waiters(&self.key),
+            &self.entry(token, fenced),
+            true,
+        )
+    }
+
+    /// The queue entry of a waiter of this kind.
+    pub fn entry(&self, token: &str, fenced: bool) -> String {
+        entry(token, handoff_lease(self.lease(token)), fenced, self.kind)
+    }
+
+    /// The key's queue of waiters.
+    pub fn queue_key(&self) -> String {
+        Companion::waiters(&self.key).to_string()
+    }
+
+    /// The key's fence record.
+    pub fn fence_key(&self) -> String {
+        Companion::fence(&self.key).to_string()
+    }
+
+    /// The channel a release names a waiter of `client` on (the client is its tokens' part
+    /// before the first `:`).
+    pub fn channel(&self, client: &str) -> String {
+        format!("{RELEASE_CHANNEL_PREFIX}{}:{client}", self.key)
+    }
+
+    /// An acquire's reply, read as the store reads it.
+    pub fn acquired(reply: &[i64]) -> AcquireReply {
+        AcquireReply::read(reply)
+    }
+}
