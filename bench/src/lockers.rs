@@ -9,6 +9,7 @@ use std::time::Duration;
 use redis::Script;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
+use rlock_runtime::__private_0_1::script_calls::ScriptCalls;
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 
 use crate::BenchError;
@@ -17,17 +18,6 @@ use crate::BenchError;
 pub const TTL: Duration = Duration::from_secs(10);
 /// Bound on one lock+unlock cycle, so that a stuck server cannot hang the run.
 pub const CYCLE_LIMIT: Duration = Duration::from_secs(5);
-
-/// rlock's scripts, read from the runtime's sources (for the diagnostic row only).
-const RLOCK_ACQUIRE: &str = concat!(
-    include_str!("../../rlock-runtime/scripts/queue.lua"),
-    include_str!("../../rlock-runtime/scripts/lock/acquire.lua")
-);
-const RLOCK_RELEASE: &str = concat!(
-    include_str!("../../rlock-runtime/scripts/lock/release.lua"),
-    include_str!("../../rlock-runtime/scripts/queue.lua"),
-    include_str!("../../rlock-runtime/scripts/lock/release_queued.lua")
-);
 
 /// The compare-and-delete release of the floor (the redis.io recipe, as rslock sends it).
 pub const FLOOR_RELEASE: &str = r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
@@ -147,9 +137,6 @@ pub fn fresh() -> u64 {
 pub struct Floor<C = MultiplexedConnection> {
     conn: C,
     release: Arc<Script>,
-    /// rlock's scripts, for [`Kind::Scripts`].
-    rlock_acquire: Arc<Script>,
-    rlock_release: Arc<Script>,
     id: u128,
     next: Arc<AtomicU64>,
 }
@@ -181,16 +168,14 @@ impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
     /// Loads the scripts (on every master of a cluster) before anything is timed.
     async fn on(mut conn: C) -> Result<Self, BenchError> {
         let release = Script::new(FLOOR_RELEASE);
-        let rlock_acquire = Script::new(RLOCK_ACQUIRE);
-        let rlock_release = Script::new(RLOCK_RELEASE);
-        for s in [&release, &rlock_acquire, &rlock_release] {
-            s.load_async(&mut conn).await?;
+        release.load_async(&mut conn).await?;
+        // rlock's lock scripts, for [`Kind::Scripts`].
+        for load in ScriptCalls::lock("bench:load", TTL).loads() {
+            load.query_async::<String>(&mut conn).await?;
         }
         Ok(Self {
             conn,
             release: Arc::new(release),
-            rlock_acquire: Arc::new(rlock_acquire),
-            rlock_release: Arc::new(rlock_release),
             id: fastrand::u128(..),
             next: Arc::new(AtomicU64::new(1)),
         })
@@ -210,27 +195,16 @@ impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
         let key = format!("bench:{n}");
         let token = self.token();
         let mut conn = self.conn.clone();
-        let waiters = format!("{{{key}}}:waiters");
-        let (acquired, _fence): (i64, i64) = self
-            .rlock_acquire
-            .key(&key)
-            .key(&waiters)
-            .arg(&token)
-            .arg(TTL.as_millis() as u64)
-            .arg("0")
-            .arg("0")
-            .invoke_async(&mut conn)
+        // The runtime's own calls (as the store builds them), sent as `EVALSHA`.
+        let calls = ScriptCalls::lock(&key, TTL).by_hash();
+        let (acquired, _fence): (i64, i64) = calls
+            .acquire_once(&token, false)
+            .query_async(&mut conn)
             .await?;
         if acquired != 1 {
             return Err(format!("scripts: {key} was taken").into());
         }
-        // On one server rlock passes the lock's key alone; the script names its queue.
-        let deleted: i64 = self
-            .rlock_release
-            .key(&key)
-            .arg(&token)
-            .invoke_async(&mut conn)
-            .await?;
+        let deleted: i64 = calls.release(&token, false).query_async(&mut conn).await?;
         if deleted != 1 {
             return Err(format!("scripts: {key} was lost").into());
         }

@@ -11,9 +11,9 @@ use distributed_lock_core::traits::{
     DistributedReaderWriterLock, LockHandle, ReaderWriterLockProvider,
 };
 use distributed_lock_redis::RedisLockProvider;
-use redis::Script;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redisson::{AsyncRedissonClient, RedissonConfig};
+use rlock_runtime::__private_0_1::script_calls::ScriptCalls;
 use rlock_runtime::LockClient;
 
 use crate::BenchError;
@@ -86,29 +86,11 @@ impl Way {
     }
 }
 
-/// The read-write lock's scripts for one side, as rlock builds them.
-fn scripts(role: Role) -> (Script, Script) {
-    let prelude = match role {
-        Role::Read => "local writing = false\n",
-        Role::Write => "local writing = true\n",
-    };
-    let queue = include_str!("../../rlock-runtime/scripts/queue.lua");
-    let common = include_str!("../../rlock-runtime/scripts/rw/common.lua");
-    let acquire = include_str!("../../rlock-runtime/scripts/rw/acquire.lua");
-    let release = include_str!("../../rlock-runtime/scripts/rw/release.lua");
-    (
-        Script::new(&format!("{prelude}{queue}{common}{acquire}")),
-        Script::new(&format!("{prelude}{queue}{common}{release}")),
-    )
-}
-
 /// What the uncontended rows need: the clients and the scripts by hand.
 pub struct ReadWrite {
     client: LockClient,
     conn: MultiplexedConnection,
     manager: ConnectionManager,
-    read: (Script, Script),
-    write: (Script, Script),
     distributed_lock: RedisLockProvider,
     redisson: AsyncRedissonClient,
 }
@@ -116,12 +98,20 @@ pub struct ReadWrite {
 impl ReadWrite {
     pub async fn connect(url: &str) -> Result<Self, BenchError> {
         let redis = redis::Client::open(url)?;
+        let mut conn = redis.get_multiplexed_async_connection().await?;
+        // The runtime's read-write scripts, for the rows that send them by hand.
+        for calls in [
+            ScriptCalls::reader("bench:load", TTL),
+            ScriptCalls::writer("bench:load", TTL),
+        ] {
+            for load in calls.loads() {
+                load.query_async::<String>(&mut conn).await?;
+            }
+        }
         Ok(Self {
             client: LockClient::connect(url).await?,
-            conn: redis.get_multiplexed_async_connection().await?,
+            conn,
             manager: redis.get_connection_manager().await?,
-            read: scripts(Role::Read),
-            write: scripts(Role::Write),
             // The same 10 s lease as rlock's, renewed at a third of it.
             distributed_lock: RedisLockProvider::builder()
                 .url(url)
@@ -148,30 +138,22 @@ impl ReadWrite {
                 Ok(request.ttl(TTL).acquire().await?.release().await?)
             }
             Who::Floor => {
-                let (acquire, release) = if writing { &self.write } else { &self.read };
+                // The runtime's own calls (as the store builds them), sent as `EVALSHA`.
+                let calls = if writing {
+                    ScriptCalls::writer(&key, TTL)
+                } else {
+                    ScriptCalls::reader(&key, TTL)
+                }
+                .by_hash();
                 let (mut conn, token) = (self.conn.clone(), format!("bench:{}", fresh()));
-                let (waiters, fence) = (format!("{{{key}}}:waiters"), format!("{{{key}}}:fence"));
-                let taken: Vec<i64> = acquire
-                    .key(&key)
-                    .key(&waiters)
-                    .key(&fence)
-                    .arg(&token)
-                    .arg(TTL.as_millis() as u64)
-                    .arg("0")
-                    .arg("0")
-                    .arg("")
-                    .invoke_async(&mut conn)
+                let taken: Vec<i64> = calls
+                    .acquire_once(&token, false)
+                    .query_async(&mut conn)
                     .await?;
                 if taken.first() != Some(&1) {
                     return Err(format!("floor: {key} not taken").into());
                 }
-                let given: i64 = release
-                    .key(&key)
-                    .key(&waiters)
-                    .key(&fence)
-                    .arg(&token)
-                    .invoke_async(&mut conn)
-                    .await?;
+                let given: i64 = calls.release(&token, false).query_async(&mut conn).await?;
                 if given != 1 {
                     return Err(format!("floor: {key} was lost").into());
                 }

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use distributed_lock_core::traits::{DistributedSemaphore, LockHandle, SemaphoreProvider};
 use distributed_lock_redis::RedisLockProvider;
-use redis::Script;
 use redis::aio::MultiplexedConnection;
 use redisson::{AsyncRedissonClient, RedissonConfig};
+use rlock_runtime::__private_0_1::script_calls::ScriptCalls;
 use rlock_runtime::LockClient;
 
 use crate::BenchError;
@@ -66,28 +66,22 @@ impl Way {
 pub struct Permits {
     client: LockClient,
     conn: MultiplexedConnection,
-    acquire: Script,
-    release: Script,
     distributed_lock: RedisLockProvider,
     redisson: AsyncRedissonClient,
 }
 
 impl Permits {
     pub async fn connect(url: &str) -> Result<Self, BenchError> {
-        let conn = redis::Client::open(url)?
+        let mut conn = redis::Client::open(url)?
             .get_multiplexed_async_connection()
             .await?;
+        // The runtime's semaphore scripts, for the row that sends them by hand.
+        for load in ScriptCalls::permit("bench:load", 8, TTL).loads() {
+            load.query_async::<String>(&mut conn).await?;
+        }
         Ok(Self {
             client: LockClient::connect(url).await?,
             conn,
-            acquire: Script::new(concat!(
-                include_str!("../../rlock-runtime/scripts/queue.lua"),
-                include_str!("../../rlock-runtime/scripts/semaphore/acquire.lua")
-            )),
-            release: Script::new(concat!(
-                include_str!("../../rlock-runtime/scripts/queue.lua"),
-                include_str!("../../rlock-runtime/scripts/semaphore/release.lua")
-            )),
             // The same 10 s lease as rlock's permits, renewed at a third of it.
             distributed_lock: RedisLockProvider::builder()
                 .url(url)
@@ -110,29 +104,17 @@ impl Permits {
                 Ok(permit.release().await?)
             }
             Way::Floor => {
+                // The runtime's own calls (as the store builds them), sent as `EVALSHA`.
+                let calls = ScriptCalls::permit(&key, 8, TTL).by_hash();
                 let (mut conn, token) = (self.conn.clone(), format!("bench:{}", fresh()));
-                let waiters = format!("{{{key}}}:waiters");
-                let taken: Vec<i64> = self
-                    .acquire
-                    .key(&key)
-                    .key(&waiters)
-                    .arg(&token)
-                    .arg(TTL.as_millis() as u64)
-                    .arg("0")
-                    .arg("0")
-                    .arg(8)
-                    .invoke_async(&mut conn)
+                let taken: Vec<i64> = calls
+                    .acquire_once(&token, false)
+                    .query_async(&mut conn)
                     .await?;
                 if taken.first() != Some(&1) {
                     return Err(format!("floor: no permit of {key}").into());
                 }
-                let given: i64 = self
-                    .release
-                    .key(&key)
-                    .key(&waiters)
-                    .arg(&token)
-                    .invoke_async(&mut conn)
-                    .await?;
+                let given: i64 = calls.release(&token, false).query_async(&mut conn).await?;
                 if given != 1 {
                     return Err(format!("floor: the permit of {key} was lost").into());
                 }

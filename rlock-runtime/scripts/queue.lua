@@ -3,11 +3,13 @@
 -- the protocol these functions keep.
 --
 -- A key's queue is a list in the key's cluster slot, in arrival order. Each entry is
--- "<owner token> <handoff lease ms> <1 if fenced, else 0> <kind letter>": whom to grant, how,
--- and as what ('l', 'p', 'r', 'w': see protocol.lua's ME). A release grants only entries of
--- the kinds it serves (SERVED), so a waiter is never granted another kind's lease; an entry
--- of another kind (a name used as two kinds) is dropped, and its waiter, back at its next
--- check in, is refused by what the key holds then, or stands again.
+-- "<owner token> <handoff lease ms> <1 if fenced, else 0> <kind>": whom to grant, how, and
+-- as what (`l`, `r`, `w`: see protocol.lua's ME; a permit's `p` followed by its semaphore's
+-- count, `p3`). A release grants only entries of the kinds it serves (SERVED; a semaphore's
+-- release, only its own count's), so a waiter is never granted another kind's lease, nor a
+-- permit of a semaphore of another count; any other entry (a name used as two kinds) is
+-- dropped, and its waiter, back at its next check in, is refused by what the key holds then,
+-- or stands again.
 -- An entry counts while its client listens: a release names the waiter it hands the lease to
 -- on the channel of that waiter's client for this key (the client is the token up to its
 -- first ':'), and skips an entry whose client has no subscriber on that channel (its process
@@ -19,14 +21,14 @@
 -- fence record only when it needs it (see `hand_off`).
 
 -- A queue entry, as `entry_of` reads it.
-local function entry(owner, lease_ms, fence_flag, letter)
-  return owner .. ' ' .. lease_ms .. ' ' .. fence_flag .. ' ' .. letter
+local function entry(owner, lease_ms, fence_flag, kind)
+  return owner .. ' ' .. lease_ms .. ' ' .. fence_flag .. ' ' .. kind
 end
 
--- A queue entry's token, handoff lease, fence flag and kind letter; nil for an entry that is
--- not one of ours.
+-- A queue entry's token, handoff lease, fence flag and kind; nil for an entry that is not one
+-- of ours.
 local function entry_of(text)
-  return string.match(text, '^(%S+) (%d+) ([01]) ([lprw])$')
+  return string.match(text, '^(%S+) (%d+) ([01]) ([lprw]%d*)$')
 end
 
 -- A new fencing token for the lock whose fence record is `fence_key` (or, with `read_only`,
@@ -65,17 +67,18 @@ end
 -- alive. Every entry of the queue may be looked at (at most MOST_ENTRIES), so a live waiter
 -- behind any number of dead ones is granted at once.
 --
--- `grant(token, lease, letter)`, when given, is how the caller's kind grants (a semaphore
--- adds a permit); without it the lock's key is set to the waiter's token. `fits(letter)`,
--- when given, tells whether the first live waiter can be granted now (a reader while a
--- writer holds cannot): when it cannot, its entry is put back at the head, where it keeps its
--- place, and nobody is granted.
+-- `grant(token, lease, kind)`, when given, is how the caller's kind grants (a semaphore adds
+-- a permit); without it the lock's key is set to the waiter's token. `fits(kind)`, when
+-- given, tells whether the first live waiter can be granted now (a reader while a writer
+-- holds cannot): when it cannot, its entry is put back at the head, where it keeps its place,
+-- and nobody is granted. `served`, when given, is the one kind the caller grants (a
+-- semaphore's `p` and count); without it, the letters of SERVED.
 --
 -- Returns 'handed', false (nobody live, or the first live waiter does not fit), or 'fence'
 -- when the first live waiter wants a fence and `fence_key` is nil (a release that did not
 -- declare the record): its entry is put back, and the caller calls again with the record
 -- declared.
-local function hand_off(key, queue, fence_key, channel, publish, head, grant, fits)
+local function hand_off(key, queue, fence_key, channel, publish, head, grant, fits, served)
   local numsub = 'NUMSUB'
   if publish == 'PUBLISH' then
     channel = channel .. key
@@ -87,14 +90,14 @@ local function hand_off(key, queue, fence_key, channel, publish, head, grant, fi
     if not head then
       return false
     end
-    local token, lease, fenced, letter = entry_of(head)
-    if token and string.find(SERVED, letter, 1, true) then
+    local token, lease, fenced, kind = entry_of(head)
+    if token and (kind == served or not served and string.find(SERVED, kind, 1, true)) then
       local to = channel .. ':' .. string.match(token, '^[^:]*')
       -- pcall: a refused PUBSUB (an ACL without it) proves nobody dead; the waiter is
       -- granted the lease and finds it on its next check in.
       local listeners = redis.pcall('PUBSUB', numsub, to)
       if type(listeners) ~= 'table' or listeners[2] ~= 0 then
-        if fits and not fits(letter) then
+        if fits and not fits(kind) then
           redis.call('LPUSH', queue, head)
           return false
         end
@@ -107,7 +110,7 @@ local function hand_off(key, queue, fence_key, channel, publish, head, grant, fi
           fence = issue_fence(fence_key, lease)
         end
         if grant then
-          grant(token, lease, letter)
+          grant(token, lease, kind)
         else
           redis.call('SET', key, token, 'PX', lease)
         end

@@ -236,10 +236,10 @@ async fn a_lapsed_guard_touches_nothing_of_another_kind() {
     watch.finish().await.assert_no_stall();
 }
 
-/// Entries of every other kind (fenced or not, and one in the format of rlock's earlier
-/// versions, without a kind), of a client that listens, stand at the head of a queue when
-/// each kind's release hands its lease on: only the kind's own waiter is granted, and the
-/// others are dropped, never granted. (A lock waiter was once granted a semaphore's permit,
+/// Entries of every other kind (fenced or not, a permit's of another count, and one in the
+/// format of rlock's earlier versions, without a kind), of a client that listens, stand at
+/// the head of a queue when each kind's release hands its lease on: only the kind's own
+/// waiter is granted, and the others are dropped, never granted. (A lock waiter was once granted a semaphore's permit,
 /// and a fenced one made the semaphore's release loop forever, stopping Redis.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_grants_only_its_own_kind() {
@@ -250,11 +250,13 @@ async fn a_release_grants_only_its_own_kind() {
     // A client of another kind's waiters that listens, so that its entries look live.
     let mut listener = server.redis_client().get_async_pubsub().await.unwrap();
     // (holder, its waiter, the letters of other kinds' entries)
-    let cases = [
-        (Of::Lock, Of::Lock, ["p", "r", "w"]),
-        (Of::Permit, Of::Permit, ["l", "r", "w"]),
-        (Of::Write, Of::Read, ["l", "p", "p"]),
-        (Of::Read, Of::Write, ["l", "p", "p"]),
+    // (A permit's entry carries its semaphore's count: a waiter of another count is never
+    // handed a permit of this one.)
+    let cases: [(Of, Of, &[&str]); 4] = [
+        (Of::Lock, Of::Lock, &["p2", "r", "w"]),
+        (Of::Permit, Of::Permit, &["l", "r", "w", "p1", "p3", "p"]),
+        (Of::Write, Of::Read, &["l", "p2"]),
+        (Of::Read, Of::Write, &["l", "p2"]),
     ];
     for (held, waiter, others) in cases {
         let key = format!("grant:{held:?}");

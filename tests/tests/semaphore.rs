@@ -177,7 +177,7 @@ async fn the_release_script_grants_the_permit_to_the_first_live_waiter() {
     for waiter in ["w1", "w2"] {
         let _: () = redis::cmd("RPUSH")
             .arg("{render:y}:waiters")
-            .arg(format!("{waiter}:1 5000 0 p"))
+            .arg(format!("{waiter}:1 5000 0 p2"))
             .query_async(&mut raw)
             .await
             .unwrap();
@@ -196,7 +196,7 @@ async fn the_release_script_grants_the_permit_to_the_first_live_waiter() {
         .query_async(&mut raw)
         .await
         .unwrap();
-    assert_eq!(queue, ["w2:1 5000 0 p"]);
+    assert_eq!(queue, ["w2:1 5000 0 p2"]);
     let in_use: u32 = redis::cmd("ZCOUNT")
         .arg("render:y")
         .arg(0)

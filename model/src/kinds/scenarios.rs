@@ -10,9 +10,9 @@ pub fn locks_and_permits(scripts: Scripts, lock: Client, permit: Client) -> Conf
 }
 
 /// Semaphores of one name in turn, of count 1 (two clients) and of count 2.
-pub fn two_counts() -> Config {
+pub fn two_counts(scripts: Scripts) -> Config {
     Config::new(
-        Scripts::Now,
+        scripts,
         &[Client::permit(1), Client::permit(1), Client::permit(2)],
     )
     .faults(1, 0, 0)
@@ -31,6 +31,6 @@ pub fn a_plain_join() -> Config {
 }
 
 /// Two clients of one kind, one of whose leases may end unreleased.
-pub fn late_release(client: Client) -> Config {
-    Config::new(Scripts::Now, &[client, client]).faults(1, 0, 0)
+pub fn late_release(scripts: Scripts, client: Client) -> Config {
+    Config::new(scripts, &[client, client]).faults(1, 0, 0)
 }

@@ -91,12 +91,17 @@ impl<'a> Run<'a> {
         self.s.fences
     }
 
-    /// Whether `hand_off`, run by a script of `family`, grants entries of `letter`.
-    fn serves(&self, family: Holds, letter: char) -> bool {
+    /// Whether `hand_off`, run by a script of `family` (a semaphore's of `permits`), grants
+    /// `entry`.
+    fn serves(&self, family: Holds, entry: Entry, permits: u8) -> bool {
+        let letter = entry.letter;
         match (self.config.scripts, family) {
-            // `SERVED`: each kind's own letters.
+            // `SERVED`: each kind's own letters; a semaphore's, its own count's permits (the
+            // entry carries the count: `p3`).
             (Scripts::Now, Holds::Lock) => letter == 'l',
-            (Scripts::Now, Holds::Semaphore) => letter == 'p',
+            (Scripts::Now, Holds::Semaphore) => {
+                letter == 'p' && self.config.clients[entry.client].kind == Kind::Permit { permits }
+            }
             // Before: only a read-write lock's entries had a role, and only its releases
             // asked `fits`; a lock's and a semaphore's releases took every entry without one.
             (Scripts::Before, Holds::Lock | Holds::Semaphore) => matches!(letter, 'l' | 'p'),
@@ -177,7 +182,7 @@ impl<'a> Run<'a> {
                 None if self.s.queue.is_empty() => return HandOff::Nobody,
                 None => self.s.queue.remove(0),
             };
-            if !self.serves(family, entry.letter) || !self.s.clients[entry.client].subscribed() {
+            if !self.serves(family, entry, permits) || !self.s.clients[entry.client].subscribed() {
                 continue;
             }
             if family == Holds::ReadWrite && !self.fits(entry.letter) {
@@ -438,9 +443,11 @@ impl<'a> Run<'a> {
         let Name::Semaphore { permits, .. } = self.s.name else {
             return Answer::NotOurs;
         };
-        let ours = self.s.name.remove(client);
+        // Ours while its lease lasts; one that ended goes too, and what it held is handed on.
+        let ours = self.live(client);
+        let removed = self.s.name.remove(client);
         self.s.name.purge();
-        if ours || leaving {
+        if removed || leaving {
             // Each free permit goes to the next live waiter.
             self.repeat(|run| {
                 (run.s.name.live_permits() < usize::from(permits))
@@ -463,8 +470,9 @@ impl<'a> Run<'a> {
         if !matches!(self.s.name.holds(), Holds::Free | Holds::ReadWrite) {
             return Answer::NotOurs;
         }
-        let ours = self.s.name.remove(client);
-        if (ours || leaving) && !self.s.queue.is_empty() {
+        let ours = self.live(client);
+        let removed = self.s.name.remove(client);
+        if (removed || leaving) && !self.s.queue.is_empty() {
             self.s.name.purge();
             self.repeat(|run| Some(run.hand_off(Holds::ReadWrite, true, None, 0)));
         }
@@ -473,6 +481,20 @@ impl<'a> Run<'a> {
             Answer::Released
         } else {
             Answer::NotOurs
+        }
+    }
+
+    /// Whether `client`'s lease here is live (scripts of [`Scripts::Before`] took any lease
+    /// still in the set for the caller's).
+    fn live(&self, client: usize) -> bool {
+        match self.config.scripts {
+            Scripts::Now => self.s.name.live_lease_of(client).is_some(),
+            Scripts::Before => self
+                .s
+                .name
+                .leases()
+                .iter()
+                .any(|(held, _)| held.client == client),
         }
     }
 

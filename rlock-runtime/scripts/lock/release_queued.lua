@@ -3,7 +3,7 @@
 -- ('m') nobody queues, so nobody leaves, and release.lua answered already.
 local fence_key = KEYS[3]
 if leaving then
-  redis.call('LREM', queue, 1, entry(token, handoff, entry_fenced, ME))
+  redis.call('LREM', queue, 1, entry(token, handoff, entry_fenced, entry_kind))
   ours = redis.pcall('GET', lock) == token
 end
 if ours then

@@ -9,17 +9,22 @@
 -- ended, was never ours, or the key holds another kind (then nothing of it is touched).
 local queue, fence_key = KEYS[2], KEYS[3]
 if leaving then
-  redis.call('LREM', queue, 1, entry(token, handoff, entry_fenced, ME))
+  redis.call('LREM', queue, 1, entry(token, handoff, entry_fenced, entry_kind))
 end
-local found = kind_of(rw)
+local found, scores = kind_of(rw, token)
 if found ~= READ_WRITE and found ~= FREE then
   return NOT_OURS
 end
-local ours = redis.call('ZREM', rw, token) == 1
+-- Ours while its lease lasts (a writer's is scored by minus its end): one that ended (not
+-- purged yet) was lost: it goes, and what it
+-- held is handed on, but the answer is NOT_OURS.
+local ends = scores[3] and tonumber(scores[3])
+local ours = ends and (writing and -ends or ends) > now
+local removed = redis.call('ZREM', rw, token) == 1
 -- Only a waiter can be admitted: with none queued, the ended leases are left to the next
 -- acquire's purge and to the set's expiry. (On a lock that is gone, a leaving waiter still
 -- hands it to the next live one: it may have been the one a release told.)
-if (ours or leaving) and redis.call('LLEN', queue) > 0 then
+if (removed or leaving) and redis.call('LLEN', queue) > 0 then
   purge()
   for _ = 1, MOST_ENTRIES do
     if hand_off(rw, queue, fence_key, channel, publish, nil, take, fits) ~= 'handed' then

@@ -65,12 +65,15 @@ if mode ~= 'q' then
   return {BUSY, earliest_left()}
 end
 
-local mine = entry(token, handoff, '0', ME)
+-- Its entry carries the count: a release serves only waiters of its own count.
+local served = ME .. permits
+local mine = entry(token, handoff, '0', served)
 -- A fair caller takes a free permit only when no live waiter queued before it; free permits
 -- go to those waiters first (one of them may be this caller).
 if fair then
   for _ = 1, MOST_ENTRIES do
-    if not free or hand_off(sem, queue, nil, channel, publish, nil, take) ~= 'handed' then
+    if not free or hand_off(sem, queue, nil, channel, publish, nil, take, nil, served)
+      ~= 'handed' then
       break
     end
     local given = handed()

@@ -7,16 +7,19 @@
 -- (Permits carry no fence, so a release never asks again with the fence record.)
 local sem, queue = KEYS[1], KEYS[2]
 if leaving then
-  redis.call('LREM', queue, 1, entry(token, handoff, entry_fenced, ME))
+  redis.call('LREM', queue, 1, entry(token, handoff, entry_fenced, entry_kind))
 end
-local found, scores = kind_of(sem)
+local found, scores = kind_of(sem, token)
 if found ~= SEMAPHORE then
   -- Nothing of ours here: the semaphore ended (its waiters find it free at their next
   -- check in), or the name holds another kind.
   return NOT_OURS
 end
-local ours = redis.call('ZREM', sem, token) == 1
 local now = now_ms()
+-- Ours while its lease lasts: one that ended (not purged yet) was lost: it goes, and what it
+-- held is handed on, but the answer is NOT_OURS.
+local ours = scores[3] and tonumber(scores[3]) > now
+local removed = redis.call('ZREM', sem, token) == 1
 redis.call('ZREMRANGEBYSCORE', sem, 0, string.format('%.0f', now))
 local permits = -tonumber(scores[1])
 
@@ -29,10 +32,11 @@ end
 
 -- Each free permit goes to the next live waiter: the one this release gave back, and any
 -- whose lease ended unreleased. (A waiter leaving may have been the one a release told.)
-if ours or leaving then
+if removed or leaving then
   for _ = 1, MOST_ENTRIES do
     if redis.call('ZCOUNT', sem, 0, '+inf') >= permits
-      or hand_off(sem, queue, nil, channel, publish, nil, take) ~= 'handed' then
+      or hand_off(sem, queue, nil, channel, publish, nil, take, nil, ME .. permits)
+      ~= 'handed' then
       break
     end
   end

@@ -122,9 +122,18 @@ impl Kind {
 }
 
 /// A waiter's entry in its key's queue, as the scripts write and read it (`entry` in
-/// `queue.lua`): `"<token> <handoff lease ms> <0|1 fenced> <kind letter>"`.
+/// `queue.lua`): `"<token> <handoff lease ms> <0|1 fenced> <kind>"`.
 pub(crate) fn entry(token: &str, handoff_ms: u64, fenced: bool, kind: Kind) -> String {
-    format!("{token} {handoff_ms} {} {}", flag(fenced), kind.letter())
+    format!("{token} {handoff_ms} {} {}", flag(fenced), entry_kind(kind))
+}
+
+/// A kind as a queue entry names it: its letter, and a permit's count after it (`p3`: a
+/// semaphore's release serves only waiters of its own count).
+pub(crate) fn entry_kind(kind: Kind) -> String {
+    match kind {
+        Kind::Permit { permits } => format!("{}{permits}", kind.letter()),
+        Kind::Lock | Kind::Read | Kind::Write => kind.letter().to_string(),
+    }
 }
 
 /// A script flag.
@@ -152,13 +161,14 @@ pub(crate) const ACQUIRE_ARGS: [&str; 12] = [
 
 /// The names of a release call's arguments, in order (`calls/release.lua`).
 #[cfg(test)]
-pub(crate) const RELEASE_ARGS: [&str; 6] = [
+pub(crate) const RELEASE_ARGS: [&str; 7] = [
     "token",
     "mode",
     "channel",
     "leaving",
     "handoff",
     "entry_fenced",
+    "entry_kind",
 ];
 
 /// An acquire call's arguments after the first five ([`ACQUIRE_ARGS`]), by how the caller
@@ -410,7 +420,7 @@ mod tests {
         assert_eq!(entry("c:7", 2000, true, Kind::Lock), "c:7 2000 1 l");
         assert_eq!(
             entry("c:8", 500, false, Kind::Permit { permits: 3 }),
-            "c:8 500 0 p"
+            "c:8 500 0 p3"
         );
         assert_eq!(entry("c:9", 1, false, Kind::Read), "c:9 1 0 r");
         assert_eq!(entry("c:9", 1, true, Kind::Write), "c:9 1 1 w");

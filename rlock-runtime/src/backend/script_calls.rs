@@ -14,6 +14,7 @@ use super::scripted::{
     Releaser, acquire_call, append_pipe, handoff_lease, queue_args, release_again_call,
     release_call, renew_call,
 };
+use super::scripts::ScriptCall;
 use super::{Kind, Lease};
 use crate::key::Companion;
 
@@ -26,6 +27,8 @@ pub struct ScriptCalls {
     kind: Kind,
     key: String,
     ttl: Duration,
+    /// Calls go as `EVALSHA`, as the store sends them (see [`by_hash`](Self::by_hash)).
+    by_hash: bool,
 }
 
 impl ScriptCalls {
@@ -54,7 +57,40 @@ impl ScriptCalls {
             kind,
             key: key.to_owned(),
             ttl,
+            by_hash: false,
         }
+    }
+
+    /// The same calls as `EVALSHA`, as the store sends them (the benchmark's rows of scripts
+    /// by hand): load the scripts first with [`loads`](Self::loads).
+    pub fn by_hash(mut self) -> Self {
+        self.by_hash = true;
+        self
+    }
+
+    /// `SCRIPT LOAD` of the acquire and release scripts of this kind.
+    pub fn loads(&self) -> [Cmd; 2] {
+        let lease = self.lease("");
+        let mode = AcquireMode::Once;
+        [
+            acquire_call(lease, true, false, None, mode).load(),
+            release_call(lease, Releaser::Holder, false, true, &Announcing::Plain).load(),
+        ]
+    }
+
+    fn send(&self, call: &ScriptCall) -> Cmd {
+        if self.by_hash {
+            call.evalsha()
+        } else {
+            call.eval()
+        }
+    }
+
+    /// An acquire that does not wait: one attempt, as the store sends a fenced lock's or any
+    /// other kind's when no wait is asked.
+    pub fn acquire_once(&self, token: &str, fenced: bool) -> Cmd {
+        let call = acquire_call(self.lease(token), true, fenced, None, AcquireMode::Once);
+        self.send(&call)
     }
 
     fn lease<'a>(&'a self, token: &'a str) -> Lease<'a> {
@@ -73,30 +109,42 @@ impl ScriptCalls {
         let lease = self.lease(token);
         let announcing = Announcing::Plain;
         let mode = AcquireMode::Queue(queue_args(lease, &announcing, fair, check_in));
-        acquire_call(lease, true, fenced, None, mode).eval()
+        self.send(&acquire_call(lease, true, fenced, None, mode))
     }
 
     /// The holder's release, as first sent (a fenced holder's declares the fence record).
     pub fn release(&self, token: &str, fenced: bool) -> Cmd {
         let lease = self.lease(token);
-        release_call(lease, Releaser::Holder, fenced, true, &Announcing::Plain).eval()
+        self.send(&release_call(
+            lease,
+            Releaser::Holder,
+            fenced,
+            true,
+            &Announcing::Plain,
+        ))
     }
 
     /// A waiter's withdrawal from the queue (it gives up), whose entry is `fenced` or not.
     pub fn withdraw(&self, token: &str, fenced: bool) -> Cmd {
         let lease = self.lease(token);
         let leaving = Releaser::LeavingWaiter { fenced };
-        release_call(lease, leaving, true, true, &Announcing::Plain).eval()
+        self.send(&release_call(
+            lease,
+            leaving,
+            true,
+            true,
+            &Announcing::Plain,
+        ))
     }
 
     /// A release sent again after it answered [`released::AGAIN_WITH_FENCE`].
     pub fn release_again(&self, token: &str) -> Cmd {
-        release_again_call(self.lease(token)).eval()
+        self.send(&release_again_call(self.lease(token)))
     }
 
     /// The renewal of one lease (a batch of one).
     pub fn renew(&self, token: &str) -> Cmd {
-        renew_call(&[self.lease(token)]).eval()
+        self.send(&renew_call(&[self.lease(token)]))
     }
 
     /// A waiter's plain join of the queue (`RPUSHX`, the queue's expiry renewed), as a lock

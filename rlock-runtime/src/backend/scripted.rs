@@ -18,7 +18,8 @@ use super::connection::{Connection, Opener};
 use super::endpoint::Endpoint;
 use super::kind::LOCK_ALL;
 use super::protocol::{
-    AcquireArgs, AcquireMode, AcquireReply, AllReply, Found, QueueArgs, entry, flag, released,
+    AcquireArgs, AcquireMode, AcquireReply, AllReply, Found, QueueArgs, entry, entry_kind, flag,
+    released,
 };
 use super::pubsub::{Announcing, Connector, Feed};
 use super::scripts::{Lua, ScriptCall, Waiters, query};
@@ -438,7 +439,11 @@ pub(super) fn release_call(
         release.arg(waiters.arg()).arg(announcing.release_channel());
     }
     if let Releaser::LeavingWaiter { fenced } = releaser {
-        release.arg("1").arg(handoff_lease(lease)).arg(flag(fenced));
+        release
+            .arg("1")
+            .arg(handoff_lease(lease))
+            .arg(flag(fenced))
+            .arg(entry_kind(lease.kind));
     }
     release
 }

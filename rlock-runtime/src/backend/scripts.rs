@@ -80,6 +80,18 @@ impl ScriptCall {
         self
     }
 
+    /// The call as the store sends it: `EVALSHA`.
+    pub(super) fn evalsha(&self) -> Cmd {
+        self.cmd.clone()
+    }
+
+    /// Loads its script into a server's cache (`SCRIPT LOAD`), so that `EVALSHA` finds it.
+    pub(super) fn load(&self) -> Cmd {
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("LOAD").arg(self.lua.source);
+        cmd
+    }
+
     /// The same call as `EVAL`, carrying the script's source.
     pub(super) fn eval(&self) -> Cmd {
         let mut cmd = redis::cmd("EVAL");
