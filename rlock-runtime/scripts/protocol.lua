@@ -1,14 +1,16 @@
 -- The calling convention every lease script keeps, named once and prepended to each of them
 -- (after the line that names the script's kind, `ME` and `SERVED`). `backend/protocol.rs`
--- is its other half; a test holds the two to the same names and values.
+-- is its other half; a test holds the two to the same names and values. `state.lua` reads
+-- what a key holds (`kind_of`) and Redis's clock.
 --
 -- ME: the queue-entry letter of the kind this script leases ('l' a lock, 'p' a permit of a
 -- semaphore, 'r' a reader or 'w' the writer of a read-write lock); SERVED: the letters whose
 -- waiters its releases may grant ('rw' for both of a read-write lock's).
 
--- What a key holds, as `kind_of` finds it and as a refusal names it. A name is one kind of
--- thing: every script reads what its key holds before it changes anything, and refuses
--- another kind's state (OTHER_KIND) or leaves it untouched (releases, renewals, extends).
+-- What a key holds, as `kind_of` (state.lua) finds it and as a refusal names it. A name is
+-- one kind of thing: every script reads what its key holds before it changes anything, and
+-- refuses another kind's state (OTHER_KIND) or leaves it untouched (releases, renewals,
+-- extends: a lock's by its string, which only a lock holds).
 local FREE, LOCK, SEMAPHORE, READ_WRITE, FOREIGN = 0, 1, 2, 3, 4
 -- The members that mark a sorted set as rlock's: a semaphore's count, scored by minus the
 -- count; a read-write lock's mark, scored 0 (between the writer's negative score and the
@@ -28,32 +30,3 @@ local RELEASED_CHANNEL = 'rlock:released:'
 -- room for appends beyond it that their callers take back. Every loop over a queue stops
 -- there: a script that cannot finish stops the whole server.
 local MOST_ENTRIES = 10100
-
--- Redis's clock in milliseconds: every lease held in a sorted set ends by it.
-local function now_ms()
-  local time = redis.call('TIME')
-  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
-
--- What `key` holds (FREE, LOCK, SEMAPHORE, READ_WRITE or FOREIGN: data rlock did not write),
--- and, for a sorted set of rlock's, the scores of its count, its mark and then of each of
--- `...` (false where absent), read in one command.
-local function kind_of(key, ...)
-  local scores = redis.pcall('ZMSCORE', key, PERMITS_MEMBER, READ_WRITE_MEMBER, ...)
-  if scores['err'] then
-    if redis.call('TYPE', key)['ok'] == 'string' then
-      return LOCK
-    end
-    return FOREIGN
-  end
-  if scores[1] then
-    return SEMAPHORE, scores
-  end
-  if scores[2] then
-    return READ_WRITE, scores
-  end
-  if redis.call('EXISTS', key) == 0 then
-    return FREE, scores
-  end
-  return FOREIGN
-end

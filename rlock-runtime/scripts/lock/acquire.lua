@@ -1,5 +1,6 @@
 -- Acquire a lock, and issue its fencing token if asked, atomically; queue the caller if it
--- will wait. (After protocol.lua, calls/acquire.lua and queue.lua.) WAITING.md is the
+-- will wait. (After protocol.lua, calls/acquire.lua, state.lua and
+-- queue.lua.) WAITING.md is the
 -- protocol this script keeps.
 -- Returns as protocol.lua's acquire answers: {TAKEN, fence or 0}; {HANDED, fence or 0, pttl};
 -- {BUSY, pttl}, queued if asked (pttl -3: not read; the queue's head is told the holder's

@@ -1,5 +1,5 @@
 -- Take several locks of one cluster slot (all of them on one server), all or none, in one
--- atomic step (`lock_all`). (After protocol.lua.)
+-- atomic step (`lock_all`). (After protocol.lua and state.lua.)
 -- KEYS: the locks   ARGV[1]: the lease ms   ARGV[1 + i]: the owner token for KEYS[i]: a new
 -- one, or the token of a hold the caller has of it already (a key it was handed while
 -- waiting, or one its locked scope holds), whose lease is set anew

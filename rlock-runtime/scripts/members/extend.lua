@@ -1,6 +1,6 @@
 -- Set a lease held as a member of a sorted set (a permit, a reader's or the writer's: see
--- members/renew.lua) to exactly a new length, only if it is still ours. (After protocol.lua
--- and members/expiry.lua.)
+-- members/renew.lua) to exactly a new length, only if it is still ours. (After protocol.lua,
+-- state.lua and members/expiry.lua.)
 -- KEYS[1]: the set   ARGV[1]: the lease's owner token   ARGV[2]: new lease ms
 -- Returns 1 when set, 0 when its lease had ended, it was never ours, or the key holds another
 -- kind.

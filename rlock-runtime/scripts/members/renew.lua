@@ -1,6 +1,7 @@
 -- Renew many leases held as members of a sorted set (the watchdog's batch): a semaphore's
 -- permits (ME 'p'), a read-write lock's readers ('r') or writers ('w', scored by minus the end
--- of their lease: see rw/common.lua). (After protocol.lua.)
+-- of their lease: see rw/common.lua). (After protocol.lua and
+-- state.lua.)
 -- KEYS[i]: the set   ARGV[2i-1]: the lease's owner token   ARGV[2i]: its new lease ms
 -- Returns one 1 (still ours) or 0 (its lease ended, it was never ours, or the key holds
 -- another kind) per key, in order. A renewal never shortens a lease (see the lock's

@@ -1,6 +1,6 @@
 -- Take a read-write lock as a reader or as the writer atomically, issuing the writer's
 -- fencing token if asked; queue the caller if it will wait. (After protocol.lua,
--- calls/acquire.lua, queue.lua and rw/common.lua.) WAITING.md is the protocol this script
+-- calls/acquire.lua, state.lua, queue.lua and rw/common.lua.) WAITING.md is the protocol this script
 -- keeps.
 --
 -- Waiters are granted in arrival order (a read-write lock is always fair): a reader does not

@@ -2,7 +2,7 @@
 -- admit every waiter at the queue's head that now fits, in arrival order: after a writer,
 -- the readers there together (up to the first writer); after the last reader, the writer
 -- there. A waiter leaving the queue also gives up its entry. (After protocol.lua,
--- calls/release.lua, queue.lua, members/expiry.lua and rw/common.lua.) WAITING.md is the
+-- calls/release.lua, state.lua, queue.lua, members/expiry.lua and rw/common.lua.) WAITING.md is the
 -- protocol it keeps.
 -- KEYS: as the lock's, the fence record always declared (a writer admitted may want a fence)
 -- Returns RELEASED when the lease was ours (given back or handed on), NOT_OURS when it had

@@ -1,6 +1,6 @@
 -- Take a permit of a semaphore atomically; queue the caller if it will wait. (After
--- protocol.lua, calls/acquire.lua and queue.lua.) WAITING.md is the protocol this script
--- keeps.
+-- protocol.lua, calls/acquire.lua, state.lua and queue.lua.) WAITING.md is the protocol
+-- this script keeps.
 --
 -- A semaphore is one sorted set: each permit in use is its owner's token, scored by the end
 -- of its lease (ms, Redis's clock), and PERMITS_MEMBER is scored by minus the permit count,

@@ -1,7 +1,7 @@
 -- Give a permit back if it is still ours, handing each free permit to the first live permit
 -- waiter queued for the semaphore (named in an announcement); a waiter leaving the queue also
--- gives up its entry. (After protocol.lua, calls/release.lua, queue.lua and
--- members/expiry.lua.) WAITING.md is the protocol it keeps.
+-- gives up its entry. (After protocol.lua, calls/release.lua, state.lua,
+-- queue.lua and members/expiry.lua.) WAITING.md is the protocol it keeps.
 -- Returns RELEASED when the permit was ours (given back or handed on), NOT_OURS when it had
 -- ended, was never ours, or the key holds another kind (then nothing of it is touched).
 -- (Permits carry no fence, so a release never asks again with the fence record.)

@@ -233,6 +233,13 @@ impl LockGuard {
     /// ```
     pub async fn release(mut self) -> Result<(), LockError> {
         self.finished = true;
+        if self.also.is_empty() {
+            // One hold, the common guard: nothing to gather.
+            return match self.lock.drop_guard() {
+                true => self.lock.release().await,
+                false => Ok(()),
+            };
+        }
         // Every hold gives up this guard at once, before anything is awaited, and a
         // `lock_all`'s keys go back together, each whatever became of the others: a release
         // cut short (a cancelled caller) then leaves no key behind, as each hold's release

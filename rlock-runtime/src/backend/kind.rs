@@ -181,13 +181,14 @@ macro_rules! kind_scripts {
 
 static LOCK: LazyLock<KindScripts> = kind_scripts! {
     me: "l", served: "l",
-    acquire: ["calls/acquire.lua", "queue.lua", "lock/acquire.lua"],
+    acquire: ["calls/acquire.lua", "state.lua", "queue.lua", "lock/acquire.lua"],
+    // A lock's release, renewal and extend read its string and nothing else: no state.lua.
     release: [
         "calls/release.lua", "lock/release.lua", "queue.lua", "lock/release_queued.lua"
     ],
     renew: ["lock/renew.lua"],
     extend: ["lock/extend.lua"],
-    inspect: ["lock/inspect.lua"],
+    inspect: ["state.lua", "lock/inspect.lua"],
 };
 
 /// Takes several locks of one slot, all or none (`lock_all`).
@@ -195,19 +196,24 @@ pub(crate) static LOCK_ALL: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         "local ME, SERVED = 'l', 'l'\n",
         include_str!("../../scripts/protocol.lua"),
+        include_str!("../../scripts/state.lua"),
         include_str!("../../scripts/lock/acquire_all.lua")
     ))
 });
 
 static SEMAPHORE: LazyLock<KindScripts> = kind_scripts! {
     me: "p", served: "p",
-    acquire: ["calls/acquire.lua", "queue.lua", "semaphore/acquire.lua"],
+    acquire: ["calls/acquire.lua", "state.lua", "queue.lua", "semaphore/acquire.lua"],
     release: [
-        "calls/release.lua", "queue.lua", "members/expiry.lua", "semaphore/release.lua"
+        "calls/release.lua",
+        "state.lua",
+        "queue.lua",
+        "members/expiry.lua",
+        "semaphore/release.lua"
     ],
-    renew: ["members/renew.lua"],
-    extend: ["members/expiry.lua", "members/extend.lua"],
-    inspect: ["semaphore/inspect.lua"],
+    renew: ["state.lua", "members/renew.lua"],
+    extend: ["state.lua", "members/expiry.lua", "members/extend.lua"],
+    inspect: ["state.lua", "semaphore/inspect.lua"],
 };
 
 /// A read-write lock's scripts, for its readers (`me` "r") or its writer ("w").
@@ -215,17 +221,24 @@ macro_rules! read_write_scripts {
     ($me:literal) => {
         kind_scripts! {
             me: $me, served: "rw",
-            acquire: ["calls/acquire.lua", "queue.lua", "rw/common.lua", "rw/acquire.lua"],
+            acquire: [
+                "calls/acquire.lua",
+                "state.lua",
+                "queue.lua",
+                "rw/common.lua",
+                "rw/acquire.lua"
+            ],
             release: [
                 "calls/release.lua",
+                "state.lua",
                 "queue.lua",
                 "members/expiry.lua",
                 "rw/common.lua",
                 "rw/release.lua"
             ],
-            renew: ["members/renew.lua"],
-            extend: ["members/expiry.lua", "members/extend.lua"],
-            inspect: ["rw/inspect.lua"],
+            renew: ["state.lua", "members/renew.lua"],
+            extend: ["state.lua", "members/expiry.lua", "members/extend.lua"],
+            inspect: ["state.lua", "rw/inspect.lua"],
         }
     };
 }
