@@ -1028,11 +1028,11 @@ port. Only the part between the `bench:results` markers is rewritten by a run.
 | row | what it does per lock + unlock |
 |---|---|
 | floor | by hand on one multiplexed connection: `SET key token NX PX ttl`, then the compare-and-delete script by `EVALSHA` (2 round trips) |
-| rlock, manual API | `client.lock(key).ttl(10s).acquire().await?` then `guard.release().await?` (2 round trips: a plain `SET NX PX`, since no fence is asked for, then the release script, which also `PUBLISH`es to waiters) |
+| rlock, manual API | `client.lock(key).ttl(10s).acquire().await?` then `guard.release().await?` (2 round trips: a plain `SET NX PX GET`, whose reply also tells a held lock from another kind's state, since no fence is asked for, then the release script, which also `PUBLISH`es to waiters) |
 | rlock, `#[distributed_lock]` | `#[distributed_lock(key = "bench:<i>", ttl = "10s", client = client)]` on an empty body |
 | rslock 0.10 | `LockManager::new(vec![url])`, `lock(key, ttl)` then `unlock(&lock)`: `SET NX PX`, then `EVALSHA` of its unlock script |
 | redlock 2.0 | `RedLock::new(vec![url])`, `lock(key, ttl)` then `unlock(&lock)`; the crate is blocking and opens a new TCP connection for every command, so it runs on Tokio's blocking threads |
-| rlock's two scripts by hand (diagnostic) | rlock's own `acquire.lua` and `release.lua`, sent by `EVALSHA` on the floor's connection with the arguments rlock gives them: the gap floor → this row is what the scripts cost in Redis, the gap this row → rlock is what the client library costs |
+| rlock's two scripts by hand (diagnostic) | rlock's own acquire and release scripts, their calls built by the runtime's own code (its hidden `script_calls`) and sent by `EVALSHA` on the floor's connection: the gap floor → this row is what the scripts cost in Redis, the gap this row → rlock is what the client library costs |
 
 Both peers implement Redlock; each is given one server URL, so its quorum is 1.
 
