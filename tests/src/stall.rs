@@ -47,7 +47,7 @@ pub struct StallWatch {
 pub struct Stalls {
     /// `PING`s sent.
     pub pings: u64,
-    /// Every `PING` not answered `PONG` within [`PING_PATIENCE`], with what came instead.
+    /// Every `PING` not answered `PONG` within 4 s, with what came instead.
     pub unanswered: Vec<String>,
     /// Redis's latency events of commands slower than [`STALL`]: (event, worst ms).
     pub slow_commands: Vec<(String, u64)>,
