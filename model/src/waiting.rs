@@ -282,8 +282,8 @@ pub enum Action {
     Release(Owner),
     /// H's process dies: nobody renews its lease, which ends by itself.
     HolderDies,
-    /// A waiter's first acquire call (`scripts/lock/acquire.lua` from `Waiting::queued`,
-    /// `src/lease/waiting.rs`): it takes a free lock or joins the queue.
+    /// A waiter's first acquire call (`scripts/lock/acquire.lua` from `Acquisition::queued`,
+    /// `src/lease/acquisition.rs`): it takes a free lock or joins the queue.
     Join(usize),
     /// A later acquire call of a waiter, fired by its fallback timer (`fallback_pause`,
     /// `src/wait/timers.rs`) or right after it was woken.
@@ -299,7 +299,7 @@ pub enum Action {
     /// from `Backend::withdraw`) removes its entry and hands on a lock handed to it.
     Cancel(usize),
     /// The waiter's call is cut short by its deadline before its reply is read
-    /// (`Attempted::Unanswered` in `Waiting::queued`, `src/lease/waiting.rs`). Its script ran in
+    /// (`Attempted::Unanswered` in `Acquisition::queued`, `src/lease/acquisition.rs`). Its script ran in
     /// Redis (`ran`: it may have queued the waiter again, or granted it the lock) or not;
     /// either way the client arms the background withdrawal of the call's token
     /// (`Resend::orphan` in `Engine::attempt`, `src/lease/mod.rs`: [`Action::Withdraw`])

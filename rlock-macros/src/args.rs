@@ -1,7 +1,7 @@
 //! Parsing and validation of the attribute's options.
 //!
 //! Parsing (`impl Parse for Args`) reads `name = value` pairs, rejects repeats and unknown
-//! names, and turns durations into milliseconds. [`Args::validate`] then checks what only makes
+//! names, and turns durations into milliseconds. [`Args::check_combination`] then checks what only makes
 //! sense as a whole (a `key` is given, `max_hold` is not shorter than `ttl`, …).
 
 use proc_macro2::Span;
@@ -612,7 +612,7 @@ fn crate_value(input: ParseStream<'_>, span: Span) -> syn::Result<Path> {
 
 impl Args {
     /// Checks what only makes sense across options, for `attribute`.
-    pub(crate) fn validate(&self, attribute: Attribute) -> syn::Result<()> {
+    pub(crate) fn check_combination(&self, attribute: Attribute) -> syn::Result<()> {
         let mut errors = Errors::default();
         let mut push = |err: syn::Error| errors.push(err);
         if let (Some(_), Some((_, span))) = (&self.key, &self.keys) {
@@ -739,8 +739,10 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> syn::Result<Args> {
-        syn::parse_str::<Args>(text)
-            .and_then(|args| args.validate(Attribute::DistributedLock).map(|()| args))
+        syn::parse_str::<Args>(text).and_then(|args| {
+            args.check_combination(Attribute::DistributedLock)
+                .map(|()| args)
+        })
     }
 
     fn error(text: &str) -> String {
@@ -894,7 +896,7 @@ mod tests {
             assert!(error(text).contains(needle), "{text:?}: {}", error(text));
         }
         let Err(err) = syn::parse_str::<Args>("keys = [\"a\"], permits = 2")
-            .and_then(|args| args.validate(Attribute::Semaphore))
+            .and_then(|args| args.check_combination(Attribute::Semaphore))
         else {
             panic!("keys on a semaphore parsed");
         };
@@ -907,7 +909,8 @@ mod tests {
     #[test]
     fn semaphores_need_a_count_and_take_no_fence() {
         let semaphore = |text: &str| {
-            syn::parse_str::<Args>(text).and_then(|args| args.validate(Attribute::Semaphore))
+            syn::parse_str::<Args>(text)
+                .and_then(|args| args.check_combination(Attribute::Semaphore))
         };
         let Ok(permits) = syn::parse_str::<Args>("key = \"a\", permits = 1000000") else {
             panic!("the largest count parses");

@@ -49,8 +49,9 @@ fn expand(attribute: Attribute, args: TokenStream, item: TokenStream) -> syn::Re
     let mut errors = Errors::default();
     errors.keep(check_async(&func.sig, attribute));
     let ret_ty = errors.keep(return_type(&func.sig, attribute));
-    let args = errors
-        .keep(syn::parse2::<Args>(args).and_then(|args| args.validate(attribute).map(|()| args)));
+    let args = errors.keep(
+        syn::parse2::<Args>(args).and_then(|args| args.check_combination(attribute).map(|()| args)),
+    );
     let bindings = Bindings::of(&func.sig);
     // Every template resolved, `key`'s or each of `keys`' (validation refused both at once):
     // `None` when one failed (its error kept) or none was given (refused too).

@@ -210,8 +210,9 @@ fn run_cases() {
             continue;
         };
         let args = no_panic(&options, || {
-            syn::parse2::<Args>(tokens.clone())
-                .and_then(|args| args.validate(crate::attribute::Attribute::DistributedLock))
+            syn::parse2::<Args>(tokens.clone()).and_then(|args| {
+                args.check_combination(crate::attribute::Attribute::DistributedLock)
+            })
         });
         match args {
             Ok(()) => ok += 1,

@@ -243,7 +243,7 @@ impl Config {
 /// One atomic step; clients are named by index.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum Action {
-    /// The client's first call: its kind's acquire script (`Waiting::queued`, the arrival).
+    /// The client's first call: its kind's acquire script (`Acquisition::queued`, the arrival).
     Arrive(usize),
     /// A lock client's first call as a plain join (`Scripted::append`: `RPUSHX` of its
     /// entry); with no queue to join, the acquire script in the same attempt.

@@ -1,7 +1,8 @@
 -- Release a lock only if it is still ours, handing it to the first live lock waiter queued
 -- for it (named in an announcement), if any; a waiter leaving the queue also gives up its
--- entry. (After protocol.lua and calls/release.lua; followed by queue.lua, then
--- release_queued.lua.) WAITING.md is the protocol it keeps.
+-- entry. (After protocol.lua and calls/release.lua, whose named arguments it reads; followed
+-- by queue.lua, then release_queued.lua, which go on with its locals `lock`, `queue`, `ours`
+-- and `head`.) WAITING.md is the protocol it keeps.
 -- Returns RELEASED when the lock was ours (deleted or handed on), NOT_OURS when it had
 -- expired, belongs to another owner or the key holds another kind, AGAIN_WITH_FENCE when
 -- nothing was done: the next waiter wants a fence, and the call must come again with the

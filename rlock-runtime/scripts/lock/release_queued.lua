@@ -1,6 +1,10 @@
 -- The rest of the release (after release.lua and queue.lua): a holder releasing while waiters
 -- are queued, or a waiter leaving the queue. Only the queue's releases come here: on Redlock
 -- ('m') nobody queues, so nobody leaves, and release.lua answered already.
+-- Inherits: from calls/release.lua the arguments `token`, `leaving`, `handoff`,
+-- `entry_fenced`, `entry_kind`, `channel` and `publish`; from release.lua `lock`, `queue`,
+-- `ours` (nil for a leaving waiter) and `head` (the queue's first entry, popped); from
+-- queue.lua `entry` and `hand_off`; from protocol.lua the answers.
 local fence_key = KEYS[3]
 if leaving then
   redis.call('LREM', queue, 1, entry(token, handoff, entry_fenced, entry_kind))

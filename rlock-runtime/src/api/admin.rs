@@ -5,11 +5,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::api::client::LockClient;
 use crate::api::identity::Identity;
-use crate::backend::{Feature, Holder, Kind, Lease, LeaseStore};
+use crate::backend::{Feature, Holder, Kind, Lease};
 use crate::error::LockError;
 use crate::key::{IntoLockKey, LockKey};
 use crate::lease::card;
-use crate::metrics::Count;
+use crate::util::token::Token;
 
 /// What [`LockClient::inspect`] found about one lock.
 ///
@@ -157,15 +157,9 @@ impl LockClient {
         let key = key.into_lock_key()?;
         let redis_key = self.redis_key(&key);
         let engine = &self.shared().engine;
-        let holder = engine.backend.inspect(Kind::Lock, &redis_key).await?;
+        let holder = engine.inspect(Kind::Lock, &redis_key).await?;
         of_kind(&key, Kind::Lock, &holder)?;
-        let ours = holder.token.as_deref().and_then(|token| {
-            engine
-                .watchdog
-                .holds_of(&redis_key)
-                .into_iter()
-                .find(|hold| hold.token() == token && !hold.is_lost())
-        });
+        let ours = (holder.token.as_deref()).and_then(|token| engine.hold_of(&redis_key, token));
         let (named, granted_at) = match &holder.token {
             Some(token) => self.read_card(token).await?,
             None => (None, None),
@@ -215,7 +209,6 @@ impl LockClient {
         let scanned = self
             .shared()
             .engine
-            .backend
             .scan(&in_namespace, SCAN_PAGE, limit, &is_lock)
             .await?;
         let keys = scanned
@@ -234,13 +227,14 @@ impl LockClient {
         &self,
         token: &str,
     ) -> Result<(Option<Identity>, Option<SystemTime>), LockError> {
-        let Some((client, _)) = token.rsplit_once(':') else {
+        let Some(token) = Token::parse(token) else {
             return Ok((None, None));
         };
-        let key = card::key(self.shared().namespace.as_deref(), client);
+        let key = card::key(self.shared().namespace.as_deref(), token.client);
+        let hold = card::hold_field(token);
         let mut fields = card::NAME_FIELDS.to_vec();
-        fields.push(card::hold_field(token));
-        let card = self.shared().engine.backend.read_card(&key, &fields).await;
+        fields.push(&hold);
+        let card = self.shared().engine.read_card(&key, &fields).await;
         // The card only names the holder: a user whose ACL predates it (no `+hmget`) still
         // inspects, without the name, and a Redis that failed has already failed the read
         // of the lock itself.
@@ -275,7 +269,7 @@ impl LockClient {
     ) -> Result<SemaphoreInfo, LockError> {
         let (redis_key, holder) = self.semaphore_holders(key).await?;
         let permits = holder.permits.unwrap_or_default();
-        let ours = self.shared().engine.watchdog.holds_of(&redis_key);
+        let ours = self.shared().engine.holds_of(&redis_key);
         let held_here = ours
             .iter()
             .filter(|hold| !hold.is_lost() && permits.owners.iter().any(|t| t == hold.token()))
@@ -302,7 +296,6 @@ impl LockClient {
         let held_here = self
             .shared()
             .engine
-            .watchdog
             .holds_of(&redis_key)
             .iter()
             .filter(|hold| {
@@ -370,14 +363,8 @@ impl LockClient {
                 token,
                 ttl: Duration::ZERO,
             };
-            if engine.backend.release(lease, false).await? {
+            if engine.end_lease(lease).await? {
                 ended += 1;
-                engine.counters.add(Count::ForcedUnlock, 1);
-                for hold in engine.watchdog.holds_of(redis_key) {
-                    if hold.token() == token {
-                        hold.lose();
-                    }
-                }
             }
         }
         Ok(ended)
@@ -390,13 +377,13 @@ impl LockClient {
     ) -> Result<(String, Holder), LockError> {
         let key = key.into_lock_key()?;
         let engine = &self.shared().engine;
-        if let Some(why) = engine.backend.refuses(Feature::ReadWrite) {
+        if let Some(why) = engine.refuses(Feature::ReadWrite) {
             return Err(LockError::InvalidConfig(format!(
                 "read-write lock `{key}`: {why}"
             )));
         }
         let redis_key = self.redis_key(&key);
-        let holder = engine.backend.inspect(Kind::Read, &redis_key).await?;
+        let holder = engine.inspect(Kind::Read, &redis_key).await?;
         of_kind(&key, Kind::Read, &holder)?;
         Ok((redis_key, holder))
     }
@@ -448,7 +435,7 @@ impl LockClient {
     ) -> Result<(String, Holder), LockError> {
         let key = key.into_lock_key()?;
         let engine = &self.shared().engine;
-        if let Some(why) = engine.backend.refuses(Feature::Semaphores) {
+        if let Some(why) = engine.refuses(Feature::Semaphores) {
             return Err(LockError::InvalidConfig(format!(
                 "semaphore `{key}`: {why}"
             )));
@@ -456,7 +443,7 @@ impl LockClient {
         let redis_key = self.redis_key(&key);
         // The count is read, not named: any will do for the inspection script.
         let kind = Kind::Permit { permits: 1 };
-        let holder = engine.backend.inspect(kind, &redis_key).await?;
+        let holder = engine.inspect(kind, &redis_key).await?;
         of_kind(&key, kind, &holder)?;
         Ok((redis_key, holder))
     }
@@ -488,7 +475,7 @@ impl LockClient {
         let key = key.into_lock_key()?;
         let redis_key = self.redis_key(&key);
         let engine = &self.shared().engine;
-        let holder = engine.backend.inspect(Kind::Lock, &redis_key).await?;
+        let holder = engine.inspect(Kind::Lock, &redis_key).await?;
         of_kind(&key, Kind::Lock, &holder)?;
         let Some(token) = holder.token else {
             return Ok(false);
@@ -501,15 +488,9 @@ impl LockClient {
         };
         // A release under the holder's own token: it deletes nothing if the lock changed
         // hands since the read, and hands the lock to the next queued waiter if it did not.
-        let deleted = engine.backend.release(lease, false).await?;
+        let deleted = engine.end_lease(lease).await?;
         if deleted {
-            engine.counters.add(Count::ForcedUnlock, 1);
             crate::util::trace::warn_event!(key = key.as_str(), "rlock: lock forcibly unlocked");
-            for hold in engine.watchdog.holds_of(&redis_key) {
-                if hold.token() == token {
-                    hold.lose();
-                }
-            }
         }
         Ok(deleted)
     }

@@ -7,13 +7,7 @@ use uuid::Uuid;
 
 use crate::api::identity::Identity;
 use crate::api::options::OnLost;
-use crate::api::url::{CLUSTER_SCHEME, Deployment, REDLOCK_SCHEME, SENTINEL_SCHEME, joined};
-use crate::backend::cluster::{ClusterOpener, ClusterStore};
-use crate::backend::endpoint::Endpoint;
-use crate::backend::memory::MemoryBackend;
-use crate::backend::redlock::Redlock;
-use crate::backend::scripted::RedisNode;
-use crate::backend::{Backend, LeaseStore as _};
+use crate::backend::deployment::{CLUSTER_SCHEME, REDLOCK_SCHEME, SENTINEL_SCHEME, joined};
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::lease::Engine;
@@ -139,11 +133,9 @@ impl LockClient {
         let inner = &self.inner;
         Self {
             inner: Arc::new(ClientShared {
-                engine: Engine::new(
-                    inner.engine.backend.clone(),
-                    inner.namespace.as_deref(),
-                    inner.identity.card_values(),
-                ),
+                engine: inner
+                    .engine
+                    .sibling(inner.namespace.as_deref(), inner.identity.card_values()),
                 namespace: inner.namespace.clone(),
                 default_ttl: inner.default_ttl,
                 command_timeout: inner.command_timeout,
@@ -159,7 +151,7 @@ impl LockClient {
     /// See [`LockMetrics`] for an example.
     pub fn metrics(&self) -> LockMetrics {
         LockMetrics {
-            master_switches: self.inner.engine.backend.master_switches(),
+            master_switches: self.inner.engine.master_switches(),
             ..self.inner.engine.counters.snapshot()
         }
     }
@@ -440,39 +432,24 @@ impl LockClientBuilder {
             LockError::InvalidConfig("no Redis URL given; call `.url(\"redis://…\")`".into())
         })?;
         self.check()?;
-        let backend = match Deployment::of(&url)? {
-            Deployment::Sentinel(sentinel) => {
-                let endpoint = sentinel.endpoint(self.tls_roots())?;
-                let node = RedisNode::connect(endpoint, self.command_timeout).await?;
-                Backend::Redis(Arc::new(node))
-            }
-            Deployment::Cluster(seeds) => {
-                let opener = ClusterOpener::new(seeds, self.command_timeout)?;
-                let store = ClusterStore::connect(opener, self.command_timeout).await?;
-                Backend::Cluster(Arc::new(store))
-            }
-            Deployment::Redlock(masters) => {
-                let clients = masters
-                    .iter()
-                    .map(|m| RedisNode::client(m))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let redlock = Redlock::connect(clients, self.command_timeout).await?;
-                Backend::Redlock(Arc::new(redlock))
-            }
-            Deployment::Server(url) => {
-                let client = RedisNode::client_with_roots(&url, self.tls_roots())?;
-                let endpoint = Endpoint::Fixed(Arc::new(client));
-                Backend::Redis(Arc::new(
-                    RedisNode::connect(endpoint, self.command_timeout).await?,
-                ))
-            }
-        };
-        Ok(self.build(backend))
+        let engine = Engine::connect(
+            &url,
+            self.command_timeout,
+            self.tls_roots(),
+            self.namespace.as_deref().filter(|ns| !ns.is_empty()),
+            self.identity_values(),
+        )
+        .await?;
+        Ok(self.build(engine))
     }
 
     /// Builds an in-process client (the URL, if any, is ignored).
     pub fn in_memory(self) -> LockClient {
-        self.build(Backend::Memory(MemoryBackend::default()))
+        let engine = Engine::in_memory(
+            self.namespace.as_deref().filter(|ns| !ns.is_empty()),
+            self.identity_values(),
+        );
+        self.build(engine)
     }
 
     /// The PEM certificates to trust for TLS instead of the public roots, if any.
@@ -514,12 +491,20 @@ impl LockClientBuilder {
         Ok(())
     }
 
-    fn build(self, backend: Backend) -> LockClient {
+    /// What the client's holder card names it by (service, host, pid).
+    fn identity_values(&self) -> [String; 3] {
+        let identity = self.identity.clone();
+        identity
+            .unwrap_or_else(Identity::of_this_process)
+            .card_values()
+    }
+
+    fn build(self, engine: Arc<Engine>) -> LockClient {
         let namespace = self.namespace.filter(|ns| !ns.is_empty());
         let identity = self.identity.unwrap_or_else(Identity::of_this_process);
         LockClient {
             inner: Arc::new(ClientShared {
-                engine: Engine::new(backend, namespace.as_deref(), identity.card_values()),
+                engine,
                 namespace,
                 default_ttl: if self.default_ttl.is_zero() {
                     DEFAULT_TTL

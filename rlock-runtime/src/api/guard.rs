@@ -9,7 +9,7 @@ use crate::backend::Kind;
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::lease::Hold;
-use crate::lease::waiting::read_beside;
+use crate::lease::acquisition::read_beside;
 use crate::util::fence::Fence;
 
 /// Proof that this task holds a lock. Release it with [`release`](Self::release) to learn

@@ -1,8 +1,11 @@
-//! The façade: what a user calls. The client and its builder, requests and guards, options,
-//! the attribute's runtime side (`run`, `scope`), administration, the environment, and the
-//! answers a service gives its own clients (HTTP, gRPC). It builds on the lease layer and
-//! never reaches below it except to pick a backend.
+//! The façade: what a user calls. The client and its builder, requests (`request`, taken by
+//! `acquire` for one key and `multi` for several) and guards, options, the attribute's runtime
+//! side (`run`), administration, the environment, and the answers a service gives its own
+//! clients (HTTP, gRPC). It builds on the lease engine and calls nothing below it: it names
+//! the backend's types (a kind, a lease) but connects, inspects and force-unlocks through
+//! the engine.
 
+pub(crate) mod acquire;
 pub(crate) mod admin;
 pub(crate) mod answer;
 pub(crate) mod client;
@@ -14,5 +17,3 @@ pub(crate) mod multi;
 pub(crate) mod options;
 pub(crate) mod request;
 pub(crate) mod run;
-pub(crate) mod scope;
-pub(crate) mod url;

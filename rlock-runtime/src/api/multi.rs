@@ -6,67 +6,17 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use crate::api::acquire::{acquire_one, plan};
 use crate::api::client::LockClient;
 use crate::api::guard::LockGuard;
 use crate::api::options::LockOptions;
-use crate::api::request::{Keys, LockRequest, acquire_one, plan};
-use crate::api::scope;
-use crate::backend::{Kind, LeaseStore as _};
+use crate::backend::Kind;
 use crate::error::{LockError, Operation};
-use crate::key::{IntoLockKey, LockKey};
+use crate::key::LockKey;
 use crate::lease::all::{AttemptedAll, GroupKey};
+use crate::lease::scope;
 use crate::lease::{Engine, Hold, within};
 use crate::util::tuning::WAIT_FOREVER;
-
-impl LockClient {
-    /// A request for all of `keys` or none: "transfer between two accounts" takes both
-    /// accounts' locks (Redisson's `RMultiLock`, DistributedLock's composite locks). Each key
-    /// is an ordinary lock key, which `lock`, `inspect` and `force_unlock` see held.
-    ///
-    /// The keys of one server (or Sentinel's master, or the in-process backend) are taken in
-    /// one atomic script call, all or none; on Redis Cluster, the keys of each slot together,
-    /// slot after slot in one canonical order (their Redis keys' byte order, whatever order
-    /// they were named in); on Redlock, key after key. When a key is busy, every key taken
-    /// so far is given back and the call waits, within the one wait budget, for that key
-    /// alone, queued like any of its waiters; handed it, it tries again with that key its
-    /// own. So a waiting `lock_all` holds none of its keys (users of one of them never queue
-    /// behind a transfer that is not running), two callers naming the same keys in
-    /// different orders never deadlock, and a caller never keeps some of the keys. The
-    /// guard's `lost()` fires when any key's lease is lost, `extend` extends each, and
-    /// `release` gives each back (in the reverse order); inside a locked scope, a nested
-    /// `lock` of one of the keys re-enters it, and a `lock_all` naming a key the scope holds
-    /// re-enters that one.
-    ///
-    /// Duplicate keys, no keys, and `fenced` (ask each key for its own fence with `lock`)
-    /// are refused with [`LockError::InvalidConfig`]; a key that holds another kind with
-    /// [`LockError::WrongKind`].
-    ///
-    /// ```
-    /// use rlock_runtime::LockClient;
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
-    /// let client = LockClient::in_memory();
-    /// let both = client
-    ///     .lock_all(["account:1", "account:2"])
-    ///     .wait(Duration::from_secs(1))
-    ///     .acquire()
-    ///     .await?;
-    /// // Another caller naming them the other way round waits, it does not deadlock.
-    /// let other = client.lock_all(["account:2", "account:1"]).acquire().await;
-    /// assert!(other.unwrap_err().is_busy());
-    /// both.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn lock_all<K: IntoLockKey>(&self, keys: impl IntoIterator<Item = K>) -> LockRequest<'_> {
-        let keys = keys
-            .into_iter()
-            .map(IntoLockKey::into_lock_key)
-            .collect::<Result<Vec<LockKey>, LockError>>()
-            .map(Keys::All);
-        LockRequest::of_keys(self, Kind::Lock, keys, LockOptions::default())
-    }
-}
 
 /// Takes every key of `keys`, all or none, within the options' one wait budget.
 ///
@@ -215,7 +165,7 @@ pub(crate) async fn acquire_all(
 fn groups(engine: &Engine, keys: &[(String, LockKey)]) -> Vec<Vec<usize>> {
     let mut groups: Vec<(Option<u16>, Vec<usize>)> = Vec::new();
     for (i, (redis_key, _)) in keys.iter().enumerate() {
-        let together = engine.backend.taken_together(redis_key);
+        let together = engine.taken_together(redis_key);
         match groups
             .iter_mut()
             .find(|(group, _)| together.is_some() && *group == together)

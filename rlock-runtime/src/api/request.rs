@@ -1,22 +1,16 @@
-//! A lock request: its options, checked into a lease plan, and its acquisition (reentry, or
-//! the lease layer's [`Waiting`]).
+//! A lock request: what it is of (one key as a kind, or several lock keys) and its options;
+//! `acquire` hands it to `acquire.rs` (one key) or `multi.rs` (several).
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
+use crate::api::acquire::acquire_one;
 use crate::api::client::LockClient;
 use crate::api::guard::LockGuard;
 use crate::api::multi::acquire_all;
-use crate::api::options::{LockOptions, OnLost, check_max_hold, check_min_hold, check_ttl};
-use crate::api::scope;
-use crate::backend::{Feature, Kind, LeaseStore as _};
+use crate::api::options::{LockOptions, OnLost};
+use crate::backend::Kind;
 use crate::error::LockError;
 use crate::key::{IntoLockKey, LockKey};
-use crate::lease::LeasePlan;
-use crate::lease::waiting::Waiting;
-use crate::util::token::number_of;
-use crate::util::tuning::WAIT_FOREVER;
 
 impl LockClient {
     /// Starts a lock request for `key`; finish it with [`LockRequest::acquire`].
@@ -150,6 +144,54 @@ impl LockClient {
 
     pub(crate) fn lock_checked(&self, key: Result<LockKey, LockError>) -> LockRequest<'_> {
         LockRequest::new(self, Kind::Lock, key, LockOptions::default())
+    }
+
+    /// A request for all of `keys` or none: "transfer between two accounts" takes both
+    /// accounts' locks (Redisson's `RMultiLock`, DistributedLock's composite locks). Each key
+    /// is an ordinary lock key, which `lock`, `inspect` and `force_unlock` see held.
+    ///
+    /// The keys of one server (or Sentinel's master, or the in-process backend) are taken in
+    /// one atomic script call, all or none; on Redis Cluster, the keys of each slot together,
+    /// slot after slot in one canonical order (their Redis keys' byte order, whatever order
+    /// they were named in); on Redlock, key after key. When a key is busy, every key taken
+    /// so far is given back and the call waits, within the one wait budget, for that key
+    /// alone, queued like any of its waiters; handed it, it tries again with that key its
+    /// own. So a waiting `lock_all` holds none of its keys (users of one of them never queue
+    /// behind a transfer that is not running), two callers naming the same keys in
+    /// different orders never deadlock, and a caller never keeps some of the keys. The
+    /// guard's `lost()` fires when any key's lease is lost, `extend` extends each, and
+    /// `release` gives each back (in the reverse order); inside a locked scope, a nested
+    /// `lock` of one of the keys re-enters it, and a `lock_all` naming a key the scope holds
+    /// re-enters that one.
+    ///
+    /// Duplicate keys, no keys, and `fenced` (ask each key for its own fence with `lock`)
+    /// are refused with [`LockError::InvalidConfig`]; a key that holds another kind with
+    /// [`LockError::WrongKind`].
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::in_memory();
+    /// let both = client
+    ///     .lock_all(["account:1", "account:2"])
+    ///     .wait(Duration::from_secs(1))
+    ///     .acquire()
+    ///     .await?;
+    /// // Another caller naming them the other way round waits, it does not deadlock.
+    /// let other = client.lock_all(["account:2", "account:1"]).acquire().await;
+    /// assert!(other.unwrap_err().is_busy());
+    /// both.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_all<K: IntoLockKey>(&self, keys: impl IntoIterator<Item = K>) -> LockRequest<'_> {
+        let keys = keys
+            .into_iter()
+            .map(IntoLockKey::into_lock_key)
+            .collect::<Result<Vec<LockKey>, LockError>>()
+            .map(Keys::All);
+        LockRequest::of_keys(self, Kind::Lock, keys, LockOptions::default())
     }
 }
 
@@ -384,142 +426,4 @@ impl<'a> LockRequest<'a> {
             Keys::All(keys) => Box::pin(acquire_all(self.client, keys, self.options)).await,
         }
     }
-}
-
-/// Takes one key as `kind`, waiting up to the options' budget (see [`LockRequest::acquire`]).
-pub(crate) async fn acquire_one(
-    client: &LockClient,
-    kind: Kind,
-    key: LockKey,
-    options: LockOptions,
-) -> Result<LockGuard, LockError> {
-    let redis_key = client.redis_key(&key);
-    if let Some(held) = scope::find(client.id(), kind, &redis_key) {
-        if options.fenced && held.fence().is_none() {
-            return Err(LockError::InvalidConfig(format!(
-                "lock `{key}` is already held by this task without a fencing token, so \
-                 re-entering it cannot give one; ask for the fence on the outermost lock"
-            )));
-        }
-        held.add_guard();
-        return Ok(LockGuard::new(held, true));
-    }
-    let engine = &client.shared().engine;
-    let mut plan = plan(client, kind, &key, &options)?;
-    // What the call chain's locked scopes hold decides, not what the task once took: a scope
-    // cannot move to another task, while a guard can (and takes its rights with it).
-    match kind {
-        Kind::Write if scope::find(client.id(), Kind::Read, &redis_key).is_some() => {
-            return Err(LockError::WouldDeadlock {
-                key: key.as_str().to_owned(),
-            });
-        }
-        Kind::Read => {
-            plan.downgrade_of = scope::find(client.id(), Kind::Write, &redis_key)
-                .and_then(|writer| number_of(writer.token()));
-        }
-        _ => {}
-    }
-    let started = Instant::now();
-    // Boxed: the acquisition path is a few kilobytes of state, which bodies that lock
-    // again (nested `with_lock`) would otherwise carry inline, level after level.
-    let hold = Box::pin(
-        Waiting {
-            engine,
-            key: &key,
-            redis_key: &redis_key,
-            plan,
-            started,
-            // A wait past any deadline a clock can hold means "until granted".
-            budget: options
-                .wait
-                .unwrap_or(client.shared().default_wait)
-                .min(WAIT_FOREVER),
-        }
-        .acquire(),
-    )
-    .await?;
-    crate::metrics::export::acquired(plan.metrics_label(), started);
-    Ok(LockGuard::new(hold, false))
-}
-
-/// Checks the lease options of a request and fills in the client's defaults.
-pub(crate) fn plan(
-    client: &LockClient,
-    kind: Kind,
-    key: &LockKey,
-    options: &LockOptions,
-) -> Result<LeasePlan, LockError> {
-    let ttl = options.ttl.unwrap_or(client.shared().default_ttl);
-    check_ttl(key, ttl)?;
-    // What the request asks for that the topology cannot give, as a configuration error.
-    let refused = |feature| {
-        let why = client.shared().engine.backend.refuses(feature)?;
-        Some(LockError::InvalidConfig(format!(
-            "{} `{key}`: {why}",
-            kind.name()
-        )))
-    };
-    if let Kind::Permit { permits } = kind {
-        if permits == 0 {
-            return Err(LockError::InvalidConfig(format!(
-                "semaphore `{key}` has 0 permits: nobody could ever hold one; give it at least 1"
-            )));
-        }
-        if options.fenced {
-            return Err(LockError::InvalidConfig(format!(
-                "semaphore `{key}`: permits carry no fencing token (several holders at once \
-                 have no order to fence); remove `fenced`"
-            )));
-        }
-        if let Some(e) = refused(Feature::Semaphores) {
-            return Err(e);
-        }
-    }
-    if kind.is_read_write() {
-        if kind == Kind::Read && options.fenced {
-            return Err(LockError::InvalidConfig(format!(
-                "read lock `{key}`: a read lease carries no fencing token (readers hold it \
-                 together and have no order to fence); fence the write lock instead"
-            )));
-        }
-        if let Some(e) = refused(Feature::ReadWrite) {
-            return Err(e);
-        }
-    }
-    if options.fenced
-        && let Some(e) = refused(Feature::Fences)
-    {
-        return Err(e);
-    }
-    if options.fair
-        && let Some(e) = refused(Feature::FairWaiting)
-    {
-        return Err(e);
-    }
-    if let Some(cap) = options.max_hold {
-        check_max_hold(key, ttl, cap)?;
-    }
-    let min_hold = options.min_hold.filter(|d| !d.is_zero());
-    if let Some(floor) = min_hold {
-        check_min_hold(key, floor, options.max_hold)?;
-    }
-    let min_replicas = options.min_replicas.unwrap_or(client.shared().min_replicas);
-    if min_replicas > 0
-        && let Some(e) = refused(Feature::ReplicaAcks)
-    {
-        return Err(e);
-    }
-    Ok(LeasePlan {
-        kind,
-        ttl,
-        renew: options.renew,
-        max_hold: options.max_hold,
-        min_hold,
-        fenced: options.fenced,
-        min_replicas,
-        fair: options.fair,
-        label: options.label.unwrap_or(crate::metrics::export::UNLABELLED),
-        downgrade_of: None,
-    })
 }

@@ -5,10 +5,10 @@ use std::future::Future;
 use crate::api::client::LockClient;
 use crate::api::options::{LockOptions, OnLost};
 use crate::api::request::{Keys, LockRequest};
-use crate::api::scope;
 use crate::backend::Kind;
 use crate::error::LockError;
 use crate::key::{IntoLockKey, LockKey};
+use crate::lease::scope;
 use crate::util::fence::Fence;
 
 impl LockClient {

@@ -8,7 +8,7 @@
 //! whole cluster bus. Needs Redis 7 (sharded pub/sub).
 //!
 //! While a slot migrates, its keys live on two nodes. A command for a key already moved gets
-//! `ASK`; rlock re-sends it with `ASKING` in the same write ([`ClusterOpener::asked`]), since
+//! `ASK`; rlock re-sends it with `ASKING` in the same write ([`ClusterTopology::asked`]), since
 //! the driver sends the two apart and, on a shared connection, another task's command can take
 //! the `ASKING`. A renewal batch whose keys are split between the nodes gets `TRYAGAIN` and is
 //! re-sent key by key. The driver's own retries are kept short (`tuning::CLUSTER_RETRIES`), so
@@ -26,27 +26,25 @@ use redis::{
 };
 use tokio::sync::mpsc;
 
-use super::connection::{Opened, Opener};
-use super::pubsub::{
-    Announcement, Announcing, Connector, Heard, Session, Subscribed, shard_channel,
-};
+use super::pubsub::{Announcement, Connector, Heard, Session, Subscribed};
 use super::scripted::Scripted;
+use super::topology::{Announcing, Opened, Topology, shard_channel};
 use crate::error::LockError;
 use crate::util::slot::slot;
 use crate::util::tuning::{CLUSTER_RETRIES, CLUSTER_RETRY_MAX_MS, CLUSTER_RETRY_MIN_MS};
 
 /// A cluster, reached through its seed nodes.
-pub(crate) type ClusterStore = Scripted<ClusterOpener>;
+pub(crate) type ClusterStore = Scripted<ClusterTopology>;
 
 /// Opens cluster connections from the seed nodes.
 #[derive(Clone)]
-pub(crate) struct ClusterOpener {
+pub(crate) struct ClusterTopology {
     seeds: Arc<Vec<String>>,
     timeout: Duration,
     commands: Arc<ClusterClient>,
 }
 
-impl ClusterOpener {
+impl ClusterTopology {
     pub(crate) fn new(seeds: Vec<String>, timeout: Duration) -> Result<Self, LockError> {
         let commands = Self::builder(&seeds, timeout)
             .build()
@@ -68,7 +66,7 @@ impl ClusterOpener {
     }
 }
 
-impl Opener for ClusterOpener {
+impl Topology for ClusterTopology {
     type Conn = ClusterConnection;
 
     /// `SPUBLISH` in the key's slot: only the key's shard carries it.
@@ -176,7 +174,7 @@ pub(crate) struct ShardedSession {
     pushes: mpsc::UnboundedReceiver<PushInfo>,
 }
 
-impl Connector for ClusterOpener {
+impl Connector for ClusterTopology {
     type Session = ShardedSession;
 
     async fn connect(&self) -> RedisResult<ShardedSession> {

@@ -25,121 +25,22 @@
 //! handed out.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use redis::aio::ConnectionLike;
-use redis::{Cmd, RedisError, RedisResult, Value};
+use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::runtime::{Handle, RuntimeFlavor};
 
-use super::endpoint::is_demoted;
-use super::pubsub::Announcing;
+use super::topology::{Opened, Topology};
 use super::watch::{Ended, Watch};
 use crate::error::{LockError, Operation};
-
-/// A connection's reply reader, when rlock runs it.
-pub(crate) type Reader = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-/// A connection just opened.
-pub(crate) struct Opened<C> {
-    pub(crate) conn: C,
-    /// Its reply reader, when the opener hands it over (a socket rlock opened itself): the
-    /// connection is then [watched](Watch), and its calls need no timer of their own.
-    /// `None` when the driver runs the reader in a task of its own (TLS, a cluster).
-    pub(crate) reader: Option<Reader>,
-}
-
-/// How a connection is opened.
-pub(crate) trait Opener: Clone + Send + Sync + 'static {
-    type Conn: ConnectionLike + Clone + Send + Sync + 'static;
-
-    /// Opens a new connection; `timeout` bounds connecting and every reply on it.
-    fn open(
-        &self,
-        timeout: Duration,
-    ) -> impl Future<Output = RedisResult<Opened<Self::Conn>>> + Send;
-
-    /// `WAIT replicas wait_ms` on the server that holds `key`, over the connection that wrote
-    /// it: how many replicas have every write of that connection so far.
-    fn wait_replicas(
-        conn: Self::Conn,
-        key: &str,
-        replicas: u32,
-        wait_ms: u64,
-    ) -> impl Future<Output = RedisResult<u32>> + Send;
-
-    /// How many times the server behind this opener has changed (a Sentinel failover): a
-    /// connection opened under an older count is replaced.
-    fn master_switches(&self) -> u64 {
-        0
-    }
-
-    /// How `key`'s releases are announced. One server: `PUBLISH` on a plain channel.
-    fn announcing(key: &str) -> Announcing {
-        let _ = key;
-        Announcing::Plain
-    }
-
-    /// Keys one script call may touch together share a group (a renewal batch, a
-    /// `lock_all`): a cluster's script keys must share a slot. One server takes any keys
-    /// together.
-    fn call_group(key: &str) -> u16 {
-        let _ = key;
-        0
-    }
-
-    /// Whether `e` says that a batch's keys are split between two nodes (a cluster slot
-    /// mid-migration), so that each key must be sent alone.
-    fn splits_batch(e: &RedisError) -> bool {
-        let _ = e;
-        false
-    }
-
-    /// The nodes a key scan visits, each as the address to route its `SCAN` pages to: the one
-    /// server (`None`), or a cluster's masters.
-    fn scan_nodes(
-        conn: Self::Conn,
-    ) -> impl Future<Output = RedisResult<Vec<Option<(String, u16)>>>> + Send {
-        let _ = conn;
-        std::future::ready(Ok(vec![None]))
-    }
-
-    /// One `SCAN` page: `cmd` (`SCAN <cursor> MATCH … COUNT …`) on `node`.
-    fn scan_page(
-        mut conn: Self::Conn,
-        node: Option<(String, u16)>,
-        cmd: Cmd,
-    ) -> impl Future<Output = RedisResult<(u64, Vec<String>)>> + Send {
-        let _ = node;
-        async move { cmd.query_async(&mut conn).await }
-    }
-
-    /// Whether `e` is an `ASK` redirect, followed with [`asked`](Self::asked). Only a
-    /// cluster redirects.
-    fn redirects(e: &RedisError) -> bool {
-        let _ = e;
-        false
-    }
-
-    /// Sends `ASKING` and `cmd`, in one write, to the node that the `ASK` redirect `ask`
-    /// names, and returns `cmd`'s reply. Only a cluster redirects.
-    fn asked(
-        conn: Self::Conn,
-        cmd: &Cmd,
-        ask: &RedisError,
-    ) -> impl Future<Output = RedisResult<Value>> + Send {
-        let _ = (conn, cmd);
-        std::future::ready(Err(ask.clone()))
-    }
-}
 
 #[derive(Clone)]
 struct Live<C> {
     /// Which connection this is, so that only the one that failed is condemned.
     generation: u64,
-    /// The opener's master switches when it was opened.
+    /// The topology's master switches when it was opened.
     switches: u64,
     conn: C,
     /// Its deadline keeper, when it is watched.
@@ -215,15 +116,15 @@ impl Drop for SetOnDrop {
     }
 }
 
-pub(crate) struct Connection<O: Opener> {
-    opener: O,
+pub(crate) struct Connection<D: Topology> {
+    topology: D,
     timeout: Duration,
-    homes: Mutex<Homes<O::Conn>>,
+    homes: Mutex<Homes<D::Conn>>,
     /// Held while a new connection is being opened.
     opening: tokio::sync::Mutex<()>,
 }
 
-impl<O: Opener> std::fmt::Debug for Connection<O> {
+impl<D: Topology> std::fmt::Debug for Connection<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
             .field("timeout", &self.timeout)
@@ -231,11 +132,11 @@ impl<O: Opener> std::fmt::Debug for Connection<O> {
     }
 }
 
-impl<O: Opener> Connection<O> {
+impl<D: Topology> Connection<D> {
     /// A connection opened on first use; every command is bounded by `timeout`.
-    pub(crate) fn lazy(opener: O, timeout: Duration) -> Self {
+    pub(crate) fn lazy(topology: D, timeout: Duration) -> Self {
         Self {
-            opener,
+            topology,
             timeout,
             homes: Mutex::new(Homes {
                 generations: 0,
@@ -249,14 +150,14 @@ impl<O: Opener> Connection<O> {
         self.timeout
     }
 
-    fn homes(&self) -> MutexGuard<'_, Homes<O::Conn>> {
+    fn homes(&self) -> MutexGuard<'_, Homes<D::Conn>> {
         // Only whole values are stored: a poisoned list is intact.
         self.homes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// `home`'s live connection, if its runtime still runs and it still goes to the current
     /// master.
-    fn usable(&self, home: Home) -> Option<Live<O::Conn>> {
+    fn usable(&self, home: Home) -> Option<Live<D::Conn>> {
         let homes = self.homes();
         let live = homes
             .connections
@@ -265,7 +166,7 @@ impl<O: Opener> Connection<O> {
             .live
             .clone();
         drop(homes);
-        if live.switches == self.opener.master_switches() {
+        if live.switches == self.topology.master_switches() {
             return Some(live);
         }
         self.condemn(live.generation);
@@ -274,7 +175,7 @@ impl<O: Opener> Connection<O> {
 
     /// `home`'s live connection, opening one if there is none (unless a concurrent caller
     /// just did).
-    async fn current(&self, home: Home) -> Result<Live<O::Conn>, LockError> {
+    async fn current(&self, home: Home) -> Result<Live<D::Conn>, LockError> {
         if let Some(live) = self.usable(home) {
             return Ok(live);
         }
@@ -283,7 +184,7 @@ impl<O: Opener> Connection<O> {
             return Ok(live);
         }
         // Read before opening: a switch heard meanwhile condemns the new connection too.
-        let switches = self.opener.master_switches();
+        let switches = self.topology.master_switches();
         let Opening {
             conn,
             watch,
@@ -317,12 +218,12 @@ impl<O: Opener> Connection<O> {
     }
 
     /// Opens a connection on `home`'s runtime, from a task spawned there, so that the task
-    /// reading its replies lives there too: the driver's own, or, when the opener hands the
+    /// reading its replies lives there too: the driver's own, or, when the topology hands the
     /// reader over, one this task spawns, while it keeps the calls' deadlines itself
     /// ([`Watch`]). The task stays until the runtime ends (which sets the flag returned),
     /// or the connection is given up (the sender returned dropped) and its last call has
     /// ended, or its watch cuts it; a reader it spawned stops with it.
-    async fn open(&self, home: Home) -> Result<Opening<O::Conn>, LockError> {
+    async fn open(&self, home: Home) -> Result<Opening<D::Conn>, LockError> {
         let Some(runtime) = home.runtime() else {
             let source = match home {
                 Home::Background => "rlock's background thread could not start",
@@ -333,14 +234,14 @@ impl<O: Opener> Connection<O> {
                 source: source.into(),
             });
         };
-        let (opener, timeout) = (self.opener.clone(), self.timeout);
+        let (topology, timeout) = (self.topology.clone(), self.timeout);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let (keep, kept) = tokio::sync::oneshot::channel::<()>();
         let ended = Arc::new(AtomicBool::new(false));
         let on_end = SetOnDrop(ended.clone());
         runtime.spawn(async move {
             let _on_end = on_end;
-            let Opened { conn, reader } = match opener.open(timeout).await {
+            let Opened { conn, reader } = match topology.open(timeout).await {
                 Ok(opened) => opened,
                 Err(e) => {
                     let _ = tx.send(Err(e));
@@ -412,7 +313,7 @@ impl<O: Opener> Connection<O> {
         command: F,
     ) -> Result<T, LockError>
     where
-        F: FnOnce(O::Conn) -> Fut,
+        F: FnOnce(D::Conn) -> Fut,
         Fut: Future<Output = Result<T, RedisError>>,
     {
         let limit = limit.min(self.timeout);
@@ -446,11 +347,11 @@ impl<O: Opener> Connection<O> {
         operation: Operation,
         limit: Duration,
         home: Home,
-        ready: Option<Live<O::Conn>>,
+        ready: Option<Live<D::Conn>>,
         command: F,
     ) -> Result<T, LockError>
     where
-        F: FnOnce(O::Conn) -> Fut,
+        F: FnOnce(D::Conn) -> Fut,
         Fut: Future<Output = Result<T, RedisError>>,
     {
         let mut used = None;
@@ -528,6 +429,15 @@ fn during(operation: Operation, e: LockError) -> LockError {
 /// Whether the connection itself failed (as opposed to Redis answering with an error).
 pub(crate) fn is_connection_failure(e: &RedisError) -> bool {
     e.is_timeout() || e.is_connection_dropped() || e.is_io_error() || e.is_unrecoverable_error()
+}
+
+/// Whether an error says that this server is not the master any more (a failover demoted it),
+/// so its connection must be replaced like a dead one.
+pub(crate) fn is_demoted(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
+    )
 }
 
 /// A driver error as a [`LockError`].

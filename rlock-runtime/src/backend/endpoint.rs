@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use redis::{ErrorKind, RedisResult, ServerErrorKind};
+use redis::RedisResult;
 use tokio::sync::watch;
 
 use super::sentinel::SentinelMaster;
@@ -55,13 +55,4 @@ impl Endpoint {
             Self::Sentinel(master) => Some(master.subscribe()),
         }
     }
-}
-
-/// Whether an error says that this server is not the master any more (a failover demoted it),
-/// so its connection must be replaced like a dead one.
-pub(crate) fn is_demoted(e: &redis::RedisError) -> bool {
-    matches!(
-        e.kind(),
-        ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
-    )
 }

@@ -6,26 +6,32 @@
 //! This layer imports nothing above it: it tells of releases through [`ReleaseListener`],
 //! an interface it owns and the waiting layer implements.
 
+pub(crate) mod address;
 pub(crate) mod cluster;
 pub(crate) mod connection;
+pub(crate) mod deployment;
 pub(crate) mod endpoint;
 pub(crate) mod kind;
 pub(crate) mod memory;
 pub(crate) mod protocol;
 pub(crate) mod pubsub;
+pub(crate) mod queue;
 pub(crate) mod redlock;
 pub(crate) mod script_calls;
 pub(crate) mod scripted;
 pub(crate) mod scripts;
 pub(crate) mod sentinel;
 pub(crate) mod single;
+pub(crate) mod topology;
 pub(crate) mod watch;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::error::{KeyKind, LockError};
+use crate::util::token::Token;
 pub(crate) use kind::Kind;
+pub(crate) use queue::{Handoff, QueueAsk, QueueCall, QueueEntry};
 
 /// One lease as the backend sees it: what kind of thing is leased, its stored key, the owner
 /// token, the lease length.
@@ -122,57 +128,12 @@ pub(crate) struct AttemptAsks {
 
 impl AttemptAsks {
     /// The write token a reader under `token` may hold beside (see
-    /// [`downgrade_of`](Self::downgrade_of)): tokens are `<client>:<number>`.
+    /// [`downgrade_of`](Self::downgrade_of)): the reader's client's token of that number.
     pub(crate) fn beside(&self, token: &str) -> Option<String> {
         let number = self.downgrade_of?;
-        let client = token.split(':').next().unwrap_or_default();
-        Some(format!("{client}:{number}"))
+        let client = Token::parse(token)?.client;
+        Some(Token { client, number }.to_string())
     }
-}
-
-/// How a waiting request stands in its lock's queue in Redis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct QueueAsk {
-    /// Never take the lock past a live waiter that queued earlier.
-    pub(crate) fair: bool,
-    /// Which of the waiter's calls this is.
-    pub(crate) call: QueueCall,
-}
-
-/// A waiting request's call to its lock's queue in Redis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum QueueCall {
-    /// Its first call: the acquire script looks at the lock, and queues the waiter if busy.
-    Arrive,
-    /// Its first call as one plain `RPUSHX` into the queue, if the queue exists, without
-    /// looking at the lock: the client's waiters of the key are subscribed, and a queue means
-    /// the lock is held or being handed on. (Without a queue, the acquire script runs as for
-    /// [`Arrive`](Self::Arrive).) With `refresh`, it also renews the queue's expiry: each
-    /// client does once per check interval while it waits, so that waiters served before
-    /// their first check in keep the queue alive. (A script call always renews it.)
-    Append { refresh: bool },
-    /// It was queued before. A release may have handed it the lock already; it keeps its
-    /// place, or stands in the queue again if its entry is gone (see WAITING.md).
-    CheckIn,
-}
-
-impl QueueCall {
-    /// Whether the call renews the queue's expiry.
-    pub(crate) fn renews_queue(self) -> bool {
-        match self {
-            Self::Arrive | Self::CheckIn => true,
-            Self::Append { refresh } => refresh,
-        }
-    }
-}
-
-/// A waiter's entry in its lock's queue in Redis, as far as withdrawing it needs: the kind it
-/// waits for, the lease a release would hand it (from its ttl) and whether it is fenced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct QueueEntry {
-    pub(crate) kind: Kind,
-    pub(crate) ttl: Duration,
-    pub(crate) fenced: bool,
 }
 
 /// Who holds a lock or a semaphore, as the backend sees it now.
@@ -246,30 +207,6 @@ pub(crate) struct Permits {
     pub(crate) count: u32,
     /// Every permit's (reader's) owner token.
     pub(crate) owners: Vec<String>,
-}
-
-/// A release's announcement naming the waiter it handed the lock to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Handoff {
-    /// The owner token of the waiter, now the lock's holder.
-    pub(crate) token: String,
-    /// The fencing token issued with it (when the waiter asked for one).
-    pub(crate) fence: Option<u64>,
-}
-
-impl Handoff {
-    /// Reads an announcement's payload: `"<token> <fence or 0>"` when a release handed the
-    /// lock on; `None` for an announcement that only says "released" (Redlock, other
-    /// versions).
-    pub(crate) fn parse(payload: &[u8]) -> Option<Self> {
-        let text = std::str::from_utf8(payload).ok()?;
-        let (token, fence) = text.split_once(' ')?;
-        let fence: u64 = fence.parse().ok()?;
-        Some(Self {
-            token: token.to_owned(),
-            fence: (fence > 0).then_some(fence),
-        })
-    }
 }
 
 /// Told by a backend's release feed what it hears. Implemented by the waiting layer.
@@ -565,19 +502,8 @@ pub(crate) fn millis(d: Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{Handoff, millis};
+    use super::millis;
     use std::time::Duration;
-
-    #[test]
-    fn announcements_name_the_new_holder_or_nobody() {
-        let handed = Handoff::parse(b"c0ffee:7 1700000000000001").unwrap();
-        assert_eq!(handed.token, "c0ffee:7");
-        assert_eq!(handed.fence, Some(1_700_000_000_000_001));
-        assert_eq!(Handoff::parse(b"c0ffee:7 0").unwrap().fence, None);
-        assert_eq!(Handoff::parse(b"1"), None);
-        assert_eq!(Handoff::parse(b"t x"), None);
-        assert_eq!(Handoff::parse(&[0xff, b' ', b'1']), None);
-    }
 
     #[test]
     fn leases_are_rounded_up_to_whole_milliseconds() {

@@ -4,8 +4,11 @@
 //! every call and reads every reply through these; a test holds them to the Lua half's names
 //! and values, so the two cannot drift.
 
-use super::Kind;
+use std::time::Duration;
+
+use super::kind::Kind;
 use super::scripts::ScriptCall;
+use super::{Holder, Permits};
 use crate::error::KeyKind;
 
 /// What a key holds, as the scripts find it (`kind_of` in `protocol.lua`).
@@ -314,10 +317,88 @@ impl AllReply {
     }
 }
 
+/// An inspect script's reply (`scripts/<kind>/inspect.lua`): the code of what the key holds,
+/// the holder's token (a lock's, a semaphore's first permit's, the writer's), the lease left
+/// in ms (-1 none, -2 gone), the waiters queued, the count (a semaphore's; a read-write lock's
+/// readers) and the owners of the set's leases.
+pub(crate) type InspectReply = (i64, Option<String>, i64, i64, i64, Vec<String>);
+
+/// Who holds a key inspected as `kind`, from its inspect script's `reply`. Another kind's
+/// state is named and not read.
+pub(crate) fn inspected(kind: Kind, reply: InspectReply) -> Holder {
+    let (found, token, pttl, queued, count, owners) = reply;
+    let found = Found::from_code(found);
+    if !found.admits(kind) {
+        return Holder {
+            found: found.key_kind(),
+            ..Holder::default()
+        };
+    }
+    let permits = match kind {
+        Kind::Lock => None,
+        Kind::Permit { .. } | Kind::Read | Kind::Write => Some(Permits {
+            count: u32::try_from(count).unwrap_or(0),
+            owners,
+        }),
+    };
+    Holder {
+        found: found.key_kind(),
+        // (A read-write lock held by readers alone has no writer's token, and a lease.)
+        remaining: (token.is_some() || kind.is_read_write())
+            .then(|| lease_left(pttl))
+            .flatten(),
+        token,
+        queued: u32::try_from(queued).ok(),
+        permits,
+    }
+}
+
+/// The holder's remaining lease from a `PTTL` reply. It is -1 for a key without expiry (set
+/// by someone else) and -2 when the key just vanished; neither tells how long to wait.
+pub(crate) fn lease_left(pttl: i64) -> Option<Duration> {
+    u64::try_from(pttl).ok().map(Duration::from_millis)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn an_inspection_reads_its_own_kind_and_names_another() {
+        let lock = inspected(Kind::Lock, (LOCK, Some("c:1".into()), 1500, 2, 0, vec![]));
+        assert_eq!(lock.found, Some(KeyKind::Lock));
+        assert_eq!(lock.token.as_deref(), Some("c:1"));
+        assert_eq!(lock.remaining, Some(Duration::from_millis(1500)));
+        assert_eq!(lock.queued, Some(2));
+        assert_eq!(lock.permits, None);
+        let free = inspected(Kind::Lock, (FREE, None, -2, 0, 0, vec![]));
+        assert_eq!((free.found, free.token, free.remaining), (None, None, None));
+        let readers = inspected(
+            Kind::Read,
+            (
+                READ_WRITE,
+                None,
+                900,
+                0,
+                2,
+                vec!["a:1".into(), "b:2".into()],
+            ),
+        );
+        assert_eq!(readers.remaining, Some(Duration::from_millis(900)));
+        assert_eq!(readers.permits.unwrap().owners, ["a:1", "b:2"]);
+        let other = inspected(
+            Kind::Permit { permits: 2 },
+            (LOCK, Some("c:1".into()), 1500, 0, 0, vec![]),
+        );
+        assert_eq!(other.found, Some(KeyKind::Lock));
+        assert_eq!(
+            (other.token, other.permits),
+            (None, None),
+            "another kind is not read"
+        );
+        assert_eq!(lease_left(-1), None, "a key without expiry tells no wait");
+    }
 
     pub(super) const PROTOCOL: &str = include_str!("../../scripts/protocol.lua");
 
@@ -383,7 +464,7 @@ mod tests {
         assert_eq!(lua["READ_WRITE_MEMBER"], READ_WRITE_MEMBER);
         assert_eq!(
             lua["RELEASED_CHANNEL"],
-            crate::backend::pubsub::RELEASE_CHANNEL_PREFIX
+            crate::backend::topology::RELEASE_CHANNEL_PREFIX
         );
     }
 

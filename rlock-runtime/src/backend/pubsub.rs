@@ -20,66 +20,9 @@ use redis::{RedisError, RedisResult};
 use tokio::sync::mpsc;
 
 use super::connection::is_connection_failure;
-use super::{Handoff, ReleaseFeed, ReleaseListener};
-use crate::util::slot::hashed_part;
+use super::queue::Handoff;
+use super::{ReleaseFeed, ReleaseListener};
 use crate::util::tuning::{FEED_HEALTH_INTERVAL, FEED_RETRY_MAX, FEED_RETRY_MIN, backoff};
-
-/// Prefix of the channels on which the release script announces a key's release.
-pub(crate) const RELEASE_CHANNEL_PREFIX: &str = "rlock:released:";
-
-/// The channel of `redis_key`'s releases on one server.
-pub(crate) fn release_channel(redis_key: &str) -> String {
-    format!("{RELEASE_CHANNEL_PREFIX}{redis_key}")
-}
-
-/// The sharded channel of `redis_key`'s releases on Redis Cluster: in the key's slot (its
-/// hash tag, or the whole key, wrapped in braces), so that the release script may `SPUBLISH`
-/// to it and only the key's shard carries it. A key whose hashed part holds a `}` cannot be
-/// wrapped: then the channel is the key itself (channels and keys are separate namespaces).
-pub(crate) fn shard_channel(redis_key: &str) -> String {
-    let tag = hashed_part(redis_key);
-    if tag.contains('}') {
-        redis_key.to_owned()
-    } else {
-        format!("{RELEASE_CHANNEL_PREFIX}{{{tag}}}:{redis_key}")
-    }
-}
-
-/// How a lock's releases are announced, as the scripts take it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Announcing {
-    /// `PUBLISH` on `rlock:released:<key>` (one server, Sentinel). The scripts append the key
-    /// to the prefix themselves, which saves an allocation per call.
-    Plain,
-    /// `SPUBLISH` on this shard channel, in the key's slot (Redis Cluster).
-    Sharded(String),
-}
-
-impl Announcing {
-    /// The channel as the acquire script takes it (for `Plain`, its prefix).
-    pub(crate) fn script_channel(&self) -> &str {
-        match self {
-            Self::Plain => RELEASE_CHANNEL_PREFIX,
-            Self::Sharded(channel) => channel,
-        }
-    }
-
-    /// The channel as the release script takes it: empty for `Plain`.
-    pub(crate) fn release_channel(&self) -> &str {
-        match self {
-            Self::Plain => "",
-            Self::Sharded(channel) => channel,
-        }
-    }
-
-    /// The command that publishes on it.
-    pub(crate) fn command(&self) -> &'static str {
-        match self {
-            Self::Plain => "PUBLISH",
-            Self::Sharded(_) => "SPUBLISH",
-        }
-    }
-}
 
 #[derive(Debug)]
 enum Op {
@@ -437,21 +380,5 @@ async fn switched(switches: &mut Option<tokio::sync::watch::Receiver<u64>>) {
     if rx.changed().await.is_err() {
         // The master's watcher is gone with its client: nothing will change any more.
         std::future::pending::<()>().await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shard_channels_hash_like_their_keys() {
-        assert_eq!(
-            shard_channel("order:42"),
-            "rlock:released:{order:42}:order:42"
-        );
-        assert_eq!(hashed_part(&shard_channel("order:42")), "order:42");
-        assert_eq!(hashed_part(&shard_channel("{u}:x")), "u");
-        assert_eq!(shard_channel("a{}b}"), "a{}b}");
     }
 }

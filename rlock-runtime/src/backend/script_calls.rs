@@ -9,12 +9,12 @@ use std::time::Duration;
 use redis::{Cmd, Pipeline};
 
 use super::protocol::{AcquireMode, entry};
-use super::pubsub::{Announcing, RELEASE_CHANNEL_PREFIX};
 use super::scripted::{
     Releaser, acquire_call, append_pipe, handoff_lease, queue_args, release_again_call,
     release_call, renew_call,
 };
 use super::scripts::ScriptCall;
+use super::topology::{Announcing, RELEASE_CHANNEL_PREFIX};
 use super::{Kind, Lease};
 use crate::key::Companion;
 

@@ -14,18 +14,19 @@ use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
 
-use super::connection::{Connection, Opener};
+use super::connection::Connection;
 use super::endpoint::Endpoint;
 use super::kind::LOCK_ALL;
 use super::protocol::{
-    AcquireArgs, AcquireMode, AcquireReply, AllReply, Found, QueueArgs, entry, entry_kind, flag,
-    released,
+    AcquireArgs, AcquireMode, AcquireReply, AllReply, InspectReply, QueueArgs, entry, entry_kind,
+    flag, inspected, lease_left, released,
 };
-use super::pubsub::{Announcing, Connector, Feed};
+use super::pubsub::{Connector, Feed};
 use super::scripts::{Lua, ScriptCall, Waiters, query};
+use super::topology::{Announcing, Topology};
 use super::{
     AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, Holder, KeepKey, Kind, Lease,
-    LeaseStore, Misfit, Permits, QueueAsk, QueueCall, ReleaseListener, Scanned, millis,
+    LeaseStore, Misfit, QueueAsk, QueueCall, ReleaseListener, Scanned, millis,
 };
 use crate::error::{KeyKind, LockError, Operation};
 use crate::key::Companion;
@@ -48,10 +49,10 @@ pub(super) enum Releaser {
     },
 }
 
-/// The lease operations as scripts, over connections that `O` opens.
-pub(crate) struct Scripted<O: Opener> {
-    opener: O,
-    conn: Connection<O>,
+/// The lease operations as scripts, over connections that its topology opens.
+pub(crate) struct Scripted<D: Topology> {
+    topology: D,
+    conn: Connection<D>,
     /// Waiters queue here and releases hand the lock on; off for a Redlock master, whose
     /// releases announce to every waiter instead.
     queue: bool,
@@ -63,25 +64,25 @@ pub(crate) struct Scripted<O: Opener> {
 /// One Redis server, or the master the sentinels name.
 pub(crate) type RedisNode = Scripted<Endpoint>;
 
-impl<O: Opener> std::fmt::Debug for Scripted<O> {
+impl<D: Topology> std::fmt::Debug for Scripted<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scripted").finish_non_exhaustive()
     }
 }
 
-impl<O: Opener> Scripted<O> {
+impl<D: Topology> Scripted<D> {
     /// Opens the command connection; `timeout` bounds connecting and every later command.
-    pub(crate) async fn connect(opener: O, timeout: Duration) -> Result<Self, LockError> {
-        let store = Self::lazy(opener, timeout);
+    pub(crate) async fn connect(topology: D, timeout: Duration) -> Result<Self, LockError> {
+        let store = Self::lazy(topology, timeout);
         store.load_scripts().await?;
         Ok(store)
     }
 
     /// A store whose connection opens on first use (a Redlock master may be down at start).
-    pub(crate) fn lazy(opener: O, timeout: Duration) -> Self {
-        let conn = Connection::lazy(opener.clone(), timeout);
+    pub(crate) fn lazy(topology: D, timeout: Duration) -> Self {
+        let conn = Connection::lazy(topology.clone(), timeout);
         Self {
-            opener,
+            topology,
             conn,
             queue: true,
             set_nx_get: AtomicBool::new(true),
@@ -108,7 +109,7 @@ impl<O: Opener> Scripted<O> {
             releaser,
             fence_record,
             self.queue,
-            &O::announcing(lease.key),
+            &D::announcing(lease.key),
         );
         let operation = match releaser {
             Releaser::Holder => Operation::Release,
@@ -151,13 +152,13 @@ impl<O: Opener> Scripted<O> {
     }
 
     /// A release feed on its own subscribing connection.
-    pub(crate) fn release_feed(&self, client: &str, listener: Weak<dyn ReleaseListener>) -> Feed<O>
+    pub(crate) fn release_feed(&self, client: &str, listener: Weak<dyn ReleaseListener>) -> Feed<D>
     where
-        O: Connector + Clone,
+        D: Connector + Clone,
     {
         // With a queue, releases name their waiter on its client's own channel.
         let client = self.queue.then_some(client);
-        Feed::new(self.opener.clone(), client, self.conn.timeout(), listener)
+        Feed::new(self.topology.clone(), client, self.conn.timeout(), listener)
     }
 
     /// Runs a script call within `limit`.
@@ -168,12 +169,12 @@ impl<O: Opener> Scripted<O> {
         call: &ScriptCall,
     ) -> Result<T, LockError> {
         self.conn
-            .call(operation, limit, |c| call.run::<O, T>(c))
+            .call(operation, limit, |c| call.run::<D, T>(c))
             .await
     }
 }
 
-impl<O: Opener> Scripted<O> {
+impl<D: Topology> Scripted<D> {
     /// Without a fence and without waiting, a plain `SET key token NX PX ttl GET`: the
     /// cheapest atomic acquire there is, whose reply also tells a lock held (the holder's
     /// token) from another kind's state (`WRONGTYPE`). A waiter (which needs the holder's
@@ -217,7 +218,7 @@ impl<O: Opener> Scripted<O> {
         {
             return Ok(busy);
         }
-        let announcing = O::announcing(lease.key);
+        let announcing = D::announcing(lease.key);
         let mode = match queue {
             Some(queue) => AcquireMode::Queue(queue_args(
                 lease,
@@ -269,7 +270,7 @@ impl<O: Opener> Scripted<O> {
                     .arg("PX")
                     .arg(millis(lease.ttl))
                     .arg("GET");
-                match query::<O, Option<redis::Value>>(c, &set).await {
+                match query::<D, Option<redis::Value>>(c, &set).await {
                     Ok(None) => Ok(SetNx::Taken),
                     Ok(Some(_)) => Ok(SetNx::Busy),
                     Err(e) if e.code() == Some("WRONGTYPE") => Ok(SetNx::OtherKind),
@@ -299,7 +300,7 @@ enum SetNx {
     Unsupported,
 }
 
-impl<O: Opener> Scripted<O> {
+impl<D: Topology> Scripted<D> {
     /// Joins the lock's queue with a plain `RPUSHX` (and renews its expiry, when due, in the
     /// same round trip): `None` when there is no queue, and the acquire script must look at
     /// the lock. An entry past the queue's bound is taken back: the waiter waits on timers.
@@ -481,19 +482,19 @@ pub(super) fn renew_call(leases: &[Lease<'_>]) -> ScriptCall {
     call
 }
 
-impl<O: Opener> LeaseStore for Scripted<O> {
+impl<D: Topology> LeaseStore for Scripted<D> {
     fn queues_in_redis(&self) -> bool {
         self.queue
     }
 
     /// How many times the server behind the connections changed (a Sentinel failover).
     fn master_switches(&self) -> u64 {
-        self.opener.master_switches()
+        self.topology.master_switches()
     }
 
     fn taken_together(&self, redis_key: &str) -> Option<u16> {
         // A Redlock master's key is taken with the other masters', one by one.
-        self.queue.then(|| O::call_group(redis_key))
+        self.queue.then(|| D::call_group(redis_key))
     }
 
     async fn acquire_all(&self, leases: &[Lease<'_>]) -> Result<AllAttempt, LockError> {
@@ -545,14 +546,14 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         // one), all at once.
         let mut groups: BTreeMap<(Kind, u16), Vec<usize>> = BTreeMap::new();
         for (i, lease) in batch.iter().enumerate() {
-            let group = (lease.kind, O::call_group(lease.key));
+            let group = (lease.kind, D::call_group(lease.key));
             groups.entry(group).or_default().push(i);
         }
         let calls = groups.values().map(|indexes| async move {
             let leases: Vec<Lease<'_>> = indexes.iter().map(|&i| batch[i]).collect();
             let renewed = self
                 .conn
-                .call(Operation::Renew, limit, |c| renew_group::<O>(c, leases))
+                .call(Operation::Renew, limit, |c| renew_group::<D>(c, leases))
                 .await;
             (indexes, renewed)
         });
@@ -583,7 +584,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         let wait_ms = millis(timeout / REPLICA_WAIT_DIVISOR);
         self.conn
             .call(Operation::ConfirmReplicas, timeout, |c| {
-                O::wait_replicas(c, lease.key, replicas, wait_ms)
+                D::wait_replicas(c, lease.key, replicas, wait_ms)
             })
             .await
     }
@@ -597,41 +598,10 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         } else {
             kind.scripts().inspect.call(&[key])
         };
-        let (found, token, pttl, queued, count, owners): (
-            i64,
-            Option<String>,
-            i64,
-            i64,
-            i64,
-            Vec<String>,
-        ) = self
+        let reply: InspectReply = self
             .invoke(Operation::Inspect, self.conn.timeout(), &call)
             .await?;
-        let found = Found::from_code(found);
-        if !found.admits(kind) {
-            // Another kind's state: the script read nothing of it.
-            return Ok(Holder {
-                found: found.key_kind(),
-                ..Holder::default()
-            });
-        }
-        let permits = match kind {
-            Kind::Lock => None,
-            Kind::Permit { .. } | Kind::Read | Kind::Write => Some(Permits {
-                count: u32::try_from(count).unwrap_or(0),
-                owners,
-            }),
-        };
-        Ok(Holder {
-            found: found.key_kind(),
-            // (A read-write lock held by readers alone has no writer's token, and a lease.)
-            remaining: (token.is_some() || kind.is_read_write())
-                .then(|| lease_left(pttl))
-                .flatten(),
-            token,
-            queued: u32::try_from(queued).ok(),
-            permits,
-        })
+        Ok(inspected(kind, reply))
     }
 
     async fn post_card(&self, post: CardPost<'_>) -> Result<bool, LockError> {
@@ -659,7 +629,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         let timeout = self.conn.timeout();
         let nodes = self
             .conn
-            .call(Operation::Inspect, timeout, |c| O::scan_nodes(c))
+            .call(Operation::Inspect, timeout, |c| D::scan_nodes(c))
             .await?;
         let most_pages = limit / page.max(1) as usize + 10;
         let mut found = Scanned {
@@ -683,7 +653,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
                 let node = node.clone();
                 let (next, keys) = self
                     .conn
-                    .call(Operation::Inspect, timeout, |c| O::scan_page(c, node, cmd))
+                    .call(Operation::Inspect, timeout, |c| D::scan_page(c, node, cmd))
                     .await?;
                 pages += 1;
                 found.keys.extend(keys.into_iter().filter(|k| keep(k)));
@@ -702,7 +672,7 @@ impl<O: Opener> LeaseStore for Scripted<O> {
         let values: Vec<Option<String>> = self
             .conn
             .call(Operation::Inspect, self.conn.timeout(), |c| {
-                query::<O, Vec<Option<String>>>(c, &read)
+                query::<D, Vec<Option<String>>>(c, &read)
             })
             .await?;
         Ok(CardFields { values })
@@ -724,18 +694,18 @@ impl<O: Opener> LeaseStore for Scripted<O> {
 /// While a cluster slot is half-migrated, a call whose keys are split between the two nodes
 /// gets `TRYAGAIN` for as long as the migration lasts. Each key then goes in a call of its own,
 /// which the cluster client follows to whichever node has the key (`ASK`).
-async fn renew_group<O: Opener>(
-    conn: O::Conn,
+async fn renew_group<D: Topology>(
+    conn: D::Conn,
     leases: Vec<Lease<'_>>,
 ) -> Result<Vec<Option<bool>>, RedisError> {
     let call = renew_call;
-    match call(&leases).run::<O, Vec<i64>>(conn.clone()).await {
+    match call(&leases).run::<D, Vec<i64>>(conn.clone()).await {
         Ok(renewed) => Ok(renewed.into_iter().map(|r| Some(r == 1)).collect()),
-        Err(e) if leases.len() > 1 && O::splits_batch(&e) => {
+        Err(e) if leases.len() > 1 && D::splits_batch(&e) => {
             let singles = leases.iter().map(|lease| {
                 let (conn, single) = (conn.clone(), call(std::slice::from_ref(lease)));
                 async move {
-                    let renewed = single.run::<O, Vec<i64>>(conn).await;
+                    let renewed = single.run::<D, Vec<i64>>(conn).await;
                     renewed.ok().and_then(|r| r.first().map(|&r| r == 1))
                 }
             });
@@ -743,10 +713,4 @@ async fn renew_group<O: Opener>(
         }
         Err(e) => Err(e),
     }
-}
-
-/// The holder's remaining lease from a `PTTL` reply. It is -1 for a key without expiry (set
-/// by someone else) and -2 when the key just vanished; neither tells how long to wait.
-fn lease_left(pttl: i64) -> Option<Duration> {
-    u64::try_from(pttl).ok().map(Duration::from_millis)
 }

@@ -9,7 +9,7 @@ use redis::{
     Cmd, ErrorKind, FromRedisValue, RedisResult, RedisWrite, Script, ServerErrorKind, ToRedisArgs,
 };
 
-use super::connection::Opener;
+use super::topology::Topology;
 use crate::key::Companion;
 
 /// A lease script, hashed once. Calls go out as `EVALSHA`, and as `EVAL` (which also caches
@@ -105,12 +105,15 @@ impl ScriptCall {
         cmd
     }
 
-    pub(super) async fn run<O: Opener, T: FromRedisValue>(&self, conn: O::Conn) -> RedisResult<T> {
-        match query::<O, T>(conn.clone(), &self.cmd).await {
+    pub(super) async fn run<D: Topology, T: FromRedisValue>(
+        &self,
+        conn: D::Conn,
+    ) -> RedisResult<T> {
+        match query::<D, T>(conn.clone(), &self.cmd).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 // Boxed: a server without the script is rare (a restart, a failover), and a
                 // second command's state inline would ride in every call's future.
-                Box::pin(query::<O, T>(conn, &self.eval())).await
+                Box::pin(query::<D, T>(conn, &self.eval())).await
             }
             other => other,
         }
@@ -118,17 +121,17 @@ impl ScriptCall {
 }
 
 /// `cmd` on `conn`. On a cluster, an `ASK` redirect (the key's slot is migrating) is followed
-/// by [`Opener::asked`], which sends `ASKING` and the command in one write: sent apart on a
+/// by [`Topology::asked`], which sends `ASKING` and the command in one write: sent apart on a
 /// shared connection, another task's command can slip in between and use up the `ASKING`.
-pub(super) async fn query<O: Opener, T: FromRedisValue>(
-    mut conn: O::Conn,
+pub(super) async fn query<D: Topology, T: FromRedisValue>(
+    mut conn: D::Conn,
     cmd: &Cmd,
 ) -> RedisResult<T> {
     match cmd.query_async(&mut conn).await {
-        Err(e) if O::redirects(&e) => {
+        Err(e) if D::redirects(&e) => {
             // Boxed: a redirect is rare, and its future (a cluster pipeline) would otherwise
             // make every command's future, and every lock's, kilobytes larger.
-            let reply = Box::pin(O::asked(conn, cmd, &e)).await?;
+            let reply = Box::pin(D::asked(conn, cmd, &e)).await?;
             Ok(T::from_redis_value(reply.extract_error()?)?)
         }
         other => other,

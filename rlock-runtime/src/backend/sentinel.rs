@@ -16,8 +16,7 @@ use redis::sentinel::SentinelClient;
 use redis::{ConnectionAddr, RedisResult};
 use tokio::sync::watch;
 
-use super::endpoint::Endpoint;
-use super::scripted::RedisNode;
+use super::address;
 use crate::error::LockError;
 use crate::util::tuning::{FEED_HEALTH_INTERVAL, FEED_RETRY_MAX, FEED_RETRY_MIN, backoff};
 
@@ -39,8 +38,9 @@ pub(crate) struct SentinelDeployment {
 }
 
 impl SentinelDeployment {
-    /// The sentinels and the master, trusting the PEM `roots` for TLS when given.
-    pub(crate) fn endpoint(&self, roots: Option<&[u8]>) -> Result<Endpoint, LockError> {
+    /// The master as the sentinels name it, followed from now on, trusting the PEM `roots`
+    /// for TLS when given.
+    pub(crate) fn master(&self, roots: Option<&[u8]>) -> Result<Arc<SentinelMaster>, LockError> {
         use redis::IntoConnectionInfo;
         use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
         let invalid = |e: redis::RedisError| {
@@ -51,7 +51,7 @@ impl SentinelDeployment {
         let mut watched = Vec::new();
         for sentinel in &self.sentinels {
             let url = format!("{scheme}://{sentinel}/");
-            let client = RedisNode::client_with_roots(&url, roots)?;
+            let client = address::client_with_roots(&url, roots)?;
             sentinels.push(client.get_connection_info().addr().clone());
             watched.push(client);
         }
@@ -85,11 +85,11 @@ impl SentinelDeployment {
             }
         }
         let client = builder.build().map_err(invalid)?;
-        Ok(Endpoint::Sentinel(SentinelMaster::watched(
+        Ok(SentinelMaster::watched(
             client,
             self.service.clone(),
             watched,
-        )))
+        ))
     }
 }
 

@@ -27,6 +27,7 @@ use uuid::Uuid;
 
 use super::Engine;
 use crate::backend::{Backend, CardPost, LeaseStore};
+use crate::util::token::Token;
 use crate::util::tuning::{CARD_BATCH, CARD_LEASE, CARD_MAX_HOLDS, CARD_PASS};
 
 /// The card's fields that name the client; every other field is a hold's.
@@ -86,8 +87,8 @@ pub(crate) fn is_card(key: &str) -> bool {
 }
 
 /// The field that lists a hold on its client's card: its token's number.
-pub(crate) fn hold_field(token: &str) -> &str {
-    token.rsplit_once(':').map_or(token, |(_, n)| n)
+pub(crate) fn hold_field(token: Token<'_>) -> String {
+    token.number.to_string()
 }
 
 /// The keeper: one pass per [`CARD_PASS`] while the client lives and something is listed or
@@ -173,12 +174,12 @@ fn listed(engine: &Engine) -> BTreeMap<String, u64> {
     holds
         .iter()
         .take(CARD_MAX_HOLDS)
-        .map(|hold| {
+        .filter_map(|hold| {
             let granted = now - hold.granted_at().elapsed();
             let ms = granted
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-            (hold_field(hold.token()).to_owned(), ms)
+            Some((hold_field(Token::parse(hold.token())?), ms))
         })
         .collect()
 }
@@ -189,7 +190,8 @@ mod tests {
 
     #[test]
     fn a_hold_is_listed_by_its_tokens_number_under_its_clients_key() {
-        assert_eq!(hold_field("0af3:17"), "17");
+        let token = Token::parse("0af3:17").unwrap();
+        assert_eq!(hold_field(token), "17");
         assert_eq!(key(None, "0af3"), "rlock:holder:0af3");
         assert_eq!(key(Some("shop"), "0af3"), "shop:rlock:holder:0af3");
     }

@@ -37,6 +37,7 @@ use crate::metrics::Count;
 use crate::metrics::export::Label;
 use crate::util::fence::Fence;
 use crate::util::stripe::Numbers;
+use crate::util::token::Token;
 use crate::util::tuning::{lease_margin, renew_after, renew_retry, renew_window};
 
 /// Hold ids, drawn per thread (every acquisition takes one).
@@ -292,7 +293,7 @@ impl Hold {
             min_replicas: 0,
             fair: false,
             label: self.label.lock,
-            downgrade_of: crate::util::token::number_of(&self.token),
+            downgrade_of: Token::parse(&self.token).map(|token| token.number),
         }
     }
 

@@ -1,11 +1,16 @@
-//! The lease engine: the client's core below the public façade. It takes locks (one attempt
-//! at a time; waiting is the façade's loop over the waiting layer), owns every hold's state
-//! ([`hold`]), and keeps holds alive and watched ([`watchdog`]).
+//! The lease engine: the client's core below the public façade. It connects a deployment
+//! ([`Engine::connect`]), takes leases (one attempt at a time here; an acquisition that may
+//! wait, over the waiting layer, in [`acquisition`]; several lock keys in [`all`]), decides
+//! what the call chain's holds mean for a request ([`scope`]), owns every hold's state
+//! ([`hold`]), keeps holds alive and watched ([`watchdog`]), and answers operators'
+//! reads and force-unlocks ([`admin`]).
 
+pub(crate) mod acquisition;
+pub(crate) mod admin;
 pub(crate) mod all;
 pub(crate) mod card;
 pub(crate) mod hold;
-pub(crate) mod waiting;
+pub(crate) mod scope;
 pub(crate) mod watchdog;
 
 use std::sync::Arc;
@@ -14,6 +19,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::backend::deployment::Deployment;
+use crate::backend::memory::MemoryBackend;
 use crate::backend::{
     Attempt, AttemptAsks, Backend, Kind, Lease, LeaseStore, QueueAsk, QueueEntry,
 };
@@ -103,7 +110,7 @@ pub(crate) struct Grant {
 /// What every clone of a client shares below the façade.
 #[derive(Debug)]
 pub(crate) struct Engine {
-    pub(crate) backend: Backend,
+    backend: Backend,
     tokens: TokenSource,
     pub(crate) counters: Counters,
     pub(crate) queues: Arc<WaitQueues>,
@@ -131,6 +138,30 @@ impl Engine {
             watchdog: Arc::default(),
             lateness: Lateness::default(),
         })
+    }
+
+    /// An engine connected to the deployment `url` names, each command bounded by `timeout`,
+    /// trusting the PEM `roots` for TLS when given (see [`new`](Self::new) for the rest).
+    pub(crate) async fn connect(
+        url: &str,
+        timeout: Duration,
+        roots: Option<&[u8]>,
+        namespace: Option<&str>,
+        name: [String; 3],
+    ) -> Result<Arc<Self>, LockError> {
+        let backend = Deployment::of(url)?.connect(timeout, roots).await?;
+        Ok(Self::new(backend, namespace, name))
+    }
+
+    /// An engine whose locks live in this process (see [`new`](Self::new)).
+    pub(crate) fn in_memory(namespace: Option<&str>, name: [String; 3]) -> Arc<Self> {
+        Self::new(Backend::Memory(MemoryBackend::default()), namespace, name)
+    }
+
+    /// Another client's engine on this one's backend: its own holds, tokens and waiters, the
+    /// same locks (see [`new`](Self::new)).
+    pub(crate) fn sibling(&self, namespace: Option<&str>, name: [String; 3]) -> Arc<Self> {
+        Self::new(self.backend.clone(), namespace, name)
     }
 
     /// The client's identity (reentrancy is per client).

@@ -1,10 +1,14 @@
-//! Owner tokens: the value stored under a lock key that says who holds it.
+//! Owner tokens: the value stored under a lock key that says who holds it, `<client>:<n>`.
+//! [`TokenSource`] makes them and [`Token`] names their parts; the scripts read a token's
+//! client in one place of their own (`hand_off` in `queue.lua`, for the release channel).
+
+use std::fmt;
 
 use uuid::Uuid;
 
 use crate::util::stripe::Numbers;
 
-/// Issues tokens `<client uuid>:<n>`: unguessable (122 random bits per client) and unique per
+/// Issues tokens ([`Token`]s, written out): unguessable (122 random bits per client) and unique per
 /// acquisition attempt, so a stale release can never match a newer hold.
 #[derive(Debug)]
 pub(crate) struct TokenSource {
@@ -41,14 +45,37 @@ impl TokenSource {
     }
 }
 
-/// The acquisition number of `token` (`<client>:<n>`), if it is one of rlock's.
-pub(crate) fn number_of(token: &str) -> Option<u64> {
-    token.rsplit_once(':')?.1.parse().ok()
+/// An owner token's parts. Written out it is `<client>:<number>`, the value a lease's key
+/// holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Token<'a> {
+    /// The client's id (its uuid, simple form): its release channel and its holder card are
+    /// named by it.
+    pub(crate) client: &'a str,
+    /// The acquisition's number, never given twice by one client.
+    pub(crate) number: u64,
+}
+
+impl<'a> Token<'a> {
+    /// The parts of `text`, when it is one of rlock's tokens.
+    pub(crate) fn parse(text: &'a str) -> Option<Self> {
+        let (client, number) = text.split_once(':')?;
+        Some(Self {
+            client,
+            number: number.parse().ok()?,
+        })
+    }
+}
+
+impl fmt::Display for Token<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.client, self.number)
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{TokenSource, number_of};
+    use super::{Token, TokenSource};
 
     #[test]
     fn tokens_are_the_client_and_a_number_never_given_before() {
@@ -56,12 +83,18 @@ mod tests {
         let client = tokens.client_id().simple().to_string();
         let (a, b) = (tokens.next(), tokens.next());
         assert_ne!(a, b);
-        for token in [a, b] {
-            let (owner, n) = token.split_once(':').unwrap();
-            assert_eq!(owner, client);
-            assert!(n.parse::<u64>().unwrap() >= 1);
-            assert_eq!(number_of(&token), n.parse().ok());
+        for text in [a, b] {
+            let token = Token::parse(&text).unwrap();
+            assert_eq!(token.client, client);
+            assert!(token.number >= 1);
+            assert_eq!(
+                token.to_string(),
+                text,
+                "parsing and writing out are one format"
+            );
         }
-        assert_eq!(number_of("not-a-token"), None);
+        for foreign in ["not-a-token", "a:b", "a:", ":"] {
+            assert_eq!(Token::parse(foreign), None, "{foreign}");
+        }
     }
 }

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::ticket::Ticket;
 use crate::backend::{Backend, Handoff, LeaseStore as _, ReleaseFeed, ReleaseListener};
 use crate::util::tuning::SUBSCRIPTION_LINGER;
 
@@ -56,7 +55,8 @@ impl KeyWaiters {
 pub(crate) struct WaitQueues {
     pub(super) keys: Mutex<HashMap<String, KeyWaiters>>,
     /// Keys this client itself just released while it had waiters for them: its head waiter
-    /// lets the other clients' waiters try first (see [`Ticket::courtesy`]). Only without a
+    /// lets the other clients' waiters try first (see
+    /// [`Ticket::courtesy`](super::ticket::Ticket::courtesy)). Only without a
     /// queue in Redis.
     pub(super) released_here: Mutex<HashSet<String>>,
     /// The backend's announcements; `None` when every release is announced in process.
@@ -109,9 +109,9 @@ impl WaitQueues {
         self.keys.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues a waiter for `redis_key` under `token`; it leaves the queue when the ticket is
-    /// dropped. Nothing is subscribed yet: see [`Ticket::listen`].
-    pub(crate) fn join(self: &Arc<Self>, redis_key: &str, token: String) -> Ticket {
+    /// Queues a waiter for `redis_key` under `token` (its [`Ticket`](super::ticket::Ticket)
+    /// takes it out).
+    pub(super) fn enqueue(&self, redis_key: &str, token: String) -> Arc<Waiter> {
         let waiter = Arc::new(Waiter {
             wake: Notify::new(),
             token: Mutex::new(token),
@@ -137,13 +137,7 @@ impl WaitQueues {
             entry.idle_since = None;
             entry.waiters.push_back(waiter.clone());
         }
-        Ticket {
-            queues: self.clone(),
-            redis_key: redis_key.to_owned(),
-            waiter,
-            pass_turn: true,
-            queued_in_redis: None,
-        }
+        waiter
     }
 
     /// This client released `redis_key`: if it has waiters for it, the next one defers.

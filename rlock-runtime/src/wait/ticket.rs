@@ -18,6 +18,20 @@ pub(crate) struct Place {
     pub(crate) first: bool,
 }
 
+impl WaitQueues {
+    /// Queues a waiter for `redis_key` under `token`; it leaves the queue when the ticket is
+    /// dropped. Nothing is subscribed yet: see [`Ticket::listen`].
+    pub(crate) fn join(self: &Arc<Self>, redis_key: &str, token: String) -> Ticket {
+        Ticket {
+            waiter: self.enqueue(redis_key, token),
+            queues: self.clone(),
+            redis_key: redis_key.to_owned(),
+            pass_turn: true,
+            queued_in_redis: None,
+        }
+    }
+}
+
 /// A waiter's place in its key's queue.
 #[derive(Debug)]
 pub(crate) struct Ticket {

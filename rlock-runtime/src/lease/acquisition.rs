@@ -19,7 +19,7 @@ use crate::wait::Ticket;
 use crate::wait::timers::fallback_pause;
 
 /// One acquisition, waiting within its budget.
-pub(crate) struct Waiting<'a> {
+pub(crate) struct Acquisition<'a> {
     pub(crate) engine: &'a Arc<Engine>,
     pub(crate) key: &'a LockKey,
     pub(crate) redis_key: &'a str,
@@ -30,7 +30,7 @@ pub(crate) struct Waiting<'a> {
     pub(crate) budget: Duration,
 }
 
-impl Waiting<'_> {
+impl Acquisition<'_> {
     fn busy(&self) -> LockError {
         let waited = self.started.elapsed();
         self.engine.counters.add(Count::Busy, 1);
@@ -343,7 +343,7 @@ pub(crate) async fn read_beside(write: &Arc<Hold>) -> Result<Arc<Hold>, LockErro
         });
     }
     Box::pin(
-        Waiting {
+        Acquisition {
             engine: write.engine(),
             key: write.key(),
             redis_key: write.redis_key(),

@@ -1,8 +1,16 @@
-//! The URL forms of the topologies, one grammar each: `redis://` and `rediss://` (one
-//! server), `redis+sentinel://` and `rediss+sentinel://`, `redis+cluster://` and
-//! `redlock://`.
+//! The deployments a client connects to, named by URL, one grammar each: `redis://` and
+//! `rediss://` (one server), `redis+sentinel://` and `rediss+sentinel://`,
+//! `redis+cluster://` and `redlock://`; and connecting each to its backend.
 
-use crate::backend::sentinel::{SENTINEL_FORM, SentinelDeployment};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::cluster::{ClusterStore, ClusterTopology};
+use super::endpoint::Endpoint;
+use super::redlock::Redlock;
+use super::scripted::RedisNode;
+use super::sentinel::{SENTINEL_FORM, SentinelDeployment};
+use super::{Backend, address};
 use crate::error::LockError;
 
 /// What a URL names.
@@ -30,6 +38,37 @@ impl Deployment {
             return Ok(Deployment::Redlock(masters));
         }
         Ok(Deployment::Server(url.to_owned()))
+    }
+
+    /// Connects to the deployment, each command bounded by `timeout`, trusting the PEM
+    /// `roots` for TLS when given.
+    pub(crate) async fn connect(
+        self,
+        timeout: Duration,
+        roots: Option<&[u8]>,
+    ) -> Result<Backend, LockError> {
+        Ok(match self {
+            Deployment::Sentinel(sentinel) => {
+                let endpoint = Endpoint::Sentinel(sentinel.master(roots)?);
+                Backend::Redis(Arc::new(RedisNode::connect(endpoint, timeout).await?))
+            }
+            Deployment::Cluster(seeds) => {
+                let topology = ClusterTopology::new(seeds, timeout)?;
+                Backend::Cluster(Arc::new(ClusterStore::connect(topology, timeout).await?))
+            }
+            Deployment::Redlock(masters) => {
+                let clients = masters
+                    .iter()
+                    .map(|m| address::client(m))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Backend::Redlock(Arc::new(Redlock::connect(clients, timeout).await?))
+            }
+            Deployment::Server(url) => {
+                let client = address::client_with_roots(&url, roots)?;
+                let endpoint = Endpoint::Fixed(Arc::new(client));
+                Backend::Redis(Arc::new(RedisNode::connect(endpoint, timeout).await?))
+            }
+        })
     }
 }
 
