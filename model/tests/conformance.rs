@@ -134,24 +134,44 @@ fn replayed() -> Vec<(&'static str, Config, usize)> {
 
 #[test]
 fn the_model_is_the_scripts() {
-    let server = RedisServer::start();
     let started = Instant::now();
+    // One thread and one server per configuration: a replay waits on its server's round
+    // trips, so the configurations overlap.
+    let replays: Vec<(String, usize, Seen)> = std::thread::scope(|scope| {
+        let runs: Vec<_> = replayed()
+            .into_iter()
+            .map(|(name, config, depth)| {
+                scope.spawn(move || {
+                    let server = RedisServer::start();
+                    let started = Instant::now();
+                    let mut replay = Replay::new(&server, config);
+                    let init = replay.model.init_states().remove(0);
+                    let mut path = Vec::new();
+                    let mut paths = 0;
+                    let mut steps = 0;
+                    replay.every_path(&init, depth, &mut path, &mut paths, &mut steps);
+                    let line = format!(
+                        "{name}: {paths} paths of up to {depth} steps replayed ({steps} steps), \
+                         {:.2?}",
+                        started.elapsed()
+                    );
+                    (line, paths, replay.seen)
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .map(|run| {
+                run.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
     let mut replayed_paths = 0;
     let mut seen = Seen::default();
-    for (name, config, depth) in replayed() {
-        let started = Instant::now();
-        let mut replay = Replay::new(&server, config);
-        let init = replay.model.init_states().remove(0);
-        let mut path = Vec::new();
-        let mut paths = 0;
-        let mut steps = 0;
-        replay.every_path(&init, depth, &mut path, &mut paths, &mut steps);
-        println!(
-            "{name}: {paths} paths of up to {depth} steps replayed ({steps} steps), {:.2?}",
-            started.elapsed()
-        );
+    for (line, paths, replay_seen) in &replays {
+        println!("{line}");
         replayed_paths += paths;
-        seen.add(&replay.seen);
+        seen.add(replay_seen);
     }
     println!(
         "{replayed_paths} paths replayed in {:.2?}; what their steps did: {:#?}",

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use rlock_runtime::{LockClient, LockError, LockGuard};
+use rlock_runtime::{KeyKind, LockClient, LockError, LockGuard, LockRequest};
 
 use crate::RedisServer;
 
@@ -60,23 +60,96 @@ pub async fn stored(server: &RedisServer, key: &str) -> Option<String> {
         .unwrap_or_else(|e| panic!("GET {key} on port {}: {e}", server.port()))
 }
 
-/// Takes `key` (waiting up to `wait`) and releases it again: proof that it is free, or frees
-/// within `wait`.
+/// A kind of lease a test takes: each names its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Of {
+    /// The lock (`client.lock`).
+    Lock,
+    /// A permit of a semaphore of this many (`client.semaphore`).
+    Permit(u32),
+    /// A read lease of a read-write lock (`client.read_lock`).
+    Read,
+    /// The write lease of a read-write lock (`client.write_lock`).
+    Write,
+}
+
+impl Of {
+    /// `client`'s request of `key` as this kind.
+    pub fn request<'a>(self, client: &'a LockClient, key: &str) -> LockRequest<'a> {
+        match self {
+            Self::Lock => client.lock(key),
+            Self::Permit(permits) => client.semaphore(key, permits),
+            Self::Read => client.read_lock(key),
+            Self::Write => client.write_lock(key),
+        }
+    }
+
+    /// What a key holds while this kind is held on it.
+    pub fn key_kind(self) -> KeyKind {
+        match self {
+            Self::Lock => KeyKind::Lock,
+            Self::Permit(_) => KeyKind::Semaphore,
+            Self::Read | Self::Write => KeyKind::ReadWriteLock,
+        }
+    }
+
+    /// Whether `key` is held as this kind, by this kind's own inspection.
+    ///
+    /// # Errors
+    ///
+    /// The inspection's error (another kind's name is [`LockError::WrongKind`]).
+    pub async fn held(self, client: &LockClient, key: &str) -> Result<bool, LockError> {
+        Ok(match self {
+            Self::Lock => client.inspect(key).await?.held,
+            Self::Permit(_) => client.inspect_semaphore(key).await?.in_use > 0,
+            Self::Read | Self::Write => {
+                let info = client.inspect_read_write(key).await?;
+                info.writer || info.readers > 0
+            }
+        })
+    }
+
+    /// This kind's force-unlock of `key`: how many leases it ended.
+    ///
+    /// # Errors
+    ///
+    /// The force-unlock's error (another kind's name is [`LockError::WrongKind`]).
+    pub async fn force_unlock(self, client: &LockClient, key: &str) -> Result<u32, LockError> {
+        match self {
+            Self::Lock => client.force_unlock(key).await.map(u32::from),
+            Self::Permit(_) => client.force_unlock_semaphore(key).await,
+            Self::Read | Self::Write => client.force_unlock_read_write(key).await,
+        }
+    }
+}
+
+/// Takes `key` as `of` (waiting up to `wait`) and gives it back: proof that it is free for
+/// that kind, or frees within `wait`.
+///
+/// # Panics
+///
+/// When the lease cannot be taken within `wait` or its release fails.
+pub async fn take_and_give_back(client: &LockClient, of: Of, key: &str, wait: Duration) {
+    let guard = of
+        .request(client, key)
+        .wait(wait)
+        .acquire()
+        .await
+        .unwrap_or_else(|e| panic!("`{key}` not free as {of:?} within {wait:?}: {e}"));
+    guard
+        .release()
+        .await
+        .unwrap_or_else(|e| panic!("giving back `{key}` ({of:?}): {e}"));
+}
+
+/// Takes the lock `key` (waiting up to `wait`) and releases it again:
+/// [`take_and_give_back`] as [`Of::Lock`].
 ///
 /// # Panics
 ///
 /// When the lock cannot be taken within `wait` or its release fails.
 pub async fn lock_and_release(client: &LockClient, key: &str, wait: Duration) {
-    let guard = client
-        .lock(key)
-        .wait(wait)
-        .acquire()
-        .await
-        .unwrap_or_else(|e| panic!("`{key}` not free within {wait:?}: {e}"));
-    guard
-        .release()
-        .await
-        .unwrap_or_else(|e| panic!("releasing `{key}`: {e}"));
+    take_and_give_back(client, Of::Lock, key, wait).await;
 }
 
 /// Spawns a task that takes `key` (waiting up to `wait`, with a 10 s lease), holds it for

@@ -1,0 +1,19 @@
+//! Each kind of lease keeps its contract against a real `redis-server` (and the in-process
+//! backend where it keeps the same rules), one module per topic:
+//!
+//! - [`semantics`]: the lock's contract on every backend;
+//! - [`semaphore`] and [`read_write`]: the semaphore's and the read-write lock's;
+//! - [`kinds`]: one name, one kind, every pair of kinds meeting on one name;
+//! - [`multi_key`]: `lock_all`, all of several keys or none;
+//! - [`admin`]: inspection and force-unlock;
+//! - [`redis_holes`]: each hole of the naive Redis lock recipes, shown closed;
+//! - [`scripts`]: every key a script touches is one it declared.
+
+mod admin;
+mod kinds;
+mod multi_key;
+mod read_write;
+mod redis_holes;
+mod scripts;
+mod semantics;
+mod semaphore;

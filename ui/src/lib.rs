@@ -1,0 +1,3 @@
+//! The compile-time checks of rlock's attributes: every mistake in `fail/` must be rejected
+//! with the message checked in beside it, and every supported shape in `pass/` must compile
+//! and run (`tests/ui.rs`). Nothing else lives here.
