@@ -80,6 +80,33 @@ impl Home {
     }
 }
 
+tokio::task_local! {
+    /// The home whose connection a clean-up sends on, on behalf of a caller (see
+    /// [`CallerConnection`]).
+    static ON_BEHALF_OF: Home;
+}
+
+/// The connection a calling task's commands go through, kept for a command sent later on its
+/// behalf from rlock's own runtime (a cancelled call's withdrawal or release): sent on the
+/// same connection, it runs in Redis after every command the caller sent, never before one
+/// still on its way (a check in that could take the lock again after it). When that
+/// connection is gone (its runtime ended), the command goes where rlock's own go, and the
+/// clean-up's resends cover the rest.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallerConnection(Home);
+
+impl CallerConnection {
+    /// The calling task's.
+    pub(crate) fn current() -> Self {
+        Self(Home::current())
+    }
+
+    /// Runs `work` with its commands sent on this connection while it is open.
+    pub(crate) async fn send<F: Future>(self, work: F) -> F::Output {
+        ON_BEHALF_OF.scope(self.0, work).await
+    }
+}
+
 /// One live connection and where it lives.
 struct Homed<C> {
     home: Home,
@@ -318,7 +345,15 @@ impl<D: Topology> Connection<D> {
     {
         let limit = limit.min(self.timeout);
         let home = Home::current();
-        let ready = if limit == self.timeout {
+        // A caller's connection that is still open, for a command sent on its behalf.
+        let behalf = ON_BEHALF_OF
+            .try_with(|caller| *caller)
+            .ok()
+            .filter(|caller| *caller != home)
+            .and_then(|caller| self.usable(caller));
+        let ready = if behalf.is_some() {
+            behalf
+        } else if limit == self.timeout {
             self.usable(home)
         } else {
             None

@@ -19,6 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::backend::connection::CallerConnection;
 use crate::backend::deployment::Deployment;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{
@@ -498,7 +499,9 @@ impl Drop for Resend<'_> {
             self.count,
         );
         let (queued, fenced) = (self.queued, self.fenced);
-        crate::util::background::spawn(async move {
+        // Sent after the call it cleans up, when that call's connection is still open.
+        let caller = CallerConnection::current();
+        crate::util::background::spawn(caller.send(async move {
             let started = Instant::now();
             // When Redis first answered that the token is not (or no longer) there.
             let mut answered = None;
@@ -532,8 +535,10 @@ impl Drop for Resend<'_> {
                         engine.released(&key, count);
                         // A fresh token is granted by its own attempt alone: that one landed.
                         // A waiter's token may instead have been handed the lock by a release
-                        // while its attempt is still on its way (on the caller's connection,
-                        // not this one), to take the lock afresh after this withdrawal.
+                        // while its attempt is still on its way, to take the lock afresh after
+                        // this withdrawal: on the caller's connection this is sent after it,
+                        // but that one may be gone (its runtime ended) and this sent on
+                        // another.
                         if queued.is_none() {
                             return;
                         }
@@ -558,6 +563,6 @@ impl Drop for Resend<'_> {
                     return;
                 }
             }
-        });
+        }));
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::queues::{Announced, WaitQueues, Waiter};
+use crate::backend::connection::CallerConnection;
 use crate::backend::{Handoff, Lease, LeaseStore, QueueAsk, QueueCall, QueueEntry};
 use crate::util::tuning::{WAIT_COURTESY, WAITER_CHECK_INTERVAL};
 
@@ -183,7 +184,10 @@ impl Ticket {
     fn withdraw(&self, entry: QueueEntry) {
         let backend = self.queues.backend.clone();
         let (key, token) = (self.redis_key.clone(), self.token());
-        crate::util::background::spawn(async move {
+        // After any check in of this waiter still on its way, which could otherwise take a
+        // lock handed to it after this withdrawal.
+        let caller = CallerConnection::current();
+        crate::util::background::spawn(caller.send(async move {
             let lease = Lease {
                 kind: entry.kind,
                 key: &key,
@@ -194,7 +198,7 @@ impl Ticket {
             // the lock, which ends with the handoff lease (or skips it, once this client no
             // longer listens).
             let _ = backend.withdraw(lease, entry.fenced).await;
-        });
+        }));
     }
 }
 

@@ -142,3 +142,50 @@ async fn a_check_in_that_runs_after_its_withdrawal_is_released() {
         "left held by {token:?} with {pttl} ms of its lease, nobody holding it"
     );
 }
+
+/// As above, with the check in held back longer than the withdrawal's resends go on: only the
+/// order of the two on one connection keeps the lock from being taken again under a token
+/// nobody holds. The withdrawal is sent on the waiter's own connection, behind its check in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_withdrawal_runs_after_a_check_in_held_back_past_its_resends() {
+    const KEY: &str = "orphan:held-back";
+    const HELD_BACK: Duration = Duration::from_secs(3);
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let holder = client(&server).await;
+    let waiter_client = client_at(&proxy.url(), Duration::from_secs(10)).await;
+    let held = holder
+        .lock(KEY)
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = tokio::spawn(async move {
+        waiter_client
+            .lock(KEY)
+            .ttl(Duration::from_secs(30))
+            .wait(Duration::from_secs(20))
+            .acquire()
+            .await
+    });
+    queued_and_listening(&server, KEY, 1, 1).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The next check in (a check interval later) is held back past every resend of the
+    // withdrawal (ORPHAN_SETTLE after Redis first answers it).
+    proxy.set_delay(HELD_BACK);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    held.release().await.unwrap();
+    proxy.set_delay(Duration::ZERO);
+    waiter.abort();
+    let _ = waiter.await;
+    // Past the held-back check in, and the withdrawal behind it.
+    tokio::time::sleep(HELD_BACK + Duration::from_secs(2)).await;
+    let mut raw = server.raw().await;
+    let left = keys_left(&mut raw, &[KEY]).await;
+    let pttl: i64 = raw.pttl(KEY).await.unwrap();
+    let token: Option<String> = raw.get(KEY).await.unwrap();
+    assert_eq!(
+        left, 0,
+        "left held by {token:?} with {pttl} ms of its lease, nobody holding it"
+    );
+}
