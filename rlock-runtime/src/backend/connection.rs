@@ -89,16 +89,19 @@ tokio::task_local! {
 /// The connection a calling task's commands go through, kept for a command sent later on its
 /// behalf from rlock's own runtime (a cancelled call's withdrawal or release): sent on the
 /// same connection, it runs in Redis after every command the caller sent, never before one
-/// still on its way (a check in that could take the lock again after it). When that
-/// connection is gone (its runtime ended), the command goes where rlock's own go, and the
-/// clean-up's resends cover the rest.
+/// still on its way (a check in that could take the lock again after it). A clean-up is sent
+/// on rlock's own connection at once as well, since the caller's may be busy (a `WAIT`
+/// blocks it for up to half the command timeout) or gone (its runtime ended).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CallerConnection(Home);
 
 impl CallerConnection {
-    /// The calling task's.
-    pub(crate) fn current() -> Self {
-        Self(Home::current())
+    /// The calling task's, when it is not rlock's own.
+    pub(crate) fn current() -> Option<Self> {
+        match Home::current() {
+            Home::Background => None,
+            caller => Some(Self(caller)),
+        }
     }
 
     /// Runs `work` with its commands sent on this connection while it is open.

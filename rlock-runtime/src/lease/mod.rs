@@ -499,9 +499,49 @@ impl Drop for Resend<'_> {
             self.count,
         );
         let (queued, fenced) = (self.queued, self.fenced);
-        // Sent after the call it cleans up, when that call's connection is still open.
-        let caller = CallerConnection::current();
-        crate::util::background::spawn(caller.send(async move {
+        // One send: the token's withdrawal from the queue (which also hands on a lock handed
+        // to it), or its release.
+        let send = {
+            let (engine, key, token) = (engine.clone(), key.clone(), token.clone());
+            move || {
+                let (engine, key, token) = (engine.clone(), key.clone(), token.clone());
+                async move {
+                    let released = match queued {
+                        Some(entry) => {
+                            let lease = Lease {
+                                kind: entry.kind,
+                                key: &key,
+                                token: &token,
+                                ttl: entry.ttl,
+                            };
+                            engine.backend.withdraw(lease, entry.fenced).await
+                        }
+                        None => {
+                            let lease = Lease {
+                                kind,
+                                key: &key,
+                                token: &token,
+                                ttl: Duration::ZERO,
+                            };
+                            engine.backend.release(lease, fenced).await
+                        }
+                    };
+                    if let Ok(true) = released {
+                        engine.released(&key, count);
+                    }
+                    released
+                }
+            }
+        };
+        // Once behind the call it cleans up, on that call's connection: a waiter's check in
+        // still on its way there runs first, however long the network holds it back.
+        if let Some(caller) = CallerConnection::current() {
+            let send = send.clone();
+            crate::util::background::spawn(caller.send(async move {
+                let _ = send().await;
+            }));
+        }
+        crate::util::background::spawn(async move {
             let started = Instant::now();
             // When Redis first answered that the token is not (or no longer) there.
             let mut answered = None;
@@ -510,35 +550,14 @@ impl Drop for Resend<'_> {
                     tokio::time::sleep(backoff(ORPHAN_RETRY_MIN, ORPHAN_RETRY_MAX, attempt - 1))
                         .await;
                 }
-                let released = match queued {
-                    Some(entry) => {
-                        let lease = Lease {
-                            kind: entry.kind,
-                            key: &key,
-                            token: &token,
-                            ttl: entry.ttl,
-                        };
-                        engine.backend.withdraw(lease, entry.fenced).await
-                    }
-                    None => {
-                        let lease = Lease {
-                            kind,
-                            key: &key,
-                            token: &token,
-                            ttl: Duration::ZERO,
-                        };
-                        engine.backend.release(lease, fenced).await
-                    }
-                };
+                let released = send().await;
                 match released {
                     Ok(true) => {
-                        engine.released(&key, count);
                         // A fresh token is granted by its own attempt alone: that one landed.
                         // A waiter's token may instead have been handed the lock by a release
-                        // while its attempt is still on its way, to take the lock afresh after
-                        // this withdrawal: on the caller's connection this is sent after it,
-                        // but that one may be gone (its runtime ended) and this sent on
-                        // another.
+                        // while its attempt is still on its way (on the caller's connection,
+                        // whose own send covers that, unless it is gone), to take the lock
+                        // afresh after this withdrawal.
                         if queued.is_none() {
                             return;
                         }
@@ -563,6 +582,6 @@ impl Drop for Resend<'_> {
                     return;
                 }
             }
-        }));
+        });
     }
 }

@@ -180,25 +180,31 @@ impl Ticket {
     }
 
     /// Leaves the lock's queue in Redis in the background; a lock handed to this waiter
-    /// meanwhile is handed on.
+    /// meanwhile is handed on. Sent at once, and once more behind any check in of this waiter
+    /// still on its way on its caller's connection, which could otherwise take a lock handed
+    /// to it after the withdrawal.
     fn withdraw(&self, entry: QueueEntry) {
         let backend = self.queues.backend.clone();
         let (key, token) = (self.redis_key.clone(), self.token());
-        // After any check in of this waiter still on its way, which could otherwise take a
-        // lock handed to it after this withdrawal.
-        let caller = CallerConnection::current();
-        crate::util::background::spawn(caller.send(async move {
-            let lease = Lease {
-                kind: entry.kind,
-                key: &key,
-                token: &token,
-                ttl: entry.ttl,
-            };
-            // Best effort: if it fails, a release that finds the entry at the head hands it
-            // the lock, which ends with the handoff lease (or skips it, once this client no
-            // longer listens).
-            let _ = backend.withdraw(lease, entry.fenced).await;
-        }));
+        let withdraw = move || {
+            let (backend, key, token) = (backend.clone(), key.clone(), token.clone());
+            async move {
+                let lease = Lease {
+                    kind: entry.kind,
+                    key: &key,
+                    token: &token,
+                    ttl: entry.ttl,
+                };
+                // Best effort: if it fails, a release that finds the entry at the head hands
+                // it the lock, which ends with the handoff lease (or skips it, once this
+                // client no longer listens).
+                let _ = backend.withdraw(lease, entry.fenced).await;
+            }
+        };
+        if let Some(caller) = CallerConnection::current() {
+            crate::util::background::spawn(caller.send(withdraw()));
+        }
+        crate::util::background::spawn(withdraw());
     }
 }
 

@@ -90,102 +90,71 @@ async fn an_acquisition_that_runs_after_a_long_stop_is_released() {
     );
 }
 
-/// A queued waiter is cut while its check in is on its way, and a release has just handed it
-/// the lock. Its withdrawal finds the lock its own (the hand-off) and gives it on; the check
-/// in, sent on the caller runtime's connection and held back by the network, runs after that
-/// and finds the lock free: it takes it, for the full ttl, under a token nobody holds. The
-/// withdrawal must go on until the check in has run or never will, so the key is released
-/// soon, not 30 s later.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_check_in_that_runs_after_its_withdrawal_is_released() {
-    const KEY: &str = "orphan:check-in";
+/// A queued waiter on `key` is cut while its check in is on its way, held back `held_back`
+/// by the network, and a release has just handed it the lock; then, past the check in, what
+/// is left of the key: `None` when nothing, else who holds it and for how long.
+async fn left_after_a_held_back_check_in(key: &'static str, held_back: Duration) -> Option<String> {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.port());
     let holder = client(&server).await;
     // The waiter's client goes through the proxy: its caller connection and its background
-    // one (which withdraws) alike.
-    let waiter_client = client_at(&proxy.url(), Duration::from_secs(5)).await;
+    // one alike.
+    let waiter_client = client_at(&proxy.url(), Duration::from_secs(10)).await;
     let held = holder
-        .lock(KEY)
+        .lock(key)
         .ttl(Duration::from_secs(30))
         .acquire()
         .await
         .unwrap();
     let waiter = tokio::spawn(async move {
         waiter_client
-            .lock(KEY)
+            .lock(key)
             .ttl(Duration::from_secs(30))
             .wait(Duration::from_secs(20))
             .acquire()
             .await
     });
-    queued_and_listening(&server, KEY, 1, 1).await;
+    queued_and_listening(&server, key, 1, 1).await;
     // The check in that the confirmation of its subscription brings is answered by now; the
     // next comes a check interval (0.67 s) later, and the proxy holds it back.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    proxy.set_delay(Duration::from_millis(600));
+    proxy.set_delay(held_back);
     tokio::time::sleep(Duration::from_millis(700)).await;
     // The release hands the lock to the waiter (its announcement held back too), which is
-    // cut while its check in is still on its way; its withdrawal is not held back.
+    // cut while its check in is still on its way.
     held.release().await.unwrap();
     proxy.set_delay(Duration::ZERO);
     waiter.abort();
     let _ = waiter.await;
-    // Past the held-back check in.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Past the held-back check in, and what was sent after it.
+    tokio::time::sleep(held_back + Duration::from_secs(2)).await;
     let mut raw = server.raw().await;
-    let left = keys_left(&mut raw, &[KEY]).await;
-    let pttl: i64 = raw.pttl(KEY).await.unwrap();
-    let token: Option<String> = raw.get(KEY).await.unwrap();
-    assert_eq!(
-        left, 0,
-        "left held by {token:?} with {pttl} ms of its lease, nobody holding it"
-    );
+    if keys_left(&mut raw, &[key]).await == 0 {
+        return None;
+    }
+    let pttl: i64 = raw.pttl(key).await.unwrap();
+    let token: Option<String> = raw.get(key).await.unwrap();
+    Some(format!(
+        "held by {token:?} with {pttl} ms of its lease, nobody holding it"
+    ))
 }
 
-/// As above, with the check in held back longer than the withdrawal's resends go on: only the
-/// order of the two on one connection keeps the lock from being taken again under a token
-/// nobody holds. The withdrawal is sent on the waiter's own connection, behind its check in.
+/// A queued waiter is cut while its check in is on its way, and a release has just handed it
+/// the lock. Its withdrawal finds the lock its own (the hand-off) and gives it on; a check in
+/// that ran after that would find the lock free and take it, for the full ttl, under a token
+/// nobody holds. So the key must be released soon, not 30 s later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_in_that_runs_after_its_withdrawal_is_released() {
+    let left = left_after_a_held_back_check_in("orphan:check-in", Duration::from_millis(600));
+    assert_eq!(left.await, None);
+}
+
+/// As above, with the check in held back longer than the withdrawal's resends go on (for
+/// `ORPHAN_SETTLE` after Redis first answers it): only the order of the two on one connection
+/// keeps the lock from being taken again. The withdrawal is sent on the waiter's own
+/// connection, behind its check in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_withdrawal_runs_after_a_check_in_held_back_past_its_resends() {
-    const KEY: &str = "orphan:held-back";
-    const HELD_BACK: Duration = Duration::from_secs(3);
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(server.port());
-    let holder = client(&server).await;
-    let waiter_client = client_at(&proxy.url(), Duration::from_secs(10)).await;
-    let held = holder
-        .lock(KEY)
-        .ttl(Duration::from_secs(30))
-        .acquire()
-        .await
-        .unwrap();
-    let waiter = tokio::spawn(async move {
-        waiter_client
-            .lock(KEY)
-            .ttl(Duration::from_secs(30))
-            .wait(Duration::from_secs(20))
-            .acquire()
-            .await
-    });
-    queued_and_listening(&server, KEY, 1, 1).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    // The next check in (a check interval later) is held back past every resend of the
-    // withdrawal (ORPHAN_SETTLE after Redis first answers it).
-    proxy.set_delay(HELD_BACK);
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    held.release().await.unwrap();
-    proxy.set_delay(Duration::ZERO);
-    waiter.abort();
-    let _ = waiter.await;
-    // Past the held-back check in, and the withdrawal behind it.
-    tokio::time::sleep(HELD_BACK + Duration::from_secs(2)).await;
-    let mut raw = server.raw().await;
-    let left = keys_left(&mut raw, &[KEY]).await;
-    let pttl: i64 = raw.pttl(KEY).await.unwrap();
-    let token: Option<String> = raw.get(KEY).await.unwrap();
-    assert_eq!(
-        left, 0,
-        "left held by {token:?} with {pttl} ms of its lease, nobody holding it"
-    );
+    let left = left_after_a_held_back_check_in("orphan:held-back", Duration::from_secs(3));
+    assert_eq!(left.await, None);
 }
