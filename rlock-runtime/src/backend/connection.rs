@@ -105,8 +105,20 @@ impl CallerConnection {
     }
 
     /// Runs `work` with its commands sent on this connection while it is open.
-    pub(crate) async fn send<F: Future>(self, work: F) -> F::Output {
+    async fn send<F: Future>(self, work: F) -> F::Output {
         ON_BEHALF_OF.scope(self.0, work).await
+    }
+
+    /// Spawns `work` on rlock's own runtime with its commands sent behind the calling task's,
+    /// on its connection; nothing when the caller is rlock's own (its commands go there
+    /// anyway). A clean-up calls this beside its send on rlock's own connection.
+    pub(crate) fn spawn_behind_caller<F>(work: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        if let Some(caller) = Self::current() {
+            crate::util::background::spawn(caller.send(work));
+        }
     }
 }
 
@@ -354,19 +366,19 @@ impl<D: Topology> Connection<D> {
             .ok()
             .filter(|caller| *caller != home)
             .and_then(|caller| self.usable(caller));
-        let ready = if behalf.is_some() {
-            behalf
-        } else if limit == self.timeout {
-            self.usable(home)
-        } else {
-            None
+        let ready = match behalf {
+            Some(live) => Some(live),
+            None if limit == self.timeout => self.usable(home),
+            None => None,
         };
-        if let Some(Live {
-            generation,
-            conn,
-            watch: Some(watch),
-            ..
-        }) = ready
+        // A watch bounds a call by the whole command timeout: a shorter limit needs a timer.
+        if limit == self.timeout
+            && let Some(Live {
+                generation,
+                conn,
+                watch: Some(watch),
+                ..
+            }) = ready
         {
             let pending = watch.start();
             let outcome = command(conn).await;

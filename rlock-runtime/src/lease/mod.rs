@@ -501,46 +501,41 @@ impl Drop for Resend<'_> {
         let (queued, fenced) = (self.queued, self.fenced);
         // One send: the token's withdrawal from the queue (which also hands on a lock handed
         // to it), or its release.
-        let send = {
+        let send = move || {
             let (engine, key, token) = (engine.clone(), key.clone(), token.clone());
-            move || {
-                let (engine, key, token) = (engine.clone(), key.clone(), token.clone());
-                async move {
-                    let released = match queued {
-                        Some(entry) => {
-                            let lease = Lease {
-                                kind: entry.kind,
-                                key: &key,
-                                token: &token,
-                                ttl: entry.ttl,
-                            };
-                            engine.backend.withdraw(lease, entry.fenced).await
-                        }
-                        None => {
-                            let lease = Lease {
-                                kind,
-                                key: &key,
-                                token: &token,
-                                ttl: Duration::ZERO,
-                            };
-                            engine.backend.release(lease, fenced).await
-                        }
-                    };
-                    if let Ok(true) = released {
-                        engine.released(&key, count);
+            async move {
+                let released = match queued {
+                    Some(entry) => {
+                        let lease = Lease {
+                            kind: entry.kind,
+                            key: &key,
+                            token: &token,
+                            ttl: entry.ttl,
+                        };
+                        engine.backend.withdraw(lease, entry.fenced).await
                     }
-                    released
+                    None => {
+                        let lease = Lease {
+                            kind,
+                            key: &key,
+                            token: &token,
+                            ttl: Duration::ZERO,
+                        };
+                        engine.backend.release(lease, fenced).await
+                    }
+                };
+                if let Ok(true) = released {
+                    engine.released(&key, count);
                 }
+                released
             }
         };
         // Once behind the call it cleans up, on that call's connection: a waiter's check in
         // still on its way there runs first, however long the network holds it back.
-        if let Some(caller) = CallerConnection::current() {
-            let send = send.clone();
-            crate::util::background::spawn(caller.send(async move {
-                let _ = send().await;
-            }));
-        }
+        let behind = send();
+        CallerConnection::spawn_behind_caller(async move {
+            let _ = behind.await;
+        });
         crate::util::background::spawn(async move {
             let started = Instant::now();
             // When Redis first answered that the token is not (or no longer) there.

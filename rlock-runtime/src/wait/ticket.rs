@@ -201,9 +201,7 @@ impl Ticket {
                 let _ = backend.withdraw(lease, entry.fenced).await;
             }
         };
-        if let Some(caller) = CallerConnection::current() {
-            crate::util::background::spawn(caller.send(withdraw()));
-        }
+        CallerConnection::spawn_behind_caller(withdraw());
         crate::util::background::spawn(withdraw());
     }
 }
