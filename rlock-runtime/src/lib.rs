@@ -190,10 +190,11 @@ pub use api::client::{
 };
 pub use api::guard::LockGuard;
 pub use api::identity::{HOST_VAR, Identity, SERVICE_VAR};
-pub use api::options::{LockOptions, MAX_HOLD, MAX_TTL, OnLost};
+pub use api::options::{LockOptions, OnLost};
 pub use api::request::LockRequest;
 pub use error::{BoxError, KeyKind, LockError, Operation};
 pub use key::{IntoLockKey, KeyBuilder, LockKey};
+pub use lease::plan::{MAX_HOLD, MAX_TTL};
 pub use metrics::LockMetrics;
 pub use util::fence::Fence;
 

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::api::options::check_ttl;
 use crate::backend::Kind;
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::lease::Hold;
 use crate::lease::acquisition::read_beside;
+use crate::lease::plan::check_ttl;
 use crate::util::fence::Fence;
 
 /// Proof that this task holds a lock. Release it with [`release`](Self::release) to learn

@@ -2,18 +2,6 @@
 
 use std::time::Duration;
 
-use crate::error::LockError;
-use crate::key::LockKey;
-
-/// The longest lease a lock may ask for: one day (the attribute's limit too, from the same
-/// definition). With renewal, a lease is how long a crashed holder blocks others; longer ones
-/// are nearly always a unit mistake.
-pub const MAX_TTL: Duration = Duration::from_millis(rlock_macros::__limit!(MAX_TTL_MS));
-
-/// The longest `max_hold` a lock may ask for: seven days (the attribute's limit too, from the
-/// same definition); leave it unset for no cap.
-pub const MAX_HOLD: Duration = Duration::from_millis(rlock_macros::__limit!(MAX_HOLD_MS));
-
 /// What a locked body does when its lease is lost.
 ///
 /// ```
@@ -165,59 +153,4 @@ impl LockOptions {
         self.label = Some(label);
         self
     }
-}
-
-/// A lease is at least 1 ms and at most [`MAX_TTL`].
-pub(crate) fn check_ttl(key: &LockKey, ttl: Duration) -> Result<(), LockError> {
-    if ttl < Duration::from_millis(1) {
-        return Err(LockError::InvalidConfig(format!(
-            "lock `{key}` has a ttl under 1ms; give it a lease of at least 1ms"
-        )));
-    }
-    if ttl > MAX_TTL {
-        return Err(LockError::InvalidConfig(format!(
-            "lock `{key}` has a ttl of {ttl:?}, over the limit of {MAX_TTL:?}; keep the lease \
-             short and let the watchdog renew it"
-        )));
-    }
-    Ok(())
-}
-
-/// A `max_hold` is at most [`MAX_HOLD`] and no shorter than the ttl.
-pub(crate) fn check_max_hold(key: &LockKey, ttl: Duration, cap: Duration) -> Result<(), LockError> {
-    if cap > MAX_HOLD {
-        return Err(LockError::InvalidConfig(format!(
-            "lock `{key}` has max_hold {cap:?}, over the limit of {MAX_HOLD:?}; \
-             leave max_hold unset for no cap"
-        )));
-    }
-    if cap < ttl {
-        return Err(LockError::InvalidConfig(format!(
-            "lock `{key}` has max_hold {cap:?} shorter than its ttl {ttl:?}; \
-             raise max_hold or lower the ttl"
-        )));
-    }
-    Ok(())
-}
-
-/// A `min_hold` is at most [`MAX_TTL`] (Redis keeps the key that long after the body), and
-/// at most the `max_hold` cap, if any (the cap ends the hold whatever happens).
-pub(crate) fn check_min_hold(
-    key: &LockKey,
-    floor: Duration,
-    cap: Option<Duration>,
-) -> Result<(), LockError> {
-    if floor > MAX_TTL {
-        return Err(LockError::InvalidConfig(format!(
-            "lock `{key}` has min_hold {floor:?}, over the limit of {MAX_TTL:?}; a job lock \
-             kept longer than a day is better kept by the scheduler"
-        )));
-    }
-    if let Some(cap) = cap.filter(|cap| floor > *cap) {
-        return Err(LockError::InvalidConfig(format!(
-            "lock `{key}` has min_hold {floor:?} longer than its max_hold {cap:?}; \
-             lower min_hold or raise max_hold"
-        )));
-    }
-    Ok(())
 }

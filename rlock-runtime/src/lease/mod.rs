@@ -10,6 +10,7 @@ pub(crate) mod admin;
 pub(crate) mod all;
 pub(crate) mod card;
 pub(crate) mod hold;
+pub(crate) mod plan;
 pub(crate) mod scope;
 pub(crate) mod watchdog;
 
@@ -27,7 +28,6 @@ use crate::backend::{
 };
 use crate::error::{LockError, Operation};
 use crate::key::LockKey;
-use crate::metrics::export::Label;
 use crate::metrics::{Count, Counters};
 use crate::util::lateness::Lateness;
 use crate::util::token::TokenSource;
@@ -38,39 +38,8 @@ use crate::wait::{Place, WaitQueues};
 
 use card::Card;
 pub(crate) use hold::Hold;
+pub(crate) use plan::LeasePlan;
 use watchdog::Watchdog;
-
-/// How a hold is kept: checked and completed by the façade.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LeasePlan {
-    /// What is leased.
-    pub(crate) kind: Kind,
-    pub(crate) ttl: Duration,
-    pub(crate) renew: bool,
-    pub(crate) max_hold: Option<Duration>,
-    /// The key stays taken this long after the grant, even if released sooner.
-    pub(crate) min_hold: Option<Duration>,
-    pub(crate) fenced: bool,
-    /// Replicas that must confirm the grant before it counts.
-    pub(crate) min_replicas: u32,
-    /// Never taken past a live waiter that queued earlier.
-    pub(crate) fair: bool,
-    /// The lock's label in exported metrics: its key template.
-    pub(crate) label: &'static str,
-    /// A reader's only: the number of the write token of the key beside which it reads (its
-    /// own scope's or guard's: a downgrade; see [`AttemptAsks::downgrade_of`]).
-    pub(crate) downgrade_of: Option<u64>,
-}
-
-impl LeasePlan {
-    /// Its series' labels in exported metrics.
-    pub(crate) fn metrics_label(&self) -> Label {
-        Label {
-            lock: self.label,
-            kind: self.kind.name(),
-        }
-    }
-}
 
 /// What one attempt asks for besides the lock.
 #[derive(Debug, Clone, Copy)]
