@@ -24,8 +24,6 @@ local BUSY, TAKEN, HANDED, FULL, OTHER_COUNT, OTHER_KIND = 0, 1, 2, 3, 4, 5
 -- (given back or handed on), AGAIN_WITH_FENCE (nothing done: the waiter next wants a fence,
 -- and the call must come again with the fence record declared).
 local NOT_OURS, RELEASED, AGAIN_WITH_FENCE = 0, 1, -1
--- The prefix of the channel a release announces on, on one server: the key follows it.
-local RELEASED_CHANNEL = 'rlock:released:'
 -- The most entries a script looks at in one call: the queue's bound (WAITERS_QUEUE_MAX) and
 -- room for appends beyond it that their callers take back. Every loop over a queue stops
 -- there: a script that cannot finish stops the whole server.

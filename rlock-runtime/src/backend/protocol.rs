@@ -164,10 +164,11 @@ pub(crate) const ACQUIRE_ARGS: [&str; 12] = [
 
 /// The names of a release call's arguments, in order (`calls/release.lua`).
 #[cfg(test)]
-pub(crate) const RELEASE_ARGS: [&str; 7] = [
+pub(crate) const RELEASE_ARGS: [&str; 8] = [
     "token",
-    "mode",
     "channel",
+    "publish",
+    "mode",
     "leaving",
     "handoff",
     "entry_fenced",
@@ -462,10 +463,6 @@ mod tests {
         }
         assert_eq!(lua["PERMITS_MEMBER"], PERMITS_MEMBER);
         assert_eq!(lua["READ_WRITE_MEMBER"], READ_WRITE_MEMBER);
-        assert_eq!(
-            lua["RELEASED_CHANNEL"],
-            crate::backend::topology::RELEASE_CHANNEL_PREFIX
-        );
     }
 
     /// `calls/*.lua` name `ARGV[1..]` in the order the store writes them.

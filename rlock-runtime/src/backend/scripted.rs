@@ -413,9 +413,9 @@ pub(super) fn release_call(
     announcing: &Announcing,
 ) -> ScriptCall {
     // The common release (plain announcements, a queue, not leaving, no fence) takes the
-    // token alone, and the lock and its queue as keys: each key and argument costs Redis
-    // strings to parse and to build for Lua, a key most of all. The fence record is declared
-    // when the script asks for it (a fenced waiter is next: `release_again_call`).
+    // lock and its queue as keys, and the token and the channel alone: each key and argument
+    // costs Redis strings to parse and to build for Lua, a key most of all. The fence record
+    // is declared when the script asks for it (a fenced waiter is next: `release_again_call`).
     let script = &lease.kind.scripts().release;
     let common = *announcing == Announcing::Plain
         && queue
@@ -430,14 +430,17 @@ pub(super) fn release_call(
     } else {
         keyed(script, lease, queue)
     };
-    release.arg(lease.token);
+    release
+        .arg(lease.token)
+        .arg(announcing.script_channel())
+        .arg(announcing.command());
     if !common {
         let waiters = if queue {
             Waiters::Queued
         } else {
             Waiters::Marked
         };
-        release.arg(waiters.arg()).arg(announcing.release_channel());
+        release.arg(waiters.arg());
     }
     if let Releaser::LeavingWaiter { fenced } = releaser {
         release
@@ -449,11 +452,15 @@ pub(super) fn release_call(
     release
 }
 
-/// The release script's call again after it answered `AGAIN_WITH_FENCE`: the fence record
-/// declared, and the token alone.
+/// The release script's call again after it answered `AGAIN_WITH_FENCE`, which only the
+/// common release (see [`release_call`]) can: the fence record declared, the rest as before.
 pub(super) fn release_again_call(lease: Lease<'_>) -> ScriptCall {
+    let announcing = Announcing::Plain;
     let mut again = keyed(&lease.kind.scripts().release, lease, true);
-    again.arg(lease.token);
+    again
+        .arg(lease.token)
+        .arg(announcing.script_channel())
+        .arg(announcing.command());
     again
 }
 

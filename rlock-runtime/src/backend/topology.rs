@@ -142,18 +142,10 @@ pub(crate) enum Announcing {
 }
 
 impl Announcing {
-    /// The channel as the acquire script takes it (for `Plain`, its prefix).
+    /// The channel as the scripts take it (for `Plain`, its prefix: they append the key).
     pub(crate) fn script_channel(&self) -> &str {
         match self {
             Self::Plain => RELEASE_CHANNEL_PREFIX,
-            Self::Sharded(channel) => channel,
-        }
-    }
-
-    /// The channel as the release script takes it: empty for `Plain`.
-    pub(crate) fn release_channel(&self) -> &str {
-        match self {
-            Self::Plain => "",
             Self::Sharded(channel) => channel,
         }
     }
