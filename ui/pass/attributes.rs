@@ -2,6 +2,8 @@
 //! attributes; `crate = "…"` points at a re-export.
 
 #![deny(warnings)]
+// A caller's program: it may unwrap what it set up itself.
+#![allow(clippy::unwrap_used)]
 #![deny(unused_must_use)]
 
 mod locks {

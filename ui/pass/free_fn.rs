@@ -1,6 +1,8 @@
 //! A free async fn with the default client, every option, and a custom error type.
 
 #![deny(warnings)]
+// A caller's program: it may unwrap what it set up itself.
+#![allow(clippy::unwrap_used)]
 
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 
@@ -61,10 +63,13 @@ fn main() {
         assert_eq!(create_order(1, "41").await.unwrap(), 42);
         assert!(matches!(
             create_order(1, "x").await,
-            Err(AppError::Parse(_))
+            Err(AppError::Parse(e)) if e.to_string().contains("invalid digit")
         ));
         assert!(reserve("apple".into(), 3).await.unwrap() > 3);
         constant_key().await.unwrap();
-        let _ = AppError::Lock(LockError::NotConfigured);
+        let AppError::Lock(e) = AppError::from(LockError::NotConfigured) else {
+            unreachable!("a lock error stays one")
+        };
+        assert!(matches!(e, LockError::NotConfigured));
     });
 }

@@ -1,6 +1,8 @@
 //! Generic functions, where-clauses, `impl Trait` arguments, lifetimes and borrowed params.
 
 #![deny(warnings)]
+// A caller's program: it may unwrap what it set up itself.
+#![allow(clippy::unwrap_used)]
 
 use std::fmt::Display;
 

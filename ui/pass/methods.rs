@@ -1,6 +1,10 @@
 //! Inherent methods taking `&self`, `&mut self` and `self`, with `client = self.locks`.
 
 #![deny(warnings)]
+// A caller's program: it may unwrap what it set up itself.
+#![allow(clippy::unwrap_used)]
+// `self: &Self` is one of the receivers under test.
+#![allow(clippy::needless_arbitrary_self_type)]
 
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 

@@ -2,6 +2,8 @@
 //! nested call locking one of them re-enters it.
 
 #![deny(warnings)]
+// A caller's program: it may unwrap what it set up itself.
+#![allow(clippy::unwrap_used)]
 
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 

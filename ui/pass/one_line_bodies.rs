@@ -2,11 +2,15 @@
 //! from the generated code (every pass case denies warnings).
 
 #![deny(warnings)]
+// A caller's program: it may unwrap what it set up itself.
+#![allow(clippy::unwrap_used)]
 
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 
 #[distributed_lock(key = "order:<user_id>", client = client)]
-async fn one_line(client: &LockClient, user_id: u64) -> Result<u64, LockError> { Ok(user_id) }
+async fn one_line(client: &LockClient, user_id: u64) -> Result<u64, LockError> {
+    Ok(user_id)
+}
 
 #[distributed_lock(key = "{orders}:{{user_id}}:<user_id>", client = client)]
 async fn braces(client: &LockClient, user_id: u64) -> Result<u64, LockError> {

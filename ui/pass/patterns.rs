@@ -1,6 +1,10 @@
 //! Names bound by patterns in the signature are usable in the key.
 
 #![deny(warnings)]
+// A caller's program: it may unwrap what it set up itself.
+#![allow(clippy::unwrap_used)]
+// `ref label` is one of the argument patterns under test.
+#![allow(clippy::toplevel_ref_arg)]
 
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 

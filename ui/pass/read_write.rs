@@ -2,6 +2,8 @@
 //! nested read re-entering as a downgrade, a read holder's nested write refused at once.
 
 #![deny(warnings)]
+// A caller's program: it may unwrap what it set up itself.
+#![allow(clippy::unwrap_used)]
 
 use rlock_runtime::{LockClient, LockError, read_lock, write_lock};
 

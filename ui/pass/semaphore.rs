@@ -2,6 +2,8 @@
 //! re-enters the permit held, and the options of `#[distributed_lock]` apply.
 
 #![deny(warnings)]
+// A caller's program: it may unwrap what it set up itself.
+#![allow(clippy::unwrap_used)]
 
 use rlock_runtime::{LockClient, LockError, semaphore};
 

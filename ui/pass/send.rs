@@ -1,6 +1,8 @@
 //! The future of an annotated fn is `Send` when its body is, so it can be spawned.
 
 #![deny(warnings)]
+// A caller's program: it may unwrap what it set up itself.
+#![allow(clippy::unwrap_used)]
 
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 
