@@ -10,7 +10,7 @@ use rlock_tests::RedisServer;
 
 /// The rules of the README's `ACL SETUSER rlock on >password …` line.
 fn documented_rules() -> Vec<String> {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../../README.md");
     let line = readme
         .lines()
         .find(|l| l.starts_with("ACL SETUSER rlock "))

@@ -12,10 +12,12 @@ use rlock_tests::RedisServer;
 #[test]
 fn a_client_from_the_environment_locks_on_redis() {
     let server = RedisServer::start();
+    // The test's name within its program: this module's path without the program's name.
+    let (_, module) = module_path!().split_once("::").unwrap();
     let output = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "config::locks_as_the_environment_says",
+            &format!("{module}::locks_as_the_environment_says"),
             "--ignored",
         ])
         .env_remove("RLOCK_URL")

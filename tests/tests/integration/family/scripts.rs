@@ -17,6 +17,11 @@ use rlock_tests::locking::{PATIENCE, wait_then_release};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
+/// The lease of the holds that must be renewed while the test watches, and how long it
+/// watches: several renewals (every ttl/3), with room for a late one on a busy machine.
+const RENEWED_TTL: Duration = Duration::from_millis(1200);
+const RENEWALS: Duration = Duration::from_millis(900);
+
 /// The commands scripts run that take a key, as their first argument.
 const KEYED: &[&str] = &[
     "GET",
@@ -139,19 +144,14 @@ async fn every_key_a_script_touches_is_declared() {
         fair_waiter.await.unwrap().unwrap();
         plain_waiter.await.unwrap().unwrap();
         // Renewals, and an operator breaking the lock.
-        let renewed = a
-            .lock(key)
-            .ttl(Duration::from_millis(300))
-            .acquire()
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        let renewed = a.lock(key).ttl(RENEWED_TTL).acquire().await.unwrap();
+        tokio::time::sleep(RENEWALS).await;
         assert!(b.force_unlock(key).await.unwrap());
         drop(renewed);
         // A lock asked of a name another kind holds: refused after the script looked.
         let permit = a
             .semaphore(format!("{key}:s"), 1)
-            .ttl(Duration::from_millis(300))
+            .ttl(RENEWED_TTL)
             .acquire()
             .await
             .unwrap();
@@ -170,7 +170,7 @@ async fn every_key_a_script_touches_is_declared() {
         };
         let writer = a
             .write_lock(format!("{key}:rw"))
-            .ttl(Duration::from_millis(300))
+            .ttl(RENEWED_TTL)
             .fenced()
             .acquire()
             .await
@@ -186,7 +186,7 @@ async fn every_key_a_script_touches_is_declared() {
                 reader.release().await
             })
         };
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        tokio::time::sleep(RENEWALS).await;
         permit.extend(Duration::from_secs(5)).await.unwrap();
         writer.extend(Duration::from_secs(5)).await.unwrap();
         let _ = a.inspect_semaphore(format!("{key}:s")).await.unwrap();

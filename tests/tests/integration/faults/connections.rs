@@ -9,7 +9,7 @@ use rlock_tests::RedisServer;
 use rlock_tests::locking::{client_at, client_for, lock_and_release};
 use rlock_tests::proxy::FaultProxy;
 
-use crate::{SHORT, spawn_timed_waiter};
+use super::{SHORT, spawn_timed_waiter};
 
 /// A silently dead command connection is replaced. The client reaches Redis through the
 /// fault proxy; after `blackhole_existing()` its connection gets no answer and no error,

@@ -10,7 +10,7 @@ use rlock_tests::RedisServer;
 use rlock_tests::locking::{PATIENCE, client_at};
 use rlock_tests::proxy::FaultProxy;
 
-use crate::SHORT;
+use super::SHORT;
 
 /// The kinds of lease cut off, and what contends with each: the same request, or for a
 /// reader, a writer (another reader would share it).

@@ -10,7 +10,7 @@ use rlock_tests::RedisServer;
 use rlock_tests::locking::{client, client_at, client_for, keys_left, queued_and_listening};
 use rlock_tests::proxy::FaultProxy;
 
-use crate::blocking;
+use super::blocking;
 
 /// The counters agree: the background release of an orphan acquisition (whose reply never
 /// came) is not counted as a release, since nothing was counted as acquired. Redis is

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use rlock_tests::RedisServer;
 use rlock_tests::locking::{client_for, lock_and_release};
 
-use crate::SHORT;
+use super::SHORT;
 
 /// The watchdog outlives the runtime that started it. One client is shared by two runtimes:
 /// a short-lived current-thread runtime takes `a` and is dropped while the guard lives on;

@@ -9,7 +9,7 @@ use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
 use rlock_tests::locking::{client_at, client_for};
 
-use crate::{SHORT, blocking, spawn_timed_waiter};
+use super::{SHORT, blocking, spawn_timed_waiter};
 
 /// Every waiter of a key whose subscription was never confirmed re-checks on a short timer.
 /// With an ACL user made the usual way (`+@all` but no channel rights, Redis 7's default
