@@ -219,6 +219,7 @@ fn lock_json(key: &str, info: &LockInfo) -> Value {
         "token": info.token,
         "holder": holder,
         "granted_at": info.granted_at.map(|t| humantime::format_rfc3339_millis(t).to_string()),
+        "fence": info.fence,
         "remaining_ms": info.remaining.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         "waiters": info.waiters,
     })
@@ -232,6 +233,9 @@ fn lock_line(key: &str, info: &LockInfo) -> String {
         };
     }
     let mut line = format!("{key}: held by {}", holder_text(info));
+    if let Some(fence) = info.fence {
+        line += &format!(", fencing token {fence}");
+    }
     if let Some(at) = info.granted_at {
         let ago = SystemTime::now().duration_since(at).unwrap_or_default();
         line += &format!(

@@ -209,3 +209,44 @@ async fn malformed_and_unknown_urls_fail_with_a_typed_error() {
         }
     }
 }
+
+/// A leader election on a name that cannot be a key, or with an absurd lease, answers a
+/// typed error from every form, the loop form included (which must not campaign for ever on
+/// a mistake that trying again cannot mend); a leader's name of any content is refused or
+/// elected.
+#[tokio::test]
+async fn leader_elections_on_bad_input_answer_a_typed_error() {
+    let client = LockClient::in_memory();
+    for name in ["", "}x", "a}:waiters"] {
+        assert!(matches!(
+            client.leader(name).campaign().await,
+            Err(LockError::InvalidKey { .. })
+        ));
+        assert!(client.leader(name).observe().await.is_err());
+        assert!(client.leader(name).changes().is_err());
+        let run = client.leader(name).run(|term| async move { term });
+        let outcome = tokio::time::timeout(Duration::from_secs(5), run)
+            .await
+            .unwrap_or_else(|_| panic!("{name:?}: run went on"));
+        assert!(
+            matches!(outcome, Err(LockError::InvalidKey { .. })),
+            "{name:?}"
+        );
+    }
+    let absurd = client
+        .leader("billing")
+        .ttl(Duration::MAX)
+        .run(|term| async move { term });
+    let outcome = tokio::time::timeout(Duration::from_secs(5), absurd)
+        .await
+        .unwrap_or_else(|_| panic!("an absurd lease: run went on"));
+    assert!(matches!(outcome, Err(LockError::InvalidConfig(_))));
+    let mut rng = fastrand::Rng::with_seed(3);
+    for case in 0..2_000 {
+        let name = text(&mut rng);
+        match client.leader(name.as_str()).campaign().await {
+            Ok(lead) => lead.resign().await.unwrap(),
+            Err(e) => assert!(expected(&e), "case {case}: {name:?} gave {e:?}"),
+        }
+    }
+}

@@ -68,6 +68,9 @@ pub enum HoldKind {
     Write,
     /// One permit of a semaphore of `permits` (no fence).
     Permit,
+    /// The leadership of the name `key` (`LockClient::leader`), its term as the fence;
+    /// renewed whatever `renew` says, as a leader's always is.
+    Leader,
 }
 
 impl Hold {
@@ -83,6 +86,7 @@ impl Hold {
             HoldKind::Read => "read",
             HoldKind::Write => "write",
             HoldKind::Permit => "permit",
+            HoldKind::Leader => "leader",
         };
         args.extend(strings(&[
             "--kind",

@@ -54,6 +54,17 @@ pub struct LockInfo {
     /// request went out: the grant came no earlier). `None` until the hold is listed on its
     /// client's card, about a second into it.
     pub granted_at: Option<SystemTime>,
+    /// The holder's fencing token, if its hold has one (`fenced`), from the same card and
+    /// with the same delay as [`holder`](Self::holder).
+    pub fence: Option<u64>,
+}
+
+/// What a holder's card says of one of its holds.
+#[derive(Debug, Default)]
+struct CardRead {
+    holder: Option<Identity>,
+    granted_at: Option<SystemTime>,
+    fence: Option<u64>,
 }
 
 /// What [`LockClient::list`] found: lock keys matching a pattern, as far as its bounds let
@@ -160,9 +171,9 @@ impl LockClient {
         let holder = engine.inspect(Kind::Lock, &redis_key).await?;
         of_kind(&key, Kind::Lock, &holder)?;
         let ours = (holder.token.as_deref()).and_then(|token| engine.hold_of(&redis_key, token));
-        let (named, granted_at) = match &holder.token {
+        let card = match &holder.token {
             Some(token) => self.read_card(token).await?,
-            None => (None, None),
+            None => CardRead::default(),
         };
         Ok(LockInfo {
             held: holder.token.is_some(),
@@ -171,8 +182,9 @@ impl LockClient {
             hold_count: ours.map_or(0, |hold| hold.guard_count()),
             waiters: holder.queued,
             token: holder.token,
-            holder: named,
-            granted_at,
+            holder: card.holder,
+            granted_at: card.granted_at,
+            fence: card.fence,
         })
     }
 
@@ -223,12 +235,9 @@ impl LockClient {
     }
 
     /// The holder named by the card of `token`'s client, and the hold's grant time.
-    async fn read_card(
-        &self,
-        token: &str,
-    ) -> Result<(Option<Identity>, Option<SystemTime>), LockError> {
+    async fn read_card(&self, token: &str) -> Result<CardRead, LockError> {
         let Some(token) = Token::parse(token) else {
-            return Ok((None, None));
+            return Ok(CardRead::default());
         };
         let key = card::key(self.shared().namespace.as_deref(), token.client);
         let hold = card::hold_field(token);
@@ -248,15 +257,18 @@ impl LockClient {
                     "rlock: holder card unread"
                 );
                 let _ = error; // read by the event only when `tracing` is on
-                return Ok((None, None));
+                return Ok(CardRead::default());
             }
         };
-        let granted_at = card
+        let hold = card
             .values
             .get(card::NAME_FIELDS.len())
-            .and_then(|ms| ms.as_deref()?.parse::<u64>().ok())
-            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms));
-        Ok((Identity::from_card(&card.values), granted_at))
+            .and_then(|value| card::parse_hold_value(value.as_deref()?));
+        Ok(CardRead {
+            holder: Identity::from_card(&card.values),
+            granted_at: hold.map(|(ms, _)| UNIX_EPOCH + Duration::from_millis(ms)),
+            fence: hold.and_then(|(_, fence)| fence),
+        })
     }
 
     /// Reads a semaphore's permits in use, its count and its waiters, in one atomic read

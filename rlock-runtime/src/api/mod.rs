@@ -13,6 +13,7 @@ pub(crate) mod duration;
 pub(crate) mod env;
 pub(crate) mod guard;
 pub(crate) mod identity;
+pub(crate) mod leader;
 pub(crate) mod multi;
 pub(crate) mod options;
 pub(crate) mod request;

@@ -1,6 +1,7 @@
 //! The holder card: a hash in Redis that names this client (service, host, pid) and lists
-//! the holds it has kept for a while, each with when it was granted, so that `inspect` from
-//! any process (an operator's `rlock inspect`) can say who holds a lock and since when.
+//! the holds it has kept for a while, each with when it was granted and its fencing token if
+//! it has one, so that `inspect` from any process (an operator's `rlock inspect`, a follower
+//! observing its leader) can say who holds a lock, since when and under which token.
 //! No lock script reads or writes it; the lock key keeps its plain token.
 //!
 //! What the keeper keeps true:
@@ -91,6 +92,27 @@ pub(crate) fn hold_field(token: Token<'_>) -> String {
     token.number.to_string()
 }
 
+/// A hold's value on the card: when it was granted (unix ms), then its fencing token if it
+/// has one, after a space.
+pub(crate) fn hold_value(granted_ms: u64, fence: Option<u64>) -> String {
+    match fence {
+        Some(fence) => format!("{granted_ms} {fence}"),
+        None => granted_ms.to_string(),
+    }
+}
+
+/// A hold's grant time (unix ms) and fencing token, as [`hold_value`] wrote them; `None` for
+/// a value that is not one.
+pub(crate) fn parse_hold_value(value: &str) -> Option<(u64, Option<u64>)> {
+    let mut parts = value.split(' ');
+    let granted_ms = parts.next()?.parse().ok()?;
+    let fence = match parts.next() {
+        Some(fence) => Some(fence.parse().ok()?),
+        None => None,
+    };
+    parts.next().is_none().then_some((granted_ms, fence))
+}
+
 /// The keeper: one pass per [`CARD_PASS`] while the client lives and something is listed or
 /// posted.
 async fn keep(engine: Weak<Engine>, backend: Backend, key: String) {
@@ -129,7 +151,7 @@ async fn keep(engine: Weak<Engine>, backend: Backend, key: String) {
                 .iter()
                 .filter(|(field, _)| !posted.contains(*field))
                 .take(CARD_BATCH)
-                .map(|(field, at)| (field.clone(), at.to_string())),
+                .map(|(field, value)| (field.clone(), value.clone())),
         );
         let delete: Vec<String> = posted
             .iter()
@@ -161,8 +183,8 @@ async fn keep(engine: Weak<Engine>, backend: Backend, key: String) {
 }
 
 /// The holds to list, by field: those that have lasted a pass and are not lost, the
-/// longest-held first, each with its grant time in unix milliseconds.
-fn listed(engine: &Engine) -> BTreeMap<String, u64> {
+/// longest-held first, each with its value ([`hold_value`]).
+fn listed(engine: &Engine) -> BTreeMap<String, String> {
     let now = SystemTime::now();
     let mut holds: Vec<_> = engine
         .watchdog
@@ -179,7 +201,11 @@ fn listed(engine: &Engine) -> BTreeMap<String, u64> {
             let ms = granted
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-            Some((hold_field(Token::parse(hold.token())?), ms))
+            let fence = hold.fence().map(u64::from);
+            Some((
+                hold_field(Token::parse(hold.token())?),
+                hold_value(ms, fence),
+            ))
         })
         .collect()
 }
@@ -194,5 +220,16 @@ mod tests {
         assert_eq!(hold_field(token), "17");
         assert_eq!(key(None, "0af3"), "rlock:holder:0af3");
         assert_eq!(key(Some("shop"), "0af3"), "shop:rlock:holder:0af3");
+    }
+
+    #[test]
+    fn a_holds_value_is_its_grant_time_and_its_fence_if_any() {
+        assert_eq!(hold_value(1_700, None), "1700");
+        assert_eq!(hold_value(1_700, Some(42)), "1700 42");
+        assert_eq!(parse_hold_value("1700"), Some((1_700, None)));
+        assert_eq!(parse_hold_value("1700 42"), Some((1_700, Some(42))));
+        for bad in ["", "x", "1700 ", "1700 x", "1700 42 7", " 1700"] {
+            assert_eq!(parse_hold_value(bad), None, "{bad:?}");
+        }
     }
 }

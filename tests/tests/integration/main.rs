@@ -6,11 +6,13 @@
 //! - [`family`]: each kind of lease keeps its contract, and kinds meeting on one name;
 //! - [`waiting`]: waiting for a busy lease, and the lease engine around it;
 //! - [`deployments`]: Cluster, Sentinel, Redlock, replicas, TLS, ACLs, configuration;
-//! - [`faults`]: the lease engine under faults, each with the bound it keeps there.
+//! - [`faults`]: the lease engine under faults, each with the bound it keeps there;
+//! - [`leader`]: leader election on the lock, its terms and its failovers.
 //!
 //! One topic alone: `cargo test -p rlock-tests --test integration faults::`.
 
 mod deployments;
 mod family;
 mod faults;
+mod leader;
 mod waiting;

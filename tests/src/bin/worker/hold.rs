@@ -1,10 +1,11 @@
 //! `hold`: the manual API, one lease (a lock, a reader's or the writer's lease of a
-//! read-write lock, or a semaphore's permit) held until the test says `release`.
+//! read-write lock, a semaphore's permit, or a leadership) held until the test says
+//! `release`.
 
 use std::io::BufRead;
 use std::time::Duration;
 
-use rlock_runtime::{LockClient, LockError};
+use rlock_runtime::{Leadership, LockClient, LockError, LockGuard};
 use rlock_tests::protocol::{Command, Line, Outcome};
 use rlock_tests::worker::{Hold, HoldKind};
 
@@ -18,21 +19,23 @@ pub(crate) async fn run(args: Hold) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let key = args.key.as_str();
-    let request = match args.kind {
-        HoldKind::Lock => client.lock(key).fenced(),
-        HoldKind::Read => client.read_lock(key),
-        HoldKind::Write => client.write_lock(key).fenced(),
-        HoldKind::Permit => client.semaphore(key, args.permits),
+    let ttl = Duration::from_millis(args.ttl_ms);
+    let held = if args.kind == HoldKind::Leader {
+        let lead = client.leader(key).ttl(ttl).campaign().await;
+        Held::Leader(lead.map_err(|e| e.to_string())?)
+    } else {
+        let request = match args.kind {
+            HoldKind::Read => client.read_lock(key),
+            HoldKind::Write => client.write_lock(key).fenced(),
+            HoldKind::Permit => client.semaphore(key, args.permits),
+            HoldKind::Lock | HoldKind::Leader => client.lock(key).fenced(),
+        };
+        let guard = request.ttl(ttl).renew(args.renew).acquire().await;
+        Held::Guard(guard.map_err(|e| e.to_string())?)
     };
-    let guard = request
-        .ttl(Duration::from_millis(args.ttl_ms))
-        .renew(args.renew)
-        .acquire()
-        .await
-        .map_err(|e| e.to_string())?;
     say(&Line::Acquired {
-        token: guard.token().to_owned(),
-        fence: guard.fence().map(|f| f.get()),
+        token: held.token().to_owned(),
+        fence: held.fence(),
     });
 
     // Stdin is read on a thread of its own: the runtime keeps renewing meanwhile.
@@ -47,13 +50,13 @@ pub(crate) async fn run(args: Hold) -> Result<(), String> {
     });
     while let Some(command) = rx.recv().await {
         match command.parse::<Command>()? {
-            Command::IsLost => say(&Line::Lost(guard.is_lost())),
+            Command::IsLost => say(&Line::Lost(held.is_lost())),
             Command::WaitLost => {
-                guard.lost().await;
+                held.lost().await;
                 say(&Line::Lost(true));
             }
             Command::Release => {
-                let outcome = match guard.release().await {
+                let outcome = match held.release().await {
                     Ok(()) => Outcome::Ok,
                     Err(LockError::Lost { .. }) => Outcome::Lost,
                     Err(e) => return Err(e.to_string()),
@@ -64,4 +67,48 @@ pub(crate) async fn run(args: Hold) -> Result<(), String> {
         }
     }
     Err("stdin closed before `release`".into())
+}
+
+/// What the worker holds: a lease's guard, or a leadership.
+enum Held {
+    Guard(LockGuard),
+    Leader(Leadership),
+}
+
+impl Held {
+    fn token(&self) -> &str {
+        match self {
+            Self::Guard(guard) => guard.token(),
+            Self::Leader(lead) => lead.token(),
+        }
+    }
+
+    fn fence(&self) -> Option<u64> {
+        match self {
+            Self::Guard(guard) => guard.fence().map(|f| f.get()),
+            Self::Leader(lead) => Some(lead.term()),
+        }
+    }
+
+    fn is_lost(&self) -> bool {
+        match self {
+            Self::Guard(guard) => guard.is_lost(),
+            Self::Leader(lead) => lead.is_lost(),
+        }
+    }
+
+    async fn lost(&self) {
+        match self {
+            Self::Guard(guard) => guard.lost().await,
+            Self::Leader(lead) => lead.lost().await,
+        }
+    }
+
+    /// Releases the lease, or resigns.
+    async fn release(self) -> Result<(), LockError> {
+        match self {
+            Self::Guard(guard) => guard.release().await,
+            Self::Leader(lead) => lead.resign().await,
+        }
+    }
 }
