@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use rlock_runtime::{LeaderInfo, LockClient};
 use rlock_tests::RedisServer;
 use rlock_tests::child::LineChild;
+use rlock_tests::deploy::ClusterDeployment;
 use rlock_tests::locking::{PATIENCE, client_at, client_for};
 use rlock_tests::protocol::{Command, Line, Outcome};
 use rlock_tests::proxy::FaultProxy;
@@ -80,6 +81,28 @@ async fn one_leader_at_a_time_each_term_greater_and_observers_told_who() {
         client(&server).await,
         client(&server).await,
     );
+    elected_in_turn(&a, &b, &c).await;
+}
+
+/// The same on Redis Cluster: the seat, its queue and its fence record share a slot, and the
+/// waiting candidate hears the resignation on the seat's shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_at_a_time_on_a_cluster() {
+    let cluster = ClusterDeployment::start();
+    let url = cluster.url();
+    let timeout = Duration::from_secs(2);
+    let (a, b, c) = (
+        client_at(&url, timeout).await,
+        client_at(&url, timeout).await,
+        client_at(&url, timeout).await,
+    );
+    elected_in_turn(&a, &b, &c).await;
+}
+
+/// `a` leads and `b` finds the seat taken; the observer `c` sees `a`, with its term and
+/// identity once its card is up; `a` resigns and the waiting `b` leads under a greater term;
+/// `c`'s changes report `b`, then nobody once `b` resigns.
+async fn elected_in_turn(a: &LockClient, b: &LockClient, c: &LockClient) {
     assert!(c.leader("billing").observe().await.unwrap().is_none());
 
     let lead = a.leader("billing").campaign().await.unwrap();
@@ -87,7 +110,7 @@ async fn one_leader_at_a_time_each_term_greater_and_observers_told_who() {
     assert!(busy.is_busy(), "{busy}");
 
     // An observer sees the leader at once, and its term and identity once its card is up.
-    let seen = observed(&c, "billing", |now| {
+    let seen = observed(c, "billing", |now| {
         now.as_ref().is_some_and(|info| info.term.is_some())
     })
     .await
