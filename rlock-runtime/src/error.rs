@@ -189,6 +189,17 @@ pub enum LockError {
     /// A client option or URL is unusable.
     #[error("invalid lock client configuration: {0}")]
     InvalidConfig(String),
+
+    /// Once-only work (`LockClient::once`) computed its result, which could not be shared
+    /// with the other callers: larger than the request's `max_size`, or not serializable.
+    /// Nothing was stored; the next caller computes again.
+    #[error("the result of once-only work `{key}` was not shared: {reason}")]
+    ResultNotShared {
+        /// The work's key, without the client's namespace.
+        key: String,
+        /// Why: its size against the limit, or the serializer's error.
+        reason: String,
+    },
 }
 
 /// What a key holds, as [`LockError::WrongKind`] names it.
@@ -255,6 +266,10 @@ pub enum Operation {
     /// Posting the client's holder card, which names it to operators' tools (in the
     /// background; never a lock's error).
     PostCard,
+    /// Reading the shared result of once-only work.
+    ReadResult,
+    /// Storing the shared result of once-only work.
+    StoreResult,
 }
 
 impl std::fmt::Display for Operation {
@@ -269,6 +284,8 @@ impl std::fmt::Display for Operation {
             Self::Inspect => "inspect",
             Self::ConfirmReplicas => "wait for replicas",
             Self::PostCard => "post the holder card",
+            Self::ReadResult => "read a shared result",
+            Self::StoreResult => "store a shared result",
         })
     }
 }

@@ -191,6 +191,8 @@ pub use api::client::{
 pub use api::guard::LockGuard;
 pub use api::identity::{HOST_VAR, Identity, SERVICE_VAR};
 pub use api::leader::{LeaderChanges, LeaderInfo, LeaderRequest, Leadership};
+#[cfg(feature = "once")]
+pub use api::once::{ONCE_MAX_SIZE, OnceRequest};
 pub use api::options::{LockOptions, OnLost};
 pub use api::request::LockRequest;
 pub use error::{BoxError, KeyKind, LockError, Operation};

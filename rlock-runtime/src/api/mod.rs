@@ -15,6 +15,8 @@ pub(crate) mod guard;
 pub(crate) mod identity;
 pub(crate) mod leader;
 pub(crate) mod multi;
+#[cfg(feature = "once")]
+pub(crate) mod once;
 pub(crate) mod options;
 pub(crate) mod request;
 pub(crate) mod run;

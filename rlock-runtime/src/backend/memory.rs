@@ -30,7 +30,14 @@ struct Shared {
     listeners: Mutex<Vec<Weak<dyn ReleaseListener>>>,
     /// Holder cards by key (no expiry: a client in process deletes its card when it goes).
     cards: Mutex<HashMap<String, HashMap<String, String>>>,
+    /// Shared values (once-only work's results) by key, each with its end.
+    #[cfg(feature = "once")]
+    values: Mutex<HashMap<String, (Vec<u8>, Instant)>>,
 }
+
+/// Shared values kept before a write drops the ones that ended.
+#[cfg(feature = "once")]
+const VALUES_SWEPT_PAST: usize = 1024;
 
 #[derive(Debug, Default)]
 struct Locks {
@@ -432,6 +439,37 @@ impl LeaseStore for MemoryBackend {
             complete: true,
         }
         .finish(limit))
+    }
+
+    #[cfg(feature = "once")]
+    async fn read_value(&self, key: &str) -> Result<Option<Vec<u8>>, LockError> {
+        let values = self
+            .inner
+            .values
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = Instant::now();
+        Ok(values
+            .get(key)
+            .filter(|(_, ends)| *ends > now)
+            .map(|(value, _)| value.clone()))
+    }
+
+    #[cfg(feature = "once")]
+    async fn write_value(&self, key: &str, value: &[u8], ttl: Duration) -> Result<(), LockError> {
+        let mut values = self
+            .inner
+            .values
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = Instant::now();
+        if values.len() >= VALUES_SWEPT_PAST {
+            values.retain(|_, (_, ends)| *ends > now);
+        }
+        // A value is kept at most a year: no absurd ttl overflows the clock.
+        let ends = now + ttl.min(Duration::from_secs(365 * 24 * 60 * 60));
+        values.insert(key.to_owned(), (value.to_vec(), ends));
+        Ok(())
     }
 
     async fn read_card(&self, key: &str, fields: &[&str]) -> Result<CardFields, LockError> {

@@ -354,6 +354,24 @@ pub(crate) trait LeaseStore {
         keep: &KeepKey,
     ) -> impl Future<Output = Result<Scanned, LockError>> + Send;
 
+    #[cfg(feature = "once")]
+    /// Reads the value stored at `key` by [`write_value`](Self::write_value), `None` when
+    /// there is none (or it is not a plain value).
+    fn read_value(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<Vec<u8>>, LockError>> + Send;
+
+    #[cfg(feature = "once")]
+    /// Stores `value` at `key` for `ttl`, replacing what was there. Redlock keeps no shared
+    /// values: an error.
+    fn write_value(
+        &self,
+        key: &str,
+        value: &[u8],
+        ttl: Duration,
+    ) -> impl Future<Output = Result<(), LockError>> + Send;
+
     /// Reads `fields` of the holder card at `key` (all `None` when there is no card).
     fn read_card(
         &self,
@@ -475,6 +493,16 @@ impl LeaseStore for Backend {
 
     async fn post_card(&self, post: CardPost<'_>) -> Result<bool, LockError> {
         each!(self, b => b.post_card(post).await)
+    }
+
+    #[cfg(feature = "once")]
+    async fn read_value(&self, key: &str) -> Result<Option<Vec<u8>>, LockError> {
+        each!(self, b => b.read_value(key).await)
+    }
+
+    #[cfg(feature = "once")]
+    async fn write_value(&self, key: &str, value: &[u8], ttl: Duration) -> Result<(), LockError> {
+        each!(self, b => b.write_value(key, value, ttl).await)
     }
 
     async fn read_card(&self, key: &str, fields: &[&str]) -> Result<CardFields, LockError> {

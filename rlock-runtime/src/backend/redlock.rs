@@ -400,6 +400,21 @@ impl LeaseStore for Redlock {
         Ok(found.finish(limit))
     }
 
+    #[cfg(feature = "once")]
+    async fn read_value(&self, _key: &str) -> Result<Option<Vec<u8>>, LockError> {
+        Err(no_shared_values())
+    }
+
+    #[cfg(feature = "once")]
+    async fn write_value(
+        &self,
+        _key: &str,
+        _value: &[u8],
+        _ttl: Duration,
+    ) -> Result<(), LockError> {
+        Err(no_shared_values())
+    }
+
     /// From the first master that has the card.
     async fn read_card(&self, key: &str, fields: &[&str]) -> Result<CardFields, LockError> {
         let answers = join_all(self.nodes.iter().map(|n| n.read_card(key, fields))).await;
@@ -456,4 +471,14 @@ impl ReleaseFeed for FanIn {
             feed.unsubscribe(key);
         }
     }
+}
+
+#[cfg(feature = "once")]
+/// Redlock keeps no shared values: independent masters would each keep their own.
+fn no_shared_values() -> LockError {
+    LockError::InvalidConfig(
+        "Redlock keeps no shared results: independent masters would each keep their own; \
+         use one Redis, Sentinel or Cluster for once-only work"
+            .into(),
+    )
 }

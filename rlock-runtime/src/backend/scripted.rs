@@ -673,6 +673,35 @@ impl<D: Topology> LeaseStore for Scripted<D> {
         Ok(found.finish(limit))
     }
 
+    #[cfg(feature = "once")]
+    async fn read_value(&self, key: &str) -> Result<Option<Vec<u8>>, LockError> {
+        let mut read = redis::cmd("GET");
+        read.arg(key);
+        let value = self
+            .conn
+            .call(Operation::ReadResult, self.conn.timeout(), |c| {
+                query::<D, redis::Value>(c, &read)
+            })
+            .await?;
+        // Anything but a plain value (another type's WRONGTYPE answers an error above) is
+        // no stored result.
+        Ok(match value {
+            redis::Value::BulkString(bytes) => Some(bytes),
+            _ => None,
+        })
+    }
+
+    #[cfg(feature = "once")]
+    async fn write_value(&self, key: &str, value: &[u8], ttl: Duration) -> Result<(), LockError> {
+        let mut write = redis::cmd("SET");
+        write.arg(key).arg(value).arg("PX").arg(millis(ttl));
+        self.conn
+            .call(Operation::StoreResult, self.conn.timeout(), |c| {
+                query::<D, ()>(c, &write)
+            })
+            .await
+    }
+
     async fn read_card(&self, key: &str, fields: &[&str]) -> Result<CardFields, LockError> {
         let mut read = redis::cmd("HMGET");
         read.arg(key).arg(fields);

@@ -1,6 +1,7 @@
 //! What operators' calls ask of the engine (`inspect`, `list`, `force_unlock` and their
 //! family forms, in `api/admin.rs`): reads of what the backend holds, and ending a lease
-//! under its holder's own token. The façade reaches the backend only through these.
+//! under its holder's own token; and the values once-only work shares (`api/once.rs`). The
+//! façade reaches the backend only through these.
 
 use std::sync::Arc;
 
@@ -80,5 +81,24 @@ impl Engine {
         fields: &[&str],
     ) -> Result<CardFields, LockError> {
         self.backend.read_card(key, fields).await
+    }
+}
+
+impl Engine {
+    #[cfg(feature = "once")]
+    /// The value shared at `key` (once-only work's result), `None` when there is none.
+    pub(crate) async fn read_value(&self, key: &str) -> Result<Option<Vec<u8>>, LockError> {
+        self.backend.read_value(key).await
+    }
+
+    #[cfg(feature = "once")]
+    /// Shares `value` at `key` for `ttl`.
+    pub(crate) async fn write_value(
+        &self,
+        key: &str,
+        value: &[u8],
+        ttl: std::time::Duration,
+    ) -> Result<(), LockError> {
+        self.backend.write_value(key, value, ttl).await
     }
 }

@@ -7,7 +7,8 @@
 //! - [`waiting`]: waiting for a busy lease, and the lease engine around it;
 //! - [`deployments`]: Cluster, Sentinel, Redlock, replicas, TLS, ACLs, configuration;
 //! - [`faults`]: the lease engine under faults, each with the bound it keeps there;
-//! - [`leader`]: leader election on the lock, its terms and its failovers.
+//! - [`leader`]: leader election on the lock, its terms and its failovers;
+//! - [`once`]: once-only work across instances, its result shared.
 //!
 //! One topic alone: `cargo test -p rlock-tests --test integration faults::`.
 
@@ -15,4 +16,5 @@ mod deployments;
 mod family;
 mod faults;
 mod leader;
+mod once;
 mod waiting;
