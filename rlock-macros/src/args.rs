@@ -611,6 +611,32 @@ fn crate_value(input: ParseStream<'_>, span: Span) -> syn::Result<Path> {
 }
 
 impl Args {
+    /// `#[single_flight]` takes `key`, `ttl`, `wait`, `client` and `crate`: the lease under
+    /// which the work runs is the runtime's to keep, not the caller's.
+    fn single_flight_options(&self, push: &mut impl FnMut(syn::Error)) {
+        let lease_options = [
+            ("renew", self.renew.as_ref().map(LitBool::span)),
+            ("max_hold", self.max_hold.map(|d| d.span)),
+            ("min_hold", self.min_hold.map(|d| d.span)),
+            ("on_lost", self.on_lost.map(|_| Span::call_site())),
+            ("fence", self.fence.as_ref().map(Ident::span)),
+            ("min_replicas", self.min_replicas.map(|_| Span::call_site())),
+            ("fair", self.fair.as_ref().map(LitBool::span)),
+        ];
+        for (option, span) in lease_options {
+            if let Some(span) = span {
+                push(syn::Error::new(
+                    span,
+                    format!(
+                        "`{option}` does not apply to #[single_flight]: its `ttl` is how long \
+                         the result is kept, and the work's lock is renewed while it computes \
+                         and dropped if lost; remove `{option}`"
+                    ),
+                ));
+            }
+        }
+    }
+
     /// Checks what only makes sense across options, for `attribute`.
     pub(crate) fn check_combination(&self, attribute: Attribute) -> syn::Result<()> {
         let mut errors = Errors::default();
@@ -667,6 +693,11 @@ impl Args {
                     ),
                 ));
             }
+            (Attribute::SingleFlight, Some((_, span))) => push(syn::Error::new(
+                span,
+                "`permits` is an option of #[semaphore], not of #[single_flight], whose work \
+                 runs once at a time; remove `permits`",
+            )),
             (Attribute::Semaphore, None) => push(syn::Error::new(
                 Span::call_site(),
                 "missing `permits`: #[semaphore] needs how many may hold it at once, as in \
@@ -688,6 +719,9 @@ impl Args {
                  (readers hold it together and have no order to fence); fence the writes, with \
                  `#[write_lock(…, fence = token)]`, or remove `fence`",
             ));
+        }
+        if attribute == Attribute::SingleFlight {
+            self.single_flight_options(&mut push);
         }
         let waits = self.wait.is_some_and(|wait| wait.value.0 > 0);
         if let Some(fair) = self.fair.as_ref().filter(|fair| fair.value && !waits) {

@@ -1,7 +1,7 @@
-//! Which attribute is expanded. `#[distributed_lock]`, `#[semaphore]`, `#[read_lock]` and
-//! `#[write_lock]` share the options,
-//! the key template, the checks of the signature and the code they generate; the attribute
-//! decides the name its messages give it and what the lease is of.
+//! Which attribute is expanded. `#[distributed_lock]`, `#[semaphore]`, `#[read_lock]`,
+//! `#[write_lock]` and `#[single_flight]` share the options, the key template, the checks of
+//! the signature and the code they generate; the attribute decides the name its messages
+//! give it, which options apply and what the lease is of.
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -17,6 +17,8 @@ pub(crate) enum Attribute {
     ReadLock,
     /// `#[write_lock]`: a read-write lock's writer.
     WriteLock,
+    /// `#[single_flight]`: once-only work, its result shared.
+    SingleFlight,
 }
 
 impl Attribute {
@@ -27,6 +29,7 @@ impl Attribute {
             Self::Semaphore => "#[semaphore]",
             Self::ReadLock => "#[read_lock]",
             Self::WriteLock => "#[write_lock]",
+            Self::SingleFlight => "#[single_flight]",
         }
     }
 
@@ -36,6 +39,7 @@ impl Attribute {
             Self::DistributedLock => "the lock",
             Self::Semaphore => "the semaphore",
             Self::ReadLock | Self::WriteLock => "the read-write lock",
+            Self::SingleFlight => "the work",
         }
     }
 
@@ -46,6 +50,7 @@ impl Attribute {
             Self::Semaphore => "a permit",
             Self::ReadLock => "the read lock",
             Self::WriteLock => "the write lock",
+            Self::SingleFlight => "the work's turn",
         }
     }
 
@@ -56,6 +61,7 @@ impl Attribute {
             Self::Semaphore => "#[semaphore(key = \"export:<tenant>\", permits = 5)]",
             Self::ReadLock => "#[read_lock(key = \"config:<id>\")]",
             Self::WriteLock => "#[write_lock(key = \"config:<id>\")]",
+            Self::SingleFlight => "#[single_flight(key = \"report:<id>\", ttl = \"30s\")]",
         }
     }
 

@@ -171,11 +171,20 @@ pub(crate) fn generate(
 
     // The body's contents, not its block: a block as the async block's tail would draw
     // `unused_braces` on every one-line body, and the fix the lint suggests breaks the code.
-    let body = quote! {
-        move |__rlock_fence: u64| async move {
-            #fake_return
-            #fence
-            #body
+    let body = if attribute == Attribute::SingleFlight {
+        quote! {
+            move || async move {
+                #fake_return
+                #body
+            }
+        }
+    } else {
+        quote! {
+            move |__rlock_fence: u64| async move {
+                #fake_return
+                #fence
+                #body
+            }
         }
     };
     // The return type's one requirement (`LockResult`) is named here, on the return type's own
@@ -185,7 +194,25 @@ pub(crate) fn generate(
 
     // One key (`key`) or all of several (`keys`).
     let built: Vec<TokenStream> = built.collect();
-    let call = if args.keys.is_some() {
+    let call = if attribute == Attribute::SingleFlight {
+        // The return type's requirements (a `Result` whose value serializes, whose error
+        // takes a lock error) are one trait, named on the return type's own tokens.
+        let run_once = quote_spanned! {ret_ty.span()=>
+            <#ret_ty as #private::SharedResult>::run_once(
+                __rlock_client,
+                __rlock_key,
+                __rlock_options,
+                __rlock_body,
+            )
+            .await
+        };
+        quote! {
+            let __rlock_key = #(#built)*;
+            let __rlock_options = #options;
+            let __rlock_body = #body;
+            #run_once
+        }
+    } else if args.keys.is_some() {
         quote! {
             let __rlock_keys = ::std::vec![#(#built),*];
             let __rlock_options = #options;

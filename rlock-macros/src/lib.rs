@@ -547,6 +547,37 @@ pub fn write_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::attribute(attribute::Attribute::WriteLock, args.into(), item.into()).into()
 }
 
+/// Runs an `async fn` once across every instance for each key, and gives its result to
+/// every caller of the key within the `ttl` (single-flight): the first caller runs the body;
+/// callers that come meanwhile, in any process, wait (herd-free) and receive its result,
+/// which is kept in Redis as JSON. A caller that finds the body failed, or its caller gone,
+/// runs the body itself.
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, single_flight};
+/// #[single_flight(key = "report:<id>", ttl = "30s", wait = "10s")]
+/// async fn build_report(id: u64) -> Result<Vec<u64>, LockError> {
+///     Ok(vec![id]) // runs once per id across every instance while its result is kept
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # rlock_runtime::install(LockClient::in_memory());
+/// assert_eq!(build_report(42).await.unwrap(), [42]);
+/// # }
+/// ```
+///
+/// It takes `key`, `ttl` (how long the result is kept, and given to every caller; default
+/// the client's default ttl), `wait` (how long a caller waits while another runs the body;
+/// default the ttl), `client` and `crate`, checked as `#[distributed_lock]`'s are. The
+/// options of a lock's lease (`renew`, `max_hold`, `min_hold`, `on_lost`, `fence`,
+/// `min_replicas`, `fair`) and `permits` and `keys` do not apply. The function returns
+/// `Result<T, E>` with `T: Serialize + DeserializeOwned` and `E: From<LockError>`.
+///
+/// Without the macro: `client.once(key).ttl(d).wait(d).run(|| body).await`.
+#[proc_macro_attribute]
+pub fn single_flight(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(attribute::Attribute::SingleFlight, args.into(), item.into()).into()
+}
+
 /// A limit of a lock as a literal (`__limit!(MAX_TTL_MS)`), from which `rlock-runtime`
 /// defines its constants, so that the attribute and the runtime check the same limits. Not
 /// for users: it may change in any release.

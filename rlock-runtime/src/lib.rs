@@ -201,6 +201,9 @@ pub use lease::plan::{MAX_HOLD, MAX_TTL};
 pub use metrics::LockMetrics;
 pub use util::fence::Fence;
 
+#[cfg(feature = "once")]
+#[doc(inline)]
+pub use rlock_macros::single_flight;
 #[doc(inline)]
 pub use rlock_macros::{distributed_lock, read_lock, semaphore, write_lock};
 
@@ -307,6 +310,55 @@ mod private {
 
     impl<T, E: From<LockError>> LockResult for Result<T, E> {
         const OUTCOME: Outcome<Self> = Outcome::RESULT;
+    }
+
+    /// The return types a `#[single_flight]` function may have: a result whose value is
+    /// shared as JSON and whose error can carry a [`LockError`].
+    #[cfg(feature = "once")]
+    #[diagnostic::on_unimplemented(
+        message = "a `#[single_flight]` function must return `Result<T, E>` with `T: Serialize + DeserializeOwned` and `E: From<LockError>`, not `{Self}`",
+        label = "its value is shared with every caller, as JSON",
+        note = "derive `serde::Serialize` and `serde::Deserialize` for the value, and add `impl From<rlock_runtime::LockError> for YourError`"
+    )]
+    pub trait SharedResult: Sized {
+        /// Runs `body` once for `key` across every instance (see `LockClient::once`).
+        fn run_once<F, Fut>(
+            client: Result<LockClient, LockError>,
+            key: Result<LockKey, LockError>,
+            options: LockOptions,
+            body: F,
+        ) -> impl Future<Output = Self>
+        where
+            F: FnOnce() -> Fut,
+            Fut: Future<Output = Self>;
+    }
+
+    #[cfg(feature = "once")]
+    impl<T, E> SharedResult for Result<T, E>
+    where
+        T: ::serde::Serialize + ::serde::de::DeserializeOwned,
+        E: From<LockError>,
+    {
+        async fn run_once<F, Fut>(
+            client: Result<LockClient, LockError>,
+            key: Result<LockKey, LockError>,
+            options: LockOptions,
+            body: F,
+        ) -> Self
+        where
+            F: FnOnce() -> Fut,
+            Fut: Future<Output = Self>,
+        {
+            let client = client?;
+            let mut once = client.once(key?);
+            if let Some(ttl) = options.ttl {
+                once = once.ttl(ttl);
+            }
+            if let Some(wait) = options.wait {
+                once = once.wait(wait);
+            }
+            once.run(body).await
+        }
     }
 
     /// Acquires, runs the body with the fence, releases (see `LockClient::with_lock`).

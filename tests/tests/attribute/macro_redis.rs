@@ -1,12 +1,13 @@
 //! `#[distributed_lock]` against a real `redis-server`: the rendered key and its lease are what
 //! Redis holds while the body runs, a busy lock returns before the body, fences come from
-//! Redis, and nested annotated calls re-enter without a round trip.
+//! Redis, nested annotated calls re-enter without a round trip, and a `#[single_flight]` body
+//! runs once for a burst of callers over several clients, its result stored in Redis.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use redis::AsyncCommands;
-use rlock_runtime::{LockClient, LockError, distributed_lock};
+use rlock_runtime::{LockClient, LockError, distributed_lock, single_flight};
 use rlock_tests::RedisServer;
 
 struct Item {
@@ -102,4 +103,33 @@ async fn fences_come_from_redis_and_nested_calls_reenter_for_free() {
     assert!(outer_fence > second);
     assert_eq!(inner_fence, outer_fence, "the nested call shares the hold");
     assert_eq!(commands, 0, "re-entering reached Redis");
+}
+
+static REPORT_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+#[single_flight(key = "report:<id>", ttl = "30s", wait = "30s", client = client)]
+async fn report(client: &LockClient, id: u64) -> Result<Vec<u64>, LockError> {
+    REPORT_RUNS.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    Ok(vec![id, 42])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_flight_body_runs_once_for_a_burst_over_four_clients() {
+    let server = RedisServer::start();
+    let mut callers = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let client = LockClient::connect(&server.url()).await.unwrap();
+        for _ in 0..4 {
+            let client = client.clone();
+            callers.spawn(async move { report(&client, 9).await });
+        }
+    }
+    while let Some(answer) = callers.join_next().await {
+        assert_eq!(answer.unwrap().unwrap(), [9, 42]);
+    }
+    assert_eq!(REPORT_RUNS.load(Ordering::SeqCst), 1);
+    let mut raw = server.raw().await;
+    let stored: Option<String> = raw.get("rlock:result:report:9").await.unwrap();
+    assert_eq!(stored.as_deref(), Some("[9,42]"));
 }
