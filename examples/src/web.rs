@@ -3,6 +3,8 @@
 //! | request | answer |
 //! |---|---|
 //! | `POST /vouchers/{id}/orders` with header `x-user-id: N` | `201` `{"order":…,"voucher_id":…,"user_id":…}` |
+//! | … again with the same `Idempotency-Key` (a client's retry) | the first answer again, `Idempotency-Replayed: true` |
+//! | … with that key but another voucher | `422`: the key was used for another request |
 //! | … while the same user's other request is in flight | `409` `{"error":"busy",…}`, `Retry-After: 1` |
 //! | … when the user already has an order | `409` `{"error":"already_ordered",…}` |
 //! | … when the stock is gone | `409` `{"error":"sold_out",…}` |
@@ -22,7 +24,7 @@ use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rlock_runtime::{LockClient, LockError, distributed_lock};
+use rlock_runtime::{IdempotencyLayer, LockClient, LockError, distributed_lock};
 use serde::Serialize;
 
 use crate::seckill::{OrderError, Shop, Store};
@@ -54,12 +56,19 @@ impl App {
     }
 }
 
-/// The service's routes.
+/// The service's routes. Orders are idempotent requests: a client that retries one with its
+/// `Idempotency-Key` (a timeout, a double click) gets the first answer, not a second order
+/// and not a `409`; keys are scoped by the user.
 pub fn router(app: App) -> Router {
+    let idempotent = IdempotencyLayer::new(app.locks.clone()).scope(|head| {
+        let user = head.headers.get(USER_HEADER)?;
+        user.to_str().ok().map(str::to_owned)
+    });
     Router::new()
         .route("/vouchers/{id}", get(voucher))
         .route("/vouchers/{id}/orders", post(create_order))
         .route("/metrics", get(metrics))
+        .layer(idempotent)
         .with_state(app)
 }
 

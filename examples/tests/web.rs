@@ -209,3 +209,64 @@ async fn metrics_are_served_for_prometheus_labelled_by_key_template() {
     );
     assert!(!body.contains("order:7"), "{body}");
 }
+
+/// An order retried with its `Idempotency-Key` (a client that timed out, a double click) gets
+/// the first answer, replayed, and no second order; without the key the same retry is
+/// refused as a second order. The key used for another request is `422`; another user's equal
+/// key is that user's own; concurrent retries make one order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_order_gets_the_first_answer_and_makes_one_order() {
+    let server = RedisServer::start();
+    let (addr, app, _database) = serve(&server, 10).await;
+    app.open_voucher(2, 10).await.unwrap();
+    let key = ("idempotency-key", "\"retry-me\"");
+    let send = |path: &'static str, user: &'static str| async move {
+        http::exchange(addr, "POST", path, &[("x-user-id", user), key]).await
+    };
+
+    let first = send("/vouchers/1/orders", "7").await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let retried = send("/vouchers/1/orders", "7").await;
+    assert_eq!((retried.status, &retried.body), (201, &first.body));
+    assert!(
+        retried.has_header("idempotency-replayed", "true"),
+        "{}",
+        retried.head
+    );
+    assert!(
+        retried.has_header("content-type", "application/json"),
+        "{}",
+        retried.head
+    );
+    let (status, body) = order(addr, 7).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (409, Some("already_ordered"))
+    );
+
+    let other = send("/vouchers/2/orders", "7").await;
+    assert_eq!(other.status, 422, "{}", other.body);
+    let someone_else = send("/vouchers/1/orders", "8").await;
+    assert_eq!(someone_else.status, 201, "{}", someone_else.body);
+    assert!(!someone_else.has_header("idempotency-replayed", "true"));
+
+    let mut retries = tokio::task::JoinSet::new();
+    for _ in 0..6 {
+        retries.spawn(send("/vouchers/2/orders", "9"));
+    }
+    let mut made = Vec::new();
+    while let Some(reply) = retries.join_next().await {
+        let reply = reply.unwrap();
+        match reply.status {
+            201 => made.push(reply.body),
+            409 => assert!(reply.body.contains("being processed"), "{}", reply.body),
+            other => panic!("{other}: {}", reply.body),
+        }
+    }
+    assert!(
+        !made.is_empty() && made.iter().all(|b| *b == made[0]),
+        "{made:?}"
+    );
+    let (_, tally) = request(addr, "GET", "/vouchers/2", None).await;
+    assert_eq!(tally["orders"], 1, "{tally}");
+}

@@ -189,6 +189,8 @@ pub use api::client::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_TTL, LockClient, LockClientBuilder, MAX_COMMAND_TIMEOUT,
 };
 pub use api::guard::LockGuard;
+#[cfg(feature = "idempotency")]
+pub use api::idempotency::{IDEMPOTENCY_KEY, IDEMPOTENCY_REPLAYED, IdempotencyLayer, Idempotent};
 pub use api::identity::{HOST_VAR, Identity, SERVICE_VAR};
 pub use api::leader::{LeaderChanges, LeaderInfo, LeaderRequest, Leadership};
 #[cfg(feature = "once")]

@@ -12,6 +12,8 @@ pub(crate) mod client;
 pub(crate) mod duration;
 pub(crate) mod env;
 pub(crate) mod guard;
+#[cfg(feature = "idempotency")]
+pub(crate) mod idempotency;
 pub(crate) mod identity;
 pub(crate) mod leader;
 pub(crate) mod multi;

@@ -31,12 +31,12 @@ struct Shared {
     /// Holder cards by key (no expiry: a client in process deletes its card when it goes).
     cards: Mutex<HashMap<String, HashMap<String, String>>>,
     /// Shared values (once-only work's results) by key, each with its end.
-    #[cfg(feature = "once")]
+    #[cfg(any(feature = "once", feature = "idempotency"))]
     values: Mutex<HashMap<String, (Vec<u8>, Instant)>>,
 }
 
 /// Shared values kept before a write drops the ones that ended.
-#[cfg(feature = "once")]
+#[cfg(any(feature = "once", feature = "idempotency"))]
 const VALUES_SWEPT_PAST: usize = 1024;
 
 #[derive(Debug, Default)]
@@ -441,7 +441,7 @@ impl LeaseStore for MemoryBackend {
         .finish(limit))
     }
 
-    #[cfg(feature = "once")]
+    #[cfg(any(feature = "once", feature = "idempotency"))]
     async fn read_value(&self, key: &str) -> Result<Option<Vec<u8>>, LockError> {
         let values = self
             .inner
@@ -455,7 +455,7 @@ impl LeaseStore for MemoryBackend {
             .map(|(value, _)| value.clone()))
     }
 
-    #[cfg(feature = "once")]
+    #[cfg(any(feature = "once", feature = "idempotency"))]
     async fn write_value(&self, key: &str, value: &[u8], ttl: Duration) -> Result<(), LockError> {
         let mut values = self
             .inner

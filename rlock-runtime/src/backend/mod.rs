@@ -354,7 +354,7 @@ pub(crate) trait LeaseStore {
         keep: &KeepKey,
     ) -> impl Future<Output = Result<Scanned, LockError>> + Send;
 
-    #[cfg(feature = "once")]
+    #[cfg(any(feature = "once", feature = "idempotency"))]
     /// Reads the value stored at `key` by [`write_value`](Self::write_value), `None` when
     /// there is none (or it is not a plain value).
     fn read_value(
@@ -362,7 +362,7 @@ pub(crate) trait LeaseStore {
         key: &str,
     ) -> impl Future<Output = Result<Option<Vec<u8>>, LockError>> + Send;
 
-    #[cfg(feature = "once")]
+    #[cfg(any(feature = "once", feature = "idempotency"))]
     /// Stores `value` at `key` for `ttl`, replacing what was there. Redlock keeps no shared
     /// values: an error.
     fn write_value(
@@ -495,12 +495,12 @@ impl LeaseStore for Backend {
         each!(self, b => b.post_card(post).await)
     }
 
-    #[cfg(feature = "once")]
+    #[cfg(any(feature = "once", feature = "idempotency"))]
     async fn read_value(&self, key: &str) -> Result<Option<Vec<u8>>, LockError> {
         each!(self, b => b.read_value(key).await)
     }
 
-    #[cfg(feature = "once")]
+    #[cfg(any(feature = "once", feature = "idempotency"))]
     async fn write_value(&self, key: &str, value: &[u8], ttl: Duration) -> Result<(), LockError> {
         each!(self, b => b.write_value(key, value, ttl).await)
     }

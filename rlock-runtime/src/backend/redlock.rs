@@ -400,12 +400,12 @@ impl LeaseStore for Redlock {
         Ok(found.finish(limit))
     }
 
-    #[cfg(feature = "once")]
+    #[cfg(any(feature = "once", feature = "idempotency"))]
     async fn read_value(&self, _key: &str) -> Result<Option<Vec<u8>>, LockError> {
         Err(no_shared_values())
     }
 
-    #[cfg(feature = "once")]
+    #[cfg(any(feature = "once", feature = "idempotency"))]
     async fn write_value(
         &self,
         _key: &str,
@@ -473,7 +473,7 @@ impl ReleaseFeed for FanIn {
     }
 }
 
-#[cfg(feature = "once")]
+#[cfg(any(feature = "once", feature = "idempotency"))]
 /// Redlock keeps no shared values: independent masters would each keep their own.
 fn no_shared_values() -> LockError {
     LockError::InvalidConfig(

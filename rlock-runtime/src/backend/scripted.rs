@@ -673,7 +673,7 @@ impl<D: Topology> LeaseStore for Scripted<D> {
         Ok(found.finish(limit))
     }
 
-    #[cfg(feature = "once")]
+    #[cfg(any(feature = "once", feature = "idempotency"))]
     async fn read_value(&self, key: &str) -> Result<Option<Vec<u8>>, LockError> {
         let mut read = redis::cmd("GET");
         read.arg(key);
@@ -691,7 +691,7 @@ impl<D: Topology> LeaseStore for Scripted<D> {
         })
     }
 
-    #[cfg(feature = "once")]
+    #[cfg(any(feature = "once", feature = "idempotency"))]
     async fn write_value(&self, key: &str, value: &[u8], ttl: Duration) -> Result<(), LockError> {
         let mut write = redis::cmd("SET");
         write.arg(key).arg(value).arg("PX").arg(millis(ttl));

@@ -85,13 +85,13 @@ impl Engine {
 }
 
 impl Engine {
-    #[cfg(feature = "once")]
+    #[cfg(any(feature = "once", feature = "idempotency"))]
     /// The value shared at `key` (once-only work's result), `None` when there is none.
     pub(crate) async fn read_value(&self, key: &str) -> Result<Option<Vec<u8>>, LockError> {
         self.backend.read_value(key).await
     }
 
-    #[cfg(feature = "once")]
+    #[cfg(any(feature = "once", feature = "idempotency"))]
     /// Shares `value` at `key` for `ttl`.
     pub(crate) async fn write_value(
         &self,
