@@ -189,8 +189,12 @@ pub use api::client::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_TTL, LockClient, LockClientBuilder, MAX_COMMAND_TIMEOUT,
 };
 pub use api::guard::LockGuard;
+#[cfg(all(feature = "idempotency", feature = "actix-web"))]
+pub use api::idempotency::actix::{IdempotencyMiddleware, IdempotentService};
 #[cfg(feature = "idempotency")]
-pub use api::idempotency::{IDEMPOTENCY_KEY, IDEMPOTENCY_REPLAYED, IdempotencyLayer, Idempotent};
+pub use api::idempotency::tower::{
+    IDEMPOTENCY_KEY, IDEMPOTENCY_REPLAYED, IdempotencyLayer, Idempotent,
+};
 pub use api::identity::{HOST_VAR, Identity, SERVICE_VAR};
 pub use api::leader::{LeaderChanges, LeaderInfo, LeaderRequest, Leadership};
 #[cfg(feature = "once")]

@@ -3,7 +3,8 @@
 //! (`From<LockError> for Status`). The same service answers each of the four ways a request
 //! can end: placed, busy (another instance holds the lock), lost (the lease was broken while
 //! the request held it) and unavailable (Redis is dead). axum's answers are tested the same
-//! way in the examples' `web` test.
+//! way in the examples' `web` test. The actix-web form of the idempotency layer keeps the
+//! tower layer's rules (the examples' `web` test retries the shop's orders through that one).
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
@@ -273,4 +274,109 @@ async fn tonic_answers_busy_and_lost_as_aborted_and_a_dead_redis_as_unavailable(
     // Said by the service, not by a transport that failed to reach it.
     assert_eq!(rlock_error(&unavailable).as_deref(), Some("unavailable"));
     assert_safe(unavailable.message());
+}
+
+/// Serves `POST /orders` with actix-web behind the idempotency middleware, keys scoped by
+/// `x-user-id`; the handler counts its runs and answers `201` with the run's number.
+fn serve_idempotent_actix(
+    locks: LockClient,
+    runs: Arc<std::sync::atomic::AtomicU64>,
+) -> SocketAddr {
+    use actix_web::{App, HttpResponse, HttpServer, web};
+    use rlock_runtime::IdempotencyMiddleware;
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = HttpServer::new(move || {
+        let runs = runs.clone();
+        let idempotent = IdempotencyMiddleware::new(locks.clone()).scope(|req| {
+            req.headers()
+                .get("x-user-id")?
+                .to_str()
+                .ok()
+                .map(str::to_owned)
+        });
+        App::new().wrap(idempotent).route(
+            "/orders",
+            web::post().to(move || {
+                let runs = runs.clone();
+                async move {
+                    let run = runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    HttpResponse::Created()
+                        .content_type("application/json")
+                        .insert_header(("x-internal", "not replayed"))
+                        .body(format!("{{\"order\":{run}}}"))
+                }
+            }),
+        )
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)
+    .unwrap()
+    .run();
+    tokio::spawn(server);
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actix_web_requests_with_an_idempotency_key_run_once_and_are_replayed() {
+    let server = RedisServer::start();
+    let locks = LockClient::connect(&server.url()).await.unwrap();
+    let runs = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let addr = serve_idempotent_actix(locks, runs.clone());
+    let send = |user: &'static str, key: &'static str, path: &'static str| async move {
+        http::exchange(
+            addr,
+            "POST",
+            path,
+            &[("x-user-id", user), ("idempotency-key", key)],
+        )
+        .await
+    };
+
+    // A retry while the first runs: 409; after it: the first answer, replayed.
+    let first = tokio::spawn(send("7", "\"k1\"", "/orders"));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let during = send("7", "\"k1\"", "/orders").await;
+    assert_eq!(during.status, 409, "{}", during.body);
+    let first = first.await.unwrap();
+    assert_eq!((first.status, first.body.as_str()), (201, "{\"order\":1}"));
+    let retried = send("7", "\"k1\"", "/orders").await;
+    assert_eq!((retried.status, &retried.body), (201, &first.body));
+    assert!(
+        retried.has_header("idempotency-replayed", "true"),
+        "{}",
+        retried.head
+    );
+    assert!(
+        retried.has_header("content-type", "application/json"),
+        "{}",
+        retried.head
+    );
+    assert!(!retried.head.contains("x-internal"), "{}", retried.head);
+
+    // The key on another request: 422; another user's equal key is theirs; no key: runs.
+    let other = send("7", "\"k1\"", "/orders?again=1").await;
+    assert_eq!(other.status, 422, "{}", other.body);
+    let theirs = send("8", "\"k1\"", "/orders").await;
+    assert_eq!(
+        (theirs.status, theirs.body.as_str()),
+        (201, "{\"order\":2}")
+    );
+    let bad = send("7", "\"\"", "/orders").await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    let unkeyed = http::exchange(addr, "POST", "/orders", &[("x-user-id", "7")]).await;
+    assert_eq!(
+        (unkeyed.status, unkeyed.body.as_str()),
+        (201, "{\"order\":3}")
+    );
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 3);
+
+    // Redis gone: 503, and the request does not run unprotected.
+    server.kill();
+    let unavailable = send("7", "\"k2\"", "/orders").await;
+    assert_eq!(unavailable.status, 503, "{}", unavailable.body);
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 3);
 }
