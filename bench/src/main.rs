@@ -15,6 +15,7 @@
 //! redlock3_p50=R permit_vs_floor=R semaphore_p99_vs_limit=R semaphore_cmds_16_vs_4=R` (`-`
 //! for a ratio of (e) or (f) when it did not run). See BENCHMARKS.md for what each workload does.
 
+mod beyond;
 mod lockers;
 mod read_write;
 mod report;
@@ -35,7 +36,7 @@ use workloads::{Batch, Contended, Contender, REDLOCK_MASTERS, Watchdog};
 pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The workloads, in run order.
-const PHASES: &str = "abcdefg";
+const PHASES: &str = "abcdefgh";
 
 /// Iteration counts of one mode.
 #[derive(Debug, Clone)]
@@ -195,6 +196,8 @@ pub struct Results {
     pub read_write: HashMap<&'static str, Vec<f64>>,
     /// (g) readers admitted by a writer's release.
     pub admission: Option<read_write::Admission>,
+    /// (h) once-only work and the idempotency layer.
+    pub beyond: Option<beyond::Beyond>,
 }
 
 /// The benchmark's command line.
@@ -209,7 +212,7 @@ struct Args {
     /// Small counts, for CI (under a minute and a half).
     #[arg(long)]
     quick: bool,
-    /// Workloads to run, among `abcdefg`.
+    /// Workloads to run, among `abcdefgh`.
     #[arg(long, default_value = PHASES, value_parser = phases)]
     only: String,
     /// The implementations that (a) and (b) run, among
@@ -543,6 +546,13 @@ async fn main() -> Result<(), BenchError> {
     if run('g') {
         eprintln!("bench: (g) read-write locks");
         read_write_phase(&url, &config, &mut probe, &mut results).await?;
+    }
+
+    // (h)
+    if run('h') {
+        eprintln!("bench: (h) once-only work and idempotent requests");
+        results.beyond =
+            Some(beyond::run(&url, &mut probe, config.seq_rounds, config.seq_n).await?);
     }
 
     let machine = report::Machine {

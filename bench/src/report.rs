@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::beyond::{self, Beyond};
 use crate::lockers::Kind;
 use crate::stats::{median, percentile};
 use crate::workloads::{Batch, Contended, Contender, REDLOCK_MASTERS};
@@ -97,13 +98,19 @@ pub struct Summary {
     /// (g) script calls from a writer's release until every queued reader held (median of
     /// the rounds; 1 when the release admits them all), when (g) ran.
     pub admission_scripts: Option<f64>,
+    /// (h) most computations in one burst of once-only callers, when (h) ran (the target: 1).
+    pub once_computations: Option<f64>,
+    /// (h) once-only calls on a stored result ÷ plain `GET`s of it, ops/s, when (h) ran.
+    pub once_stored_vs_get: Option<f64>,
+    /// (h) µs the idempotency layer adds to a request, when (h) ran.
+    pub idempotency_overhead_us: Option<f64>,
 }
 
 impl Summary {
     pub fn line(&self) -> String {
         let measured = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
         format!(
-            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} fair_p99_vs_limit={:.3} handoff_cmds_16_clients={:.1} cluster_distinct={} redlock3_p50={} permit_vs_floor={} semaphore_p99_vs_limit={} semaphore_cmds_16_vs_4={} read_vs_floor={} write_vs_floor={} admission_scripts={}",
+            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} fair_p99_vs_limit={:.3} handoff_cmds_16_clients={:.1} cluster_distinct={} redlock3_p50={} permit_vs_floor={} semaphore_p99_vs_limit={} semaphore_cmds_16_vs_4={} read_vs_floor={} write_vs_floor={} admission_scripts={} once_computations={} once_stored_vs_get={} idempotency_overhead_us={}",
             self.uncontended,
             self.distinct,
             self.contended_throughput,
@@ -118,7 +125,10 @@ impl Summary {
             measured(self.semaphore_cmds_16_vs_4),
             measured(self.read_vs_floor),
             measured(self.write_vs_floor),
-            measured(self.admission_scripts)
+            measured(self.admission_scripts),
+            measured(self.once_computations),
+            measured(self.once_stored_vs_get),
+            measured(self.idempotency_overhead_us)
         )
     }
 }
@@ -288,6 +298,12 @@ pub fn summary(results: &Results) -> Summary {
             .admission
             .as_ref()
             .map(|a| median(&a.script_calls.iter().map(|&n| n as f64).collect::<Vec<_>>())),
+        once_computations: results
+            .beyond
+            .as_ref()
+            .and_then(|b| b.computations.iter().max().map(|&n| n as f64)),
+        once_stored_vs_get: results.beyond.as_ref().map(Beyond::stored_vs_get),
+        idempotency_overhead_us: results.beyond.as_ref().map(Beyond::layer_overhead_us),
     }
 }
 
@@ -641,6 +657,11 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
         read_write_locks(&mut o, config, results, admission);
     }
 
+    // (h)
+    if let Some(beyond) = &results.beyond {
+        beyond_the_lock(&mut o, config, beyond);
+    }
+
     // Targets
     let _ = writeln!(
         o,
@@ -727,6 +748,55 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
     }
     let _ = writeln!(o, "\n`{}`", s.line());
     o
+}
+
+/// Section (h): once-only work and the idempotency layer.
+fn beyond_the_lock(o: &mut String, config: &Config, b: &Beyond) {
+    let _ = writeln!(
+        o,
+        "\n### (h) Beyond the lock\n\n\
+         **Once-only work.** Each round, {callers} callers over {clients} clients call \
+         `once(key).run(…)` on a fresh key at once; the computation takes 50 ms. Then {n} calls \
+         one after the other on the stored result, beside {n} plain `GET`s of the same key \
+         (the floor: what reading a stored result must cost). {rounds} round(s); medians.\n\n\
+         **Idempotent requests.** {n} `POST`s one after the other through `IdempotencyLayer` \
+         (each with a key of its own: the first request's full path, five round trips: the \
+         kept answer read, the key's lock taken, the answer read again, the answer kept, the \
+         lock released), beside {n} to the bare handler, in process (no HTTP), per round.\n",
+        callers = beyond::BURST_CALLERS,
+        clients = beyond::CLIENTS,
+        n = config.seq_n,
+        rounds = config.seq_rounds,
+    );
+    let burst = median(
+        &b.burst_times
+            .iter()
+            .map(Duration::as_secs_f64)
+            .collect::<Vec<_>>(),
+    );
+    let _ = writeln!(
+        o,
+        "| measure | value |\n|---|---:|\n\
+         | computations per burst (most in a round) | {} |\n\
+         | burst time, first call to last answer (median) | {:.0} ms |\n\
+         | calls on a stored result | {:.0} ops/s |\n\
+         | plain `GET` of it | {:.0} ops/s |\n\
+         | stored result ÷ `GET` | {:.2} |\n\
+         | idempotent requests | {:.0} req/s |\n\
+         | bare handler | {:.0} req/s |\n\
+         | time the layer adds per request | {:.0} µs |\n\
+         | Redis commands per idempotent request, the release script's own included | {:.1} |\n",
+        b.computations.iter().max().copied().unwrap_or(0),
+        burst * 1e3,
+        median(&b.stored_ops),
+        median(&b.get_ops),
+        b.stored_vs_get(),
+        median(&b.idempotent_ops),
+        median(&b.bare_ops),
+        b.layer_overhead_us(),
+        b.commands_per_request,
+    );
+    let _ = writeln!(o, "Commands of the idempotent requests: {}", b.commands);
 }
 
 /// Section (f): uncontended permits beside the lock and the floor; the contended semaphore.
