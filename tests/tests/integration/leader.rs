@@ -1,5 +1,5 @@
-//! Leader election (`LockClient::leader`) against a real `redis-server`: one leader at a
-//! time, every new leader's term greater than the last, a leader killed or stopped past its
+//! Leader election (`LockClient::leader`) against a real `redis-server` (and on Redis Cluster
+//! and through Sentinel): one leader at a time, every new leader's term greater than the last, a leader killed or stopped past its
 //! lease replaced and its stale term refused by a fenced store, the loop form cancelling the
 //! leader's work before another instance's work starts, and observers told who leads.
 #![allow(clippy::unwrap_used)]
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rlock_runtime::{LeaderInfo, LockClient};
 use rlock_tests::RedisServer;
 use rlock_tests::child::LineChild;
-use rlock_tests::deploy::ClusterDeployment;
+use rlock_tests::deploy::{ClusterDeployment, SentinelDeployment};
 use rlock_tests::locking::{PATIENCE, client_at, client_for};
 use rlock_tests::protocol::{Command, Line, Outcome};
 use rlock_tests::proxy::FaultProxy;
@@ -90,6 +90,20 @@ async fn one_leader_at_a_time_each_term_greater_and_observers_told_who() {
 async fn one_leader_at_a_time_on_a_cluster() {
     let cluster = ClusterDeployment::start();
     let url = cluster.url();
+    let timeout = Duration::from_secs(2);
+    let (a, b, c) = (
+        client_at(&url, timeout).await,
+        client_at(&url, timeout).await,
+        client_at(&url, timeout).await,
+    );
+    elected_in_turn(&a, &b, &c).await;
+}
+
+/// The same through Sentinel: the seat on the master the sentinels name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_at_a_time_through_sentinel() {
+    let deployment = SentinelDeployment::start();
+    let url = deployment.url();
     let timeout = Duration::from_secs(2);
     let (a, b, c) = (
         client_at(&url, timeout).await,
