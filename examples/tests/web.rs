@@ -270,3 +270,29 @@ async fn a_retried_order_gets_the_first_answer_and_makes_one_order() {
     let (_, tally) = request(addr, "GET", "/vouchers/2", None).await;
     assert_eq!(tally["orders"], 1, "{tally}");
 }
+
+/// A client that cannot keep answers (Redlock: independent masters) makes every keyed
+/// request `500`, logged, rather than `503`: retrying will not help; unkeyed requests run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_cannot_keep_answers_is_a_500_not_a_retry() {
+    let masters = RedisServer::start_many(3);
+    let hosts: Vec<String> = masters
+        .iter()
+        .map(|m| format!("127.0.0.1:{}", m.port()))
+        .collect();
+    let client = LockClient::connect(&format!("redlock://{}", hosts.join(",")))
+        .await
+        .unwrap();
+    let router = axum::Router::new()
+        .route("/orders", axum::routing::post(|| async { "ran" }))
+        .layer(rlock_runtime::IdempotencyLayer::new(client));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+
+    let keyed = http::exchange(addr, "POST", "/orders", &[("idempotency-key", "\"k\"")]).await;
+    assert_eq!(keyed.status, 500, "{}", keyed.body);
+    assert!(keyed.body.contains("cannot keep answers"), "{}", keyed.body);
+    let unkeyed = http::exchange(addr, "POST", "/orders", &[]).await;
+    assert_eq!((unkeyed.status, unkeyed.body.as_str()), (200, "ran"));
+}

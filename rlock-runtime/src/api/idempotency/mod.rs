@@ -287,9 +287,19 @@ impl Answer {
             Self::Unreadable => (500, "the answer could not be read"),
             Self::Unavailable(e) => {
                 let error = &e as &(dyn std::error::Error + 'static);
-                crate::util::trace::debug_event!(error, "rlock: idempotency store unavailable");
-                let _ = error; // read by the event only when `tracing` is on
-                (503, "the idempotency store is unavailable; retry later")
+                let answer = if matches!(e, LockError::InvalidConfig(_)) {
+                    // A client that cannot keep answers (Redlock): retrying will not help.
+                    crate::util::trace::warn_event!(error, "rlock: idempotency store misused");
+                    (
+                        500,
+                        "the idempotency store cannot keep answers; see the service's logs",
+                    )
+                } else {
+                    crate::util::trace::debug_event!(error, "rlock: idempotency store failed");
+                    (503, "the idempotency store is unavailable; retry later")
+                };
+                let _ = error; // read by the events only when `tracing` is on
+                answer
             }
         }
     }

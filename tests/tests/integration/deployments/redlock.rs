@@ -330,3 +330,22 @@ async fn inspect_and_force_unlock_on_redlock() {
     let b = redlock_client(&masters).await;
     rlock_tests::locking::inspect_and_force_unlock(&a, &b, "admin:redlock").await;
 }
+
+/// What independent masters cannot keep is refused at once, saying why: a leader's term (a
+/// fencing token), once-only work's shared result, an idempotent request's kept answer.
+#[tokio::test]
+async fn leadership_and_shared_results_are_refused_on_redlock() {
+    let masters = RedisServer::start_many(3);
+    let client = redlock_client(&masters).await;
+    let leader = client.leader("billing").campaign().await.unwrap_err();
+    assert!(
+        matches!(&leader, LockError::InvalidConfig(why) if why.contains("fenc")),
+        "{leader}"
+    );
+    let once = client
+        .once("report:1")
+        .run(|| async { Ok::<_, LockError>(1u64) })
+        .await
+        .unwrap_err();
+    assert!(matches!(&once, LockError::InvalidConfig(_)), "{once}");
+}
