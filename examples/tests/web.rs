@@ -9,6 +9,7 @@ use rlock_examples::database::ScratchDatabase;
 use rlock_examples::seckill::Store;
 use rlock_examples::web::{self, App};
 use rlock_runtime::LockClient;
+use rlock_tests::deploy::redlock_url;
 use rlock_tests::{RedisServer, http};
 use serde_json::Value;
 use tokio::net::TcpListener;
@@ -276,13 +277,7 @@ async fn a_retried_order_gets_the_first_answer_and_makes_one_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_cannot_keep_answers_is_a_500_not_a_retry() {
     let masters = RedisServer::start_many(3);
-    let hosts: Vec<String> = masters
-        .iter()
-        .map(|m| format!("127.0.0.1:{}", m.port()))
-        .collect();
-    let client = LockClient::connect(&format!("redlock://{}", hosts.join(",")))
-        .await
-        .unwrap();
+    let client = LockClient::connect(&redlock_url(&masters)).await.unwrap();
     let router = axum::Router::new()
         .route("/orders", axum::routing::post(|| async { "ran" }))
         .layer(rlock_runtime::IdempotencyLayer::new(client));

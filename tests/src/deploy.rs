@@ -1,6 +1,6 @@
 //! Replicated deployments on loopback ports: a master with its replicas and the sentinels
 //! that watch them, and a Redis Cluster of three masters with a replica each. All real
-//! processes, all stopped on drop.
+//! processes, all stopped on drop. And the URL of independent servers as Redlock masters.
 
 use std::fs;
 use std::io;
@@ -646,4 +646,13 @@ fn server_config(server: &RedisServer, name: &str, value: &str) {
             .arg(value)
             .query(&mut conn);
     }
+}
+
+/// `redlock://127.0.0.1:p1,127.0.0.1:p2,…`: `masters` as the masters of a Redlock client.
+pub fn redlock_url(masters: &[RedisServer]) -> String {
+    let hosts: Vec<String> = masters
+        .iter()
+        .map(|m| format!("127.0.0.1:{}", m.port()))
+        .collect();
+    format!("redlock://{}", hosts.join(","))
 }

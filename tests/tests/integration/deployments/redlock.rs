@@ -7,18 +7,10 @@ use std::time::{Duration, Instant};
 
 use rlock_runtime::{LockClient, LockError, LockOptions};
 use rlock_tests::RedisServer;
+use rlock_tests::deploy::redlock_url;
 use rlock_tests::locking::{client_at, handoff, stored};
 
 const TIMEOUT: Duration = Duration::from_millis(300);
-
-/// `redlock://127.0.0.1:p1,127.0.0.1:p2,…` for `masters`.
-fn redlock_url(masters: &[RedisServer]) -> String {
-    let hosts: Vec<String> = masters
-        .iter()
-        .map(|m| format!("127.0.0.1:{}", m.port()))
-        .collect();
-    format!("redlock://{}", hosts.join(","))
-}
 
 async fn redlock_client(masters: &[RedisServer]) -> LockClient {
     client_at(&redlock_url(masters), TIMEOUT).await

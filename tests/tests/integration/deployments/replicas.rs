@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use rlock_runtime::{LockClient, LockError, LockOptions};
 use rlock_tests::RedisServer;
+use rlock_tests::deploy::redlock_url;
 use rlock_tests::locking::{client_for, stored};
 
 async fn exists(server: &RedisServer, key: &str) -> bool {
@@ -97,13 +98,7 @@ async fn a_grant_counts_once_replicas_confirm_it_and_is_taken_back_otherwise() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_refuses_replica_acknowledgement() {
     let masters = RedisServer::start_many(3);
-    let hosts: Vec<String> = masters
-        .iter()
-        .map(|m| format!("127.0.0.1:{}", m.port()))
-        .collect();
-    let client = LockClient::connect(&format!("redlock://{}", hosts.join(",")))
-        .await
-        .unwrap();
+    let client = LockClient::connect(&redlock_url(&masters)).await.unwrap();
     let err = client
         .lock("k")
         .min_replicas(1)

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use rlock_runtime::{KeyKind, LockClient, LockError};
 use rlock_tests::RedisServer;
+use rlock_tests::deploy::redlock_url;
 use rlock_tests::locking::{
     Of, PATIENCE, cancel_around_release, client, keys_left, queued_and_listening,
     take_and_give_back,
@@ -342,13 +343,7 @@ async fn semaphores_that_cannot_be_kept_are_refused() {
         assert!(matches!(err, LockError::InvalidConfig(_)), "{err:?}");
     }
     let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let hosts: Vec<String> = masters
-        .iter()
-        .map(|m| format!("127.0.0.1:{}", m.port()))
-        .collect();
-    let redlock = LockClient::connect(&format!("redlock://{}", hosts.join(",")))
-        .await
-        .unwrap();
+    let redlock = LockClient::connect(&redlock_url(&masters)).await.unwrap();
     let err = redlock.semaphore("s", 2).acquire().await.unwrap_err();
     assert!(
         matches!(&err, LockError::InvalidConfig(m) if m.contains("not safe on Redlock")),
