@@ -94,6 +94,15 @@ impl LockKey {
     }
 }
 
+/// The Redis key of one of rlock's own records (a holder card, a shared result, a kept
+/// answer): `rlock:<what>`, in the client's namespace as its lock keys are.
+pub(crate) fn own_key(namespace: Option<&str>, what: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}:rlock:{what}"),
+        None => format!("rlock:{what}"),
+    }
+}
+
 impl fmt::Debug for LockKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&self.0, f)

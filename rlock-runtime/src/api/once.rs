@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::api::client::LockClient;
 use crate::error::LockError;
-use crate::key::{IntoLockKey, LockKey};
+use crate::key::{IntoLockKey, LockKey, own_key};
 use crate::lease::plan::check_ttl;
 
 /// The largest result shared unless the request says: 1 MiB.
@@ -180,10 +180,8 @@ impl<'a> OnceRequest<'a> {
         let ttl = self.ttl.unwrap_or(client.shared().default_ttl);
         check_ttl(&key, ttl)?;
         let lock = format!("once:{}", key.as_str()).into_lock_key()?;
-        let result = match client.shared().namespace.as_deref() {
-            Some(ns) => format!("{ns}:rlock:result:{}", key.as_str()),
-            None => format!("rlock:result:{}", key.as_str()),
-        };
+        let namespace = client.shared().namespace.as_deref();
+        let result = own_key(namespace, &format!("result:{}", key.as_str()));
         Ok(Work {
             client,
             key,

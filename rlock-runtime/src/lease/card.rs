@@ -28,6 +28,7 @@ use uuid::Uuid;
 
 use super::Engine;
 use crate::backend::{Backend, CardPost, LeaseStore};
+use crate::key::own_key;
 use crate::util::token::Token;
 use crate::util::tuning::{CARD_BATCH, CARD_LEASE, CARD_MAX_HOLDS, CARD_PASS};
 
@@ -75,10 +76,7 @@ impl Card {
 /// The key of the card of the client whose id (the part of its owner tokens before the
 /// `:`) is `client`.
 pub(crate) fn key(namespace: Option<&str>, client: &str) -> String {
-    match namespace {
-        Some(ns) => format!("{ns}:rlock:holder:{client}"),
-        None => format!("rlock:holder:{client}"),
-    }
+    own_key(namespace, &format!("holder:{client}"))
 }
 
 /// Whether `key` (without a namespace) is a holder card's.

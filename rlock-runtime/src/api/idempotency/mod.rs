@@ -27,6 +27,7 @@ use sha2::{Digest, Sha256};
 use crate::api::client::LockClient;
 use crate::api::guard::LockGuard;
 use crate::error::LockError;
+use crate::key::own_key;
 
 /// The request header that names a request (the draft's), in lower case.
 pub(crate) const KEY_HEADER: &str = "idempotency-key";
@@ -95,10 +96,10 @@ impl Rules {
 
     /// Where the answer to the key whose hash is `id` is kept.
     fn record_key(&self, id: &str) -> String {
-        match self.client.shared().namespace.as_deref() {
-            Some(ns) => format!("{ns}:rlock:idempotency:{id}"),
-            None => format!("rlock:idempotency:{id}"),
-        }
+        own_key(
+            self.client.shared().namespace.as_deref(),
+            &format!("idempotency:{id}"),
+        )
     }
 
     /// What to do with the request of key `id` and `fingerprint` before it runs: replay a
