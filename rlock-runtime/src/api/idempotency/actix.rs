@@ -209,20 +209,12 @@ where
         rules.after(running, None).await;
         return Ok(ServiceResponse::new(request, answered(Answer::Unreadable)));
     };
-    let headers = rules
-        .replayed
-        .iter()
-        .flat_map(|name| {
-            head.headers()
-                .get_all(name.as_str())
-                .filter_map(|value| Some((name.clone(), value.to_str().ok()?.to_owned())))
-        })
-        .collect();
-    let answer = Stored {
-        status: head.status().as_u16(),
-        headers,
-        body,
-    };
+    let answer = rules.answer(head.status().as_u16(), body, |name| {
+        let values = head.headers().get_all(name);
+        values
+            .filter_map(|v| Some(v.to_str().ok()?.to_owned()))
+            .collect()
+    });
     rules.after(running, Some(&answer)).await;
     let response = head.set_body(answer.body).map_into_boxed_body();
     Ok(ServiceResponse::new(request, response))

@@ -141,6 +141,26 @@ impl Rules {
         before
     }
 
+    /// The answer to keep of a request that ran: its status, its body, and the values of
+    /// the headers replayed, as `values` reads them from the framework's answer.
+    pub(crate) fn answer(
+        &self,
+        status: u16,
+        body: Bytes,
+        values: impl Fn(&str) -> Vec<String>,
+    ) -> Stored {
+        let headers = self
+            .replayed
+            .iter()
+            .flat_map(|name| values(name).into_iter().map(|value| (name.clone(), value)))
+            .collect();
+        Stored {
+            status,
+            headers,
+            body,
+        }
+    }
+
     /// Keeps the answer of a request that ran (unless it is a server error or too large:
     /// then a retry runs again) and gives its key up.
     pub(crate) async fn after(&self, running: Running, answer: Option<&Stored>) {

@@ -255,22 +255,12 @@ where
         return Ok(answered(Answer::Unreadable));
     };
     let body = body.to_bytes();
-    let headers = rules
-        .replayed
-        .iter()
-        .flat_map(|name| {
-            parts
-                .headers
-                .get_all(name.as_str())
-                .iter()
-                .filter_map(|value| Some((name.clone(), value.to_str().ok()?.to_owned())))
-        })
-        .collect();
-    let answer = Stored {
-        status: parts.status.as_u16(),
-        headers,
-        body,
-    };
+    let answer = rules.answer(parts.status.as_u16(), body, |name| {
+        let values = parts.headers.get_all(name).iter();
+        values
+            .filter_map(|v| Some(v.to_str().ok()?.to_owned()))
+            .collect()
+    });
     rules.after(running, Some(&answer)).await;
     Ok(Response::from_parts(parts, RB::from(answer.body)))
 }
