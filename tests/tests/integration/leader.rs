@@ -11,7 +11,7 @@ use rlock_runtime::{LeaderInfo, LockClient};
 use rlock_tests::RedisServer;
 use rlock_tests::child::LineChild;
 use rlock_tests::deploy::{ClusterDeployment, SentinelDeployment};
-use rlock_tests::locking::{PATIENCE, client_at, client_for};
+use rlock_tests::locking::{PATIENCE, client_at};
 use rlock_tests::protocol::{Command, Line, Outcome};
 use rlock_tests::proxy::FaultProxy;
 use rlock_tests::worker::{Hold, HoldKind};
@@ -76,12 +76,7 @@ fn start_leader(server: &RedisServer, name: &str, ttl_ms: u64) -> (LineChild, St
 #[tokio::test]
 async fn one_leader_at_a_time_each_term_greater_and_observers_told_who() {
     let server = RedisServer::start();
-    let (a, b, c) = (
-        client(&server).await,
-        client(&server).await,
-        client(&server).await,
-    );
-    elected_in_turn(&a, &b, &c).await;
+    elected_in_turn_at(&server.url()).await;
 }
 
 /// The same on Redis Cluster: the seat, its queue and its fence record share a slot, and the
@@ -89,27 +84,19 @@ async fn one_leader_at_a_time_each_term_greater_and_observers_told_who() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_at_a_time_on_a_cluster() {
     let cluster = ClusterDeployment::start();
-    let url = cluster.url();
-    let timeout = Duration::from_secs(2);
-    let (a, b, c) = (
-        client_at(&url, timeout).await,
-        client_at(&url, timeout).await,
-        client_at(&url, timeout).await,
-    );
-    elected_in_turn(&a, &b, &c).await;
+    elected_in_turn_at(&cluster.url()).await;
 }
 
 /// The same through Sentinel: the seat on the master the sentinels name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_at_a_time_through_sentinel() {
     let deployment = SentinelDeployment::start();
-    let url = deployment.url();
-    let timeout = Duration::from_secs(2);
-    let (a, b, c) = (
-        client_at(&url, timeout).await,
-        client_at(&url, timeout).await,
-        client_at(&url, timeout).await,
-    );
+    elected_in_turn_at(&deployment.url()).await;
+}
+
+/// [`elected_in_turn`] with three clients of the deployment at `url`.
+async fn elected_in_turn_at(url: &str) {
+    let (a, b, c) = (client(url).await, client(url).await, client(url).await);
     elected_in_turn(&a, &b, &c).await;
 }
 
@@ -159,8 +146,8 @@ async fn elected_in_turn(a: &LockClient, b: &LockClient, c: &LockClient) {
     assert_eq!(changes.next().await.unwrap(), None);
 }
 
-async fn client(server: &RedisServer) -> LockClient {
-    client_for(server, Duration::from_secs(2)).await
+async fn client(url: &str) -> LockClient {
+    client_at(url, Duration::from_secs(2)).await
 }
 
 /// A leader killed (SIGKILL) is replaced once its lease ends; a leader stopped (SIGSTOP) past
@@ -169,7 +156,7 @@ async fn client(server: &RedisServer) -> LockClient {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_and_stopped_leaders_are_replaced_and_their_terms_fenced_out() {
     let server = RedisServer::start();
-    let follower = client(&server).await;
+    let follower = client(&server.url()).await;
     let store = FencedStore::default();
 
     for stop in [false, true] {
@@ -213,7 +200,7 @@ async fn run_cancels_the_work_on_loss_before_another_instance_leads() {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.port());
     let a = client_at(&proxy.url(), Duration::from_millis(300)).await;
-    let b = client(&server).await;
+    let b = client(&server.url()).await;
     let history = History::default();
     let work = |me: char, history: History, done: Arc<tokio::sync::Notify>| {
         move |term: u64| {
