@@ -64,6 +64,7 @@ pub mod checkins;
 pub mod child;
 pub mod deploy;
 pub mod history;
+pub mod holding;
 pub mod http;
 pub mod locking;
 pub mod postgres;

@@ -17,6 +17,8 @@
 //! WAITS <key> <requests> <grants> <busy> <cancelled> <errors> <waited_us>
 //!                                       soak: how a worker's waiting-mix requests on a key went
 //! GAVE-UP <key> <start_us> <end_us>     soak: a waiting-mix request that gave up `Busy`
+//! ELECTED <key> <term> <at_us>          soak: a candidate leads `key` from `at_us` (its
+//!                                       term's SECTION follows once the term ends)
 //! LATE <woke_us> <late_us>              soak: the worst timer lateness of a window
 //! CLIENT <deployment> <client id>       soak: the id in a client's owner tokens
 //! ERRORS <variant> <count>              contend, soak: failed calls by `LockError` variant
@@ -168,6 +170,16 @@ pub enum Line {
         /// When it returned `Busy`.
         end_us: u64,
     },
+    /// A soak candidate was elected leader of `key` (written at once: a killed leader's
+    /// term has no `SECTION`).
+    Elected {
+        /// The leader's seat.
+        key: String,
+        /// Its term.
+        term: u64,
+        /// When `campaign` returned.
+        at_us: u64,
+    },
     /// The worst timer lateness of a window: a sleep due at `woke_us - late_us` woke at
     /// `woke_us` (the process was not scheduled, or was stopped).
     Late {
@@ -310,6 +322,7 @@ impl fmt::Display for Line {
                 start_us,
                 end_us,
             } => write!(f, "GAVE-UP {key} {start_us} {end_us}"),
+            Line::Elected { key, term, at_us } => write!(f, "ELECTED {key} {term} {at_us}"),
             Line::Late { woke_us, late_us } => write!(f, "LATE {woke_us} {late_us}"),
             Line::Client { deployment, id } => write!(f, "CLIENT {deployment} {id}"),
             Line::Errors { variant, count } => write!(f, "ERRORS {variant} {count}"),
@@ -454,6 +467,11 @@ impl FromStr for Line {
                 start_us: w.number()?,
                 end_us: w.number()?,
             },
+            "ELECTED" => Line::Elected {
+                key: w.word()?.to_owned(),
+                term: w.number()?,
+                at_us: w.number()?,
+            },
             "LATE" => Line::Late {
                 woke_us: w.number()?,
                 late_us: w.number()?,
@@ -498,6 +516,21 @@ impl FromStr for Command {
             other => Err(format!("unknown command {other:?}")),
         }
     }
+}
+
+/// Parses what a killed worker wrote: its whole lines (the last one may have been cut by its
+/// death, and is left out), without the `DONE` it never wrote.
+///
+/// # Errors
+///
+/// On a malformed line.
+pub fn parse_cut_output(text: &str) -> Result<Vec<Line>, String> {
+    let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+    whole
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::parse)
+        .collect()
 }
 
 /// Parses a worker's whole output, one [`Line`] per non-empty line, and checks that it ends
@@ -604,6 +637,11 @@ mod tests {
                 key: "k".into(),
                 start_us: 1,
                 end_us: 2,
+            },
+            Line::Elected {
+                key: "soak:single:leader".into(),
+                term: 7,
+                at_us: 8,
             },
             Line::Late {
                 woke_us: 5,

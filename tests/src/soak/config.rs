@@ -78,6 +78,10 @@ pub(super) struct RunArgs {
     /// The waiting mix's ttl [50–60000].
     #[arg(long, default_value_t = 2000)]
     wait_ttl_ms: u64,
+    /// Leader candidate processes, campaigning on every deployment while the nemesis kills,
+    /// stops and partitions the leader [0: no leaders; at most 8].
+    #[arg(long, default_value_t = 3)]
+    candidates: u64,
 }
 
 /// How the run is shaped.
@@ -100,6 +104,8 @@ pub(super) struct Config {
     pub(super) waiters: u64,
     /// The waiting mix's ttl.
     pub(super) wait_ttl: Duration,
+    /// Leader candidate processes (0: no leaders).
+    pub(super) candidates: u64,
 }
 
 impl Config {
@@ -135,6 +141,7 @@ impl From<RunArgs> for Config {
             quick,
             waiters: by_mode(args.waiters, 6, 8).min(64),
             wait_ttl: Duration::from_millis(args.wait_ttl_ms.clamp(50, 60_000)),
+            candidates: args.candidates.min(8),
         }
     }
 }

@@ -82,6 +82,15 @@ impl Locks {
         masters
     }
 
+    /// The URL that reaches `deployment` directly (no proxy), if the run has it.
+    pub(super) fn url(&self, deployment: Deployment) -> Option<String> {
+        match deployment {
+            Deployment::Single => self.single.as_ref().map(RedisServer::url),
+            Deployment::Sentinel => self.sentinel.as_ref().map(SentinelDeployment::url),
+            Deployment::Cluster => self.cluster.as_ref().map(ClusterDeployment::url),
+        }
+    }
+
     /// The ports of every server, masters and replicas.
     pub(super) fn ports(&self) -> Vec<u16> {
         let mut ports: Vec<u16> = self.single.iter().map(RedisServer::port).collect();

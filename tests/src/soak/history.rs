@@ -156,6 +156,9 @@ pub struct History {
     pub panics: u64,
     /// Workers that wrote their `DONE` line.
     pub finished_workers: u32,
+    /// Terms begun (`ELECTED`) whose `SECTION` has not been read yet: `(worker, key, term,
+    /// elected_us)`.
+    open_terms: Vec<(u32, u32, u64, u64)>,
 }
 
 impl History {
@@ -171,8 +174,8 @@ impl History {
         self.key_index.get(key).copied()
     }
 
-    /// Adds what one worker wrote: `SECTION`, `WAITS`, `GAVE-UP`, `LATE`, `CLIENT`, `ERRORS`
-    /// and `PANIC` lines, and a final `DONE`.
+    /// Adds what one worker wrote: `SECTION`, `ELECTED`, `WAITS`, `GAVE-UP`, `LATE`,
+    /// `CLIENT`, `ERRORS` and `PANIC` lines, and a final `DONE`.
     ///
     /// # Errors
     ///
@@ -180,10 +183,16 @@ impl History {
     /// write.
     pub fn add_worker(&mut self, worker: u32, text: &str) -> Result<(), String> {
         let lines = protocol::parse_output(text).map_err(|e| format!("worker {worker}: {e}"))?;
+        self.add_lines(worker, lines)
+    }
+
+    fn add_lines(&mut self, worker: u32, lines: Vec<Line>) -> Result<(), String> {
         for line in lines {
             match line {
                 Line::Section(s) => {
                     let key = self.intern(&s.key);
+                    self.open_terms
+                        .retain(|&(w, k, term, _)| (w, k, Some(term)) != (worker, key, s.fence));
                     self.records.push(Record {
                         worker,
                         key,
@@ -221,6 +230,10 @@ impl History {
                         end_us,
                     });
                 }
+                Line::Elected { key, term, at_us } => {
+                    let key = self.intern(&key);
+                    self.open_terms.push((worker, key, term, at_us));
+                }
                 Line::Late { woke_us, late_us } => self.lateness.push(Lateness {
                     worker,
                     woke_us,
@@ -234,6 +247,56 @@ impl History {
                 Line::Done { .. } => self.finished_workers += 1,
                 other => return Err(format!("worker {worker}: unexpected line {other}")),
             }
+        }
+        Ok(())
+    }
+
+    /// Adds what a leader candidate wrote, as [`add_worker`](Self::add_worker) does. A
+    /// candidate the nemesis killed (at `killed_us`) wrote no `DONE`, and no `SECTION` for
+    /// the term it led then: that term is a section that ended at its death, its release
+    /// `failed`.
+    ///
+    /// # Errors
+    ///
+    /// As [`add_worker`](Self::add_worker); and a term without its `SECTION` from a candidate
+    /// that was not killed.
+    pub fn add_candidate(
+        &mut self,
+        worker: u32,
+        text: &str,
+        killed_us: Option<u64>,
+    ) -> Result<(), String> {
+        if killed_us.is_some() {
+            let lines =
+                protocol::parse_cut_output(text).map_err(|e| format!("candidate {worker}: {e}"))?;
+            self.add_lines(worker, lines)?;
+        } else {
+            self.add_worker(worker, text)?;
+        }
+        let (open, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.open_terms)
+            .into_iter()
+            .partition(|&(w, ..)| w == worker);
+        self.open_terms = others;
+        for (_, key, term, elected_us) in open {
+            let Some(killed_us) = killed_us else {
+                return Err(format!(
+                    "candidate {worker}: term {term} of {} has no SECTION",
+                    self.keys[key as usize]
+                ));
+            };
+            self.records.push(Record {
+                worker,
+                key,
+                fence: term,
+                grant_us: elected_us,
+                end_us: killed_us.max(elected_us),
+                lost_us: 0,
+                write_sent_us: 0,
+                write_done_us: 0,
+                write: Write::None,
+                release: Release::Failed,
+                kind: SectionKind::Lock,
+            });
         }
         Ok(())
     }

@@ -5,7 +5,8 @@
 //! cargo run -p rlock-tests --bin soak -- --quick                 # ≈ 1 minute, every fault
 //! cargo run --release -p rlock-tests --bin soak -- --acquisitions 1000000 [--aof]
 //!     [--workers 4] [--tasks 8] [--ttl-ms 500] [--seed N] [--fault-every-ms 1500]
-//!     [--waiters 8] [--wait-ttl-ms 2000] [--report FILE]     (--help lists them all)
+//!     [--waiters 8] [--wait-ttl-ms 2000] [--candidates 3] [--report FILE]
+//!                                                           (--help lists them all)
 //! cargo run --release -p rlock-tests --bin soak -- --on single,sentinel,cluster
 //!     [--min-replicas 1] …
 //! ```
@@ -42,6 +43,14 @@
 //! again) and reports the worst per 100 ms: an overlap with no fault nearby whose earlier
 //! holder's process ran about as late as it was told is put down to scheduling delay.
 //!
+//! The **leaders** (`--candidates N`, 3 by default; `0` turns them off; `leaders`): N more
+//! worker processes campaign for every deployment's seat (`soak:<name>:leader`), hold each
+//! term 2–6 ttl writing once through the store with the term, and resign. The deck gains
+//! `KillLeader`, `StopLeader` and `PartitionLeader`, which strike whichever candidate leads
+//! (found by `observe`); each one's failover time, until another candidate leads, is
+//! reported. The terms are checked as a fenced lock's sections, and for a term granted
+//! twice.
+//!
 //! `--on` names the deployments the locks live on (default: the one server; `--quick`: all
 //! three). Besides the one server, a Sentinel deployment (a master, two replicas, three
 //! sentinels) and a Redis Cluster (three masters with a replica each), which the workers
@@ -54,10 +63,12 @@
 //! everything it does is drawn from `--seed`. The run fails (exit status 1) on a silent
 //! overlap, a silent permit excess (more holders of a semaphore than permits, too few of
 //! them ever told they lost theirs), a stale write accepted, a fence regression, a panic, a worker that did not
-//! finish, a lock key left behind, a starved waiter, check ins above their bound, or a stall.
+//! finish, a lock key left behind, a starved waiter, check ins above their bound, a stall, a fence
+//! granted twice, or a leader not replaced after a fault.
 //!
 //! The modules, by concern: `config` (the command line and a run's shape), `deployment`
-//! (where the locks live), `nemesis` (the faults), `run` (the run itself), `worker` (one
+//! (where the locks live), `nemesis` (the faults), `leaders` (the candidates and their
+//! failover times), `run` (the run itself), `worker` (one
 //! worker process, writing the lines of [`crate::protocol`]), [`history`] (the workers'
 //! records merged), [`verdict`] (the checks, on the one overlap check of
 //! [`crate::history`]), [`waits`] (the waiting mix judged) and `report`.
@@ -67,6 +78,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 mod config;
 mod deployment;
 pub mod history;
+mod leaders;
 mod nemesis;
 mod report;
 mod run;

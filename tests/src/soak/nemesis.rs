@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::COMMAND_TIMEOUT;
 use super::deployment::{Deployment, Locks};
+use super::leaders::{Candidates, LeaderFault};
 use super::now_us;
 use super::run::Worker;
 use crate::RedisServer;
@@ -45,6 +46,14 @@ pub(super) enum Fault {
     ClusterSwitchOver,
     /// Cluster: a master killed, its replica promoted, the old one restarted.
     ClusterKill,
+    /// `kill -9` of the leader candidate that leads a deployment's seat (a new candidate
+    /// takes its place).
+    KillLeader,
+    /// SIGSTOP of the leading candidate for 1.5–3 ttl.
+    StopLeader,
+    /// The leading candidate cut off from the one server (every flow silent, new ones too)
+    /// for 1.5–3 ttl.
+    PartitionLeader,
 }
 
 /// How long after a failover two masters may still take writes: the sentinels turn a
@@ -79,7 +88,11 @@ impl Fault {
     /// `server_faults_on`.
     pub(super) fn hits(self, deployment: Deployment, server_faults_on: Deployment) -> bool {
         match self {
-            Fault::PauseHolder | Fault::StallWaiter => true,
+            Fault::PauseHolder
+            | Fault::StallWaiter
+            | Fault::KillLeader
+            | Fault::StopLeader
+            | Fault::PartitionLeader => true,
             Fault::PauseServer | Fault::ClientPause => deployment == server_faults_on,
             Fault::KillRestart
             | Fault::DebugSleep
@@ -121,6 +134,8 @@ pub(super) struct Nemesis {
     pub(super) injected: BTreeMap<Fault, u64>,
     /// Every fault: its kind, when it began and when it was healed (µs since the epoch).
     pub(super) log: Vec<(Fault, u64, u64)>,
+    /// The leader faults, with the leader each struck.
+    pub(super) leader_faults: Vec<LeaderFault>,
     pub(super) ttl: Duration,
     /// The lease a release hands a waiter of the waiting mix.
     pub(super) handoff_lease: Duration,
@@ -136,6 +151,7 @@ impl Nemesis {
         &mut self,
         locks: &Locks,
         workers: &mut [Worker],
+        candidates: &mut Candidates,
     ) -> Result<(), String> {
         let Some(server) = locks.server() else {
             return Ok(());
@@ -148,7 +164,20 @@ impl Nemesis {
             return Ok(());
         };
         let began = now_us();
-        if self.inject(fault, locks, server, workers).await? {
+        let injected = match fault {
+            Fault::KillLeader | Fault::StopLeader | Fault::PartitionLeader => {
+                self.strike_leader(fault, locks, candidates).await?
+            }
+            _ => self.inject(fault, locks, server, workers).await?,
+        };
+        if injected {
+            // A leader fault begins once its leader is found, not when the search did.
+            let began = match self.leader_faults.last() {
+                Some(struck) if struck.fault == fault && struck.began_us >= began => {
+                    struck.began_us
+                }
+                _ => began,
+            };
             *self.injected.entry(fault).or_default() += 1;
             self.log.push((fault, began, now_us()));
         } else {
@@ -271,6 +300,7 @@ impl Nemesis {
                     eprintln!("soak: {fault:?}: {e}");
                 }
             }
+            Fault::KillLeader | Fault::StopLeader | Fault::PartitionLeader => return Ok(false),
             Fault::PauseHolder | Fault::StallWaiter => {
                 let pause = if fault == Fault::PauseHolder {
                     self.ttl_times(1.5, 3.0)
@@ -286,6 +316,32 @@ impl Nemesis {
             }
         }
         Ok(true)
+    }
+
+    /// Deals a leader fault on one of the deployments (a partition: on the one server, which
+    /// the candidates reach through their proxies); `false` when nobody could be seen leading.
+    async fn strike_leader(
+        &mut self,
+        fault: Fault,
+        locks: &Locks,
+        candidates: &mut Candidates,
+    ) -> Result<bool, String> {
+        let on: Vec<Deployment> = Deployment::ALL
+            .into_iter()
+            .filter(|&d| locks.url(d).is_some())
+            .filter(|&d| fault != Fault::PartitionLeader || d == Deployment::Single)
+            .collect();
+        let Some(&deployment) = on.get(self.rng.usize(..on.len().max(1))) else {
+            return Ok(false);
+        };
+        let Some(url) = locks.url(deployment) else {
+            return Ok(false);
+        };
+        let pause = self.ttl_times(1.5, 3.0);
+        let struck = candidates.strike(fault, deployment, &url, pause).await?;
+        let injected = struck.is_some();
+        self.leader_faults.extend(struck);
+        Ok(injected)
     }
 
     /// The fault most likely behind an event at `at_us` on `key`: the last one that reaches
@@ -354,6 +410,7 @@ mod tests {
             server_faults_on: Deployment::Single,
             injected: BTreeMap::new(),
             log,
+            leader_faults: Vec::new(),
             ttl: Duration::from_millis(500),
             handoff_lease: Duration::from_secs(2),
         }

@@ -88,7 +88,9 @@ pub(super) fn report(
          | overlaps, the earlier holder told late (`lost()` or its release) | {} |\n\
          | overlaps, the earlier holder never told | {} |\n\
          | writes refused by fencing | {} |\n| stale writes accepted | {} |\n\
-         | fence regressions | {} |\n| semaphore sections | {} |\n\
+         | fence regressions | {} |\n\
+         | fences granted twice (on a leader's seat: two leaders of one term) | {} |\n\
+         | semaphore sections | {} |\n\
          | read-write lock sections (their overlaps with a writer counted above) | {} |\n\
          | permit excesses, enough holders told late | {} |\n\
          | permit excesses, too few holders ever told | {} |\n\
@@ -104,6 +106,7 @@ pub(super) fn report(
         verdict.rejected_writes,
         verdict.stale_writes.len(),
         verdict.fence_regressions.len(),
+        verdict.repeated_fences.len(),
         verdict.semaphore_sections,
         verdict.read_write_sections,
         verdict.signalled_excesses.len(),

@@ -11,6 +11,7 @@ use super::COMMAND_TIMEOUT;
 use super::config::Config;
 use super::deployment::{Deployment, Locks};
 use super::history::{History, Record};
+use super::leaders::{self, Candidates};
 use super::nemesis::{Fault, Nemesis};
 use super::now_us;
 use super::report::{deployments, report, waiting_report};
@@ -21,6 +22,88 @@ use crate::checkins::CheckInCounter;
 use crate::deploy::{ClusterDeployment, SentinelDeployment};
 use crate::proxy::FaultProxy;
 use crate::stall::{Busy, BusyWatch};
+
+/// What a worker process does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    /// Takes locks, permits and read-write locks, and waits in the waiting mix.
+    Locks,
+    /// Campaigns for every deployment's leader seat, until its stdin is closed.
+    Candidate,
+}
+
+/// How the run starts a worker process: the binary, the deployments it reaches and the run's
+/// shape.
+pub(super) struct Recipe {
+    exe: PathBuf,
+    dir: PathBuf,
+    store: String,
+    /// The one server, each worker reaching it through a proxy of its own.
+    single_port: Option<u16>,
+    sentinel: Option<String>,
+    cluster: Option<String>,
+    config: Config,
+    per_worker: u64,
+    deadline_us: u64,
+}
+
+impl Recipe {
+    /// How many locking workers the run has.
+    pub(super) fn workers(&self) -> u64 {
+        self.config.workers
+    }
+
+    /// Starts worker `id`, its history in the run's directory.
+    pub(super) fn spawn(&self, id: u64, role: Role) -> Result<Worker, String> {
+        let config = &self.config;
+        let proxy = self.single_port.map(FaultProxy::start);
+        let mut urls = Vec::new();
+        if let Some(proxy) = &proxy {
+            urls.extend(["--single".to_owned(), proxy.url()]);
+        }
+        if let Some(url) = &self.sentinel {
+            urls.extend(["--sentinel".to_owned(), url.clone()]);
+        }
+        if let Some(url) = &self.cluster {
+            urls.extend(["--cluster".to_owned(), url.clone()]);
+        }
+        let name = match role {
+            Role::Locks => "worker",
+            Role::Candidate => "candidate",
+        };
+        let history = self.dir.join(format!("{name}-{id}.log"));
+        let mut command = Command::new(&self.exe);
+        command
+            .arg("worker")
+            .args(["--id", &id.to_string()])
+            .args(&urls)
+            .args(["--min-replicas", &config.min_replicas.to_string()])
+            .args(["--store", &self.store])
+            .args(["--history", &history.to_string_lossy()])
+            .args(["--tasks", &config.tasks.to_string()])
+            .args(["--ttl-ms", &config.ttl.as_millis().to_string()])
+            .args(["--waiters", &config.waiters.to_string()])
+            .args(["--wait-ttl-ms", &config.wait_ttl.as_millis().to_string()])
+            .args(["--acquisitions", &self.per_worker.to_string()])
+            .args(["--until-us", &self.deadline_us.to_string()])
+            .args(["--seed", &config.seed.wrapping_add(id).to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        if role == Role::Candidate {
+            // It runs until the run closes its stdin.
+            command.arg("--candidate").stdin(Stdio::piped());
+        }
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot start a {name}: {e}"))?;
+        Ok(Worker {
+            child,
+            proxy,
+            history,
+            stopped: false,
+        })
+    }
+}
 
 /// A worker process and the proxy in front of it.
 pub(super) struct Worker {
@@ -90,45 +173,22 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
     } else {
         0
     };
+    let recipe = Recipe {
+        exe,
+        dir: dir.clone(),
+        store: store.url(),
+        single_port: locks.single.as_ref().map(RedisServer::port),
+        sentinel: locks.sentinel.as_ref().map(SentinelDeployment::url),
+        cluster: locks.cluster.as_ref().map(ClusterDeployment::url),
+        config: config.clone(),
+        per_worker,
+        deadline_us,
+    };
     let mut workers = Vec::new();
     for w in 0..config.workers {
-        let proxy = locks.single.as_ref().map(|s| FaultProxy::start(s.port()));
-        let mut urls = Vec::new();
-        if let Some(proxy) = &proxy {
-            urls.extend(["--single".to_owned(), proxy.url()]);
-        }
-        if let Some(d) = &locks.sentinel {
-            urls.extend(["--sentinel".to_owned(), d.url()]);
-        }
-        if let Some(d) = &locks.cluster {
-            urls.extend(["--cluster".to_owned(), d.url()]);
-        }
-        let history = dir.join(format!("worker-{w}.log"));
-        let child = Command::new(&exe)
-            .arg("worker")
-            .args(["--id", &w.to_string()])
-            .args(&urls)
-            .args(["--min-replicas", &config.min_replicas.to_string()])
-            .args(["--store", &store.url()])
-            .args(["--history", &history.to_string_lossy()])
-            .args(["--tasks", &config.tasks.to_string()])
-            .args(["--ttl-ms", &config.ttl.as_millis().to_string()])
-            .args(["--waiters", &config.waiters.to_string()])
-            .args(["--wait-ttl-ms", &config.wait_ttl.as_millis().to_string()])
-            .args(["--acquisitions", &per_worker.to_string()])
-            .args(["--until-us", &deadline_us.to_string()])
-            .args(["--seed", &config.seed.wrapping_add(w).to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start a worker: {e}"))?;
-        workers.push(Worker {
-            child,
-            proxy,
-            history,
-            stopped: false,
-        });
+        workers.push(recipe.spawn(w, Role::Locks)?);
     }
+    let mut candidates = Candidates::start(recipe, config.candidates)?;
     println!(
         "soak: {} workers × {} tasks (and {} waiters per waiting key), ttl {:?}, {}, seed {}, \
          on {}",
@@ -144,11 +204,18 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
         config.seed,
         deployments(&config),
     );
+    if config.candidates > 0 {
+        println!(
+            "soak: {} leader candidates campaign on every deployment",
+            config.candidates
+        );
+    }
 
     let mut faults = locks.faults(&config.on);
     if config.waiters > 0 {
         faults.push(Fault::StallWaiter);
     }
+    faults.extend(candidates.faults(locks.single.is_some()));
     let mut nemesis = Nemesis {
         rng: fastrand::Rng::with_seed(config.seed),
         deck: Vec::new(),
@@ -162,6 +229,7 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
         },
         injected: BTreeMap::new(),
         log: Vec::new(),
+        leader_faults: Vec::new(),
         ttl: config.ttl,
         handoff_lease: config.handoff_lease(),
     };
@@ -189,10 +257,12 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
             }
         }
         if Instant::now() >= next_fault && exits.iter().any(Option::is_none) {
-            runtime.block_on(nemesis.strike(&locks, &mut workers))?;
+            runtime.block_on(nemesis.strike(&locks, &mut workers, &mut candidates))?;
             next_fault = Instant::now() + config.fault_every;
         }
     }
+    let campaigns_ended_us = now_us();
+    let mut problems = candidates.finish(&config);
     let elapsed = started.elapsed();
 
     // Leftovers: every lease, queue and mark must have expired once the workers are gone.
@@ -215,7 +285,6 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
     let orphans = orphans.map_err(|e| format!("cannot list leftover keys: {e}"))?;
 
     let mut history = History::default();
-    let mut problems = Vec::new();
     for (i, w) in workers.iter().enumerate() {
         let status = exits[i].map(|s| s.success()).unwrap_or(false);
         if !status {
@@ -232,6 +301,7 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
         }
     }
     drop(workers);
+    candidates.add_histories(&mut history, &mut problems);
     let mut verdict = verdict::check(&history);
     // Across a failover, a grant from a master being demoted can arrive after a grant from
     // the new one (two masters for a moment): the fence order then goes backwards, and the
@@ -243,6 +313,15 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
         .into_iter()
         .partition::<Vec<_>, _>(|(_, later)| on_failover(later));
     verdict.fence_regressions = defects;
+    // A failover can lose a grant's fence count: the new master may grant a fence again.
+    let (repeats_excused, repeats): (Vec<_>, Vec<_>) = std::mem::take(&mut verdict.repeated_fences)
+        .into_iter()
+        .partition(|(_, second)| {
+            nemesis
+                .failover_around(second.grant_us, history.key(second))
+                .is_some()
+        });
+    verdict.repeated_fences = repeats;
     let mut regressions_after: BTreeMap<Option<Fault>, u64> = BTreeMap::new();
     for (_, later) in &excused {
         *regressions_after
@@ -265,6 +344,12 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
         }
     }
     problems.extend(verdict.violations(&history));
+    problems.extend(leaders::stuck_elections(
+        &history,
+        &nemesis.leader_faults,
+        config.ttl,
+        campaigns_ended_us,
+    ));
     let (check_ins, unattributed) = waits::attribute(&history, &check_ins);
     let waiting = waits::judge(
         &history,
@@ -314,6 +399,20 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
         &check_ins,
         unattributed,
     ));
+    if config.candidates > 0 {
+        report.push_str(&leaders::report(
+            &history,
+            &nemesis.leader_faults,
+            config.ttl,
+        ));
+    }
+    if !repeats_excused.is_empty() {
+        let _ = writeln!(
+            report,
+            "\nFences granted twice across failovers (keys on replicated deployments): {}",
+            repeats_excused.len()
+        );
+    }
     if !regressions_after.is_empty() {
         let _ = writeln!(
             report,

@@ -14,6 +14,8 @@
 //!   fence had been accepted for the same key (fencing failed to protect the resource).
 //! - **fence regressions**: a section granted after another on the same key, with a fence
 //!   that is not higher.
+//! - **repeated fences**: two sections of one key granted the same fence, wherever they lie
+//!   (on a leader's seat: two leaders of one term).
 //! - **permit excesses**, on a semaphore's keys instead of overlaps: a section granted while
 //!   as many sections of the key as it has permits were held ([`crate::history::count_sweep`],
 //!   a section again ending where its holder was told it lost the lease). Each is read as an
@@ -160,6 +162,9 @@ pub struct Verdict {
     /// Later sections (granted after an earlier one ended) whose fence is not higher: must be
     /// empty.
     pub fence_regressions: Vec<(Record, Record)>,
+    /// Pairs of sections of one key granted the same fence (two leaders of one term), the
+    /// later granted second: must be empty.
+    pub repeated_fences: Vec<(Record, Record)>,
     /// Of `sections`, those that held a semaphore's permit.
     pub semaphore_sections: u64,
     /// Of `sections`, those that held a read-write lock's read or write lock (their
@@ -220,6 +225,13 @@ impl Verdict {
                 key(after),
                 before.fence,
                 after.fence
+            ));
+        }
+        for (first, second) in &self.repeated_fences {
+            out.push(format!(
+                "fence {} granted twice on {}: {first:?} and {second:?}",
+                second.fence,
+                key(second)
             ));
         }
         out
@@ -284,11 +296,32 @@ pub fn check(history: &History) -> Verdict {
     for r in &locks {
         by_key.entry(r.key).or_default().push(*r);
     }
+    verdict.repeated_fences = repeated_fences(&by_key);
     for sections in by_key.values_mut() {
         sections.sort_by_key(|r| (r.grant_us, r.end_us));
         stale_writes(sections, &mut verdict);
     }
     verdict
+}
+
+/// Sections of one key (`by_key`'s) granted a fence an earlier one of the key was granted,
+/// each with the first one granted it.
+fn repeated_fences(by_key: &HashMap<u32, Vec<Record>>) -> Vec<(Record, Record)> {
+    let mut repeated = Vec::new();
+    for sections in by_key.values() {
+        let mut first: HashMap<u64, Record> = HashMap::new();
+        let mut in_order = sections.clone();
+        in_order.sort_by_key(|r| r.grant_us);
+        for r in in_order.into_iter().filter(|r| r.fence > 0) {
+            match first.get(&r.fence) {
+                Some(earlier) => repeated.push((*earlier, r)),
+                None => {
+                    first.insert(r.fence, r);
+                }
+            }
+        }
+    }
+    repeated
 }
 
 /// What a section held, for the check of names used as several kinds.
@@ -380,7 +413,7 @@ impl fmt::Display for Verdict {
         write!(
             f,
             "{} sections, {} lost; overlaps: {} signalled, {} silent; writes rejected by \
-             fencing: {}, stale accepted: {}; fence regressions: {}; told after the next grant \
+             fencing: {}, stale accepted: {}; fence regressions: {}, repeated: {}; told after the next grant \
              (p50/p99/max ms): {}; semaphore sections: {}, permit excesses: {} signalled, {} \
              silent",
             self.sections,
@@ -390,6 +423,7 @@ impl fmt::Display for Verdict {
             self.rejected_writes,
             self.stale_writes.len(),
             self.fence_regressions.len(),
+            self.repeated_fences.len(),
             percentiles_ms(&self.lost_windows_us),
             self.semaphore_sections,
             self.signalled_excesses.len(),
@@ -547,6 +581,64 @@ mod tests {
             rec(3, 4, 20, 0, (6, 7, Write::Accepted)),
         ]);
         assert!(check(&concurrent).stale_writes.is_empty());
+    }
+
+    /// Two leaders of one term are found wherever their terms lie, even with a higher one
+    /// between them (which the sweep of neighbours would take for a plain regression).
+    #[test]
+    fn a_fence_granted_twice_is_found_apart_from_the_order() {
+        let twice = history(&[
+            rec(4, 0, 10, 0, (0, 0, Write::None)),
+            rec(5, 10, 20, 0, (0, 0, Write::None)),
+            rec(4, 20, 30, 0, (0, 0, Write::None)),
+        ]);
+        let v = check(&twice);
+        assert_eq!(v.repeated_fences.len(), 1, "{v}");
+        assert_eq!(v.repeated_fences[0].0.grant_us, 0);
+        assert_eq!(v.repeated_fences[0].1.grant_us, 20);
+        let distinct = history(&[
+            rec(4, 0, 10, 0, (0, 0, Write::None)),
+            rec(5, 10, 20, 0, (0, 0, Write::None)),
+        ]);
+        assert!(check(&distinct).repeated_fences.is_empty());
+        // Permits carry no fence: never a repeat.
+        assert!(
+            check(&history(&[permit(0, 10, 0), permit(5, 15, 0)]))
+                .repeated_fences
+                .is_empty()
+        );
+    }
+
+    /// A candidate killed while it led wrote `ELECTED` and no `SECTION`: its term is a section
+    /// that ends at its death, and the next leader's grant after it is no overlap. A candidate
+    /// that was not killed must have written its term's `SECTION`.
+    #[test]
+    fn a_killed_leaders_term_ends_at_its_death() {
+        let elected = Line::Elected {
+            key: "soak:single:leader".into(),
+            term: 3,
+            at_us: 100,
+        };
+        // Killed as it wrote its next line, cut short.
+        let text: String = format!("{elected}\nSECTI");
+        let mut h = History::default();
+        h.add_candidate(7, &text, Some(400)).unwrap();
+        let next = rec(4, 900, 1_000, 0, (0, 0, Write::None));
+        h.add_worker(8, &output(&[next.line("soak:single:leader")]))
+            .unwrap();
+        assert_eq!(h.records.len(), 2);
+        let killed = h.records[0];
+        assert_eq!(
+            (killed.fence, killed.grant_us, killed.end_us),
+            (3, 100, 400)
+        );
+        assert_eq!(killed.release, Release::Failed);
+        let v = check(&h);
+        assert!(
+            v.silent_overlaps.is_empty() && v.signalled_overlaps.is_empty(),
+            "{v}"
+        );
+        assert!(History::default().add_candidate(7, &text, None).is_err());
     }
 
     /// A holder told 50 ms after the next grant, with no fault nearby, is put down to a

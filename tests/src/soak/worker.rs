@@ -1,13 +1,18 @@
 //! One worker process of a soak run: `--tasks` tasks lock, write through the fenced store and
 //! record each section, or take a semaphore's permit and record it; the waiting mix's tasks
-//! wait for its keys; a probe measures the process's timer lateness. Everything is written, as lines of [`crate::protocol`], to the
-//! file `--history` names, for the run to merge ([`super::history::History::add_worker`]).
+//! wait for its keys; a probe measures the process's timer lateness. A `--candidate` worker
+//! instead campaigns for each deployment's leader seat (`soak:<name>:leader`) and writes
+//! through the store with its term. Everything is written, as lines of [`crate::protocol`],
+//! to the file `--history` names, for the run to merge
+//! ([`super::history::History::add_worker`]); a candidate writes each line at once, as the
+//! nemesis may kill it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use rlock_runtime::{LockClient, LockError, LockGuard};
@@ -19,6 +24,7 @@ use super::history::{
     Release, SectionKind, Waits, Write,
 };
 use super::now_us;
+use crate::holding::Holding;
 use crate::protocol::{Line, variant_name};
 
 /// Keeps the highest fence per key; answers 1 when this write's fence is higher (accepted).
@@ -49,6 +55,16 @@ const READ_WRITE_KEYS: u64 = 2;
 /// Keys per deployment that every kind asks for (`soak:<name>:mixed:<k>`): a name used as
 /// two kinds is a mistake users make, and must get an error, never a second holder.
 const MIXED_KEYS: u64 = 2;
+/// A candidate's campaign budget, in its ttl: long enough to wait out most leaders' terms.
+const CAMPAIGN_TTLS: u32 = 4;
+/// A leader's term lasts 2 to this many ttl (across renewals, and long enough for its holder
+/// card to list it, by which the nemesis finds it), then it resigns.
+const TERM_TTLS: u64 = 6;
+
+/// A deployment's leader seat, which every candidate campaigns for.
+pub(super) fn leader_key(deployment: &str) -> String {
+    format!("soak:{deployment}:leader")
+}
 
 struct Args {
     id: u64,
@@ -65,6 +81,7 @@ struct Args {
     /// Waiting-mix tasks per waiting key.
     waiters: u64,
     wait_ttl: Duration,
+    candidate: bool,
 }
 
 /// A worker's command line, as a run writes it.
@@ -99,6 +116,9 @@ pub(super) struct WorkerArgs {
     waiters: u64,
     #[arg(long, default_value_t = 2000)]
     wait_ttl_ms: u64,
+    /// Campaign for each deployment's leader seat instead of locking.
+    #[arg(long)]
+    candidate: bool,
 }
 
 pub(super) fn main(given: WorkerArgs) -> Result<(), String> {
@@ -123,6 +143,7 @@ pub(super) fn main(given: WorkerArgs) -> Result<(), String> {
         min_replicas: given.min_replicas,
         waiters: given.waiters,
         wait_ttl: Duration::from_millis(given.wait_ttl_ms),
+        candidate: given.candidate,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -143,7 +164,26 @@ struct Shared {
     acquired: AtomicU64,
     /// Set once the run is over ([`done`], looked at by the lateness probe every 5–10 ms).
     over: tokio::sync::watch::Sender<bool>,
+    /// The history file, written line by line as it goes where the process may be killed.
+    journal: Mutex<std::fs::File>,
+    /// `SECTION` lines already written to it.
+    journaled: AtomicU64,
+    /// A candidate's stdin reached its end: the run is over for it.
+    stdin_closed: std::sync::atomic::AtomicBool,
     args: Args,
+}
+
+impl Shared {
+    /// Appends `lines` to the history file at once.
+    fn journal(&self, lines: &[Line]) -> Result<(), String> {
+        let mut text = String::new();
+        for line in lines {
+            let _ = writeln!(text, "{line}");
+        }
+        let mut file = self.journal.lock().map_err(|e| e.to_string())?;
+        file.write_all(text.as_bytes())
+            .map_err(|e| format!("{}: {e}", self.args.history.display()))
+    }
 }
 
 /// What a task hands back: its lines, and its failures by `LockError` variant.
@@ -170,7 +210,12 @@ async fn run(args: Args) -> Result<(), String> {
         )
         .await
         .map_err(|e| format!("store: {e}"))?;
+    let journal = std::fs::File::create(&args.history)
+        .map_err(|e| format!("{}: {e}", args.history.display()))?;
     let shared = Arc::new(Shared {
+        journal: Mutex::new(journal),
+        journaled: AtomicU64::new(0),
+        stdin_closed: std::sync::atomic::AtomicBool::new(false),
         client_ids: clients.iter().map(|_| OnceLock::new()).collect(),
         clients,
         store,
@@ -179,11 +224,25 @@ async fn run(args: Args) -> Result<(), String> {
         over: tokio::sync::watch::Sender::new(false),
         args,
     });
+    if shared.args.candidate {
+        let shared = shared.clone();
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+            shared.stdin_closed.store(true, Ordering::Relaxed);
+        });
+    }
     let probe = tokio::spawn(lateness_probe(shared.clone()));
-    let mut tasks: Vec<_> = (0..shared.args.tasks)
-        .map(|t| tokio::spawn(task(shared.clone(), t)))
-        .collect();
-    for c in 0..shared.clients.len() {
+    let mut tasks = Vec::new();
+    if shared.args.candidate {
+        for c in 0..shared.clients.len() {
+            tasks.push(tokio::spawn(candidate_task(shared.clone(), c)));
+        }
+    } else {
+        for t in 0..shared.args.tasks {
+            tasks.push(tokio::spawn(task(shared.clone(), t)));
+        }
+    }
+    for c in (0..shared.clients.len()).filter(|_| !shared.args.candidate) {
         for k in 0..WAIT_KEYS {
             for n in 0..shared.args.waiters {
                 tasks.push(tokio::spawn(waiting_task(shared.clone(), c, k, n)));
@@ -224,14 +283,10 @@ async fn run(args: Args) -> Result<(), String> {
     let sections = lines
         .iter()
         .filter(|l| matches!(l, Line::Section(_)))
-        .count() as u64;
+        .count() as u64
+        + shared.journaled.load(Ordering::Relaxed);
     lines.push(Line::Done { sections });
-    let mut out = String::new();
-    for line in &lines {
-        let _ = writeln!(out, "{line}");
-    }
-    std::fs::write(&shared.args.history, out)
-        .map_err(|e| format!("{}: {e}", shared.args.history.display()))
+    shared.journal(&lines)
 }
 
 /// Connects, retrying while the nemesis keeps Redis away (bounded: one minute).
@@ -253,7 +308,9 @@ async fn connect(url: &str, ttl: Duration) -> Result<LockClient, String> {
 
 fn done(shared: &Shared) -> bool {
     let args = &shared.args;
-    if args.acquisitions > 0 {
+    if args.candidate {
+        shared.stdin_closed.load(Ordering::Relaxed)
+    } else if args.acquisitions > 0 {
         shared.acquired.load(Ordering::Relaxed) >= args.acquisitions
     } else {
         now_us() >= args.until_us
@@ -323,7 +380,7 @@ struct Held<'a> {
 async fn section(
     shared: &Shared,
     held: Held<'_>,
-    guard: LockGuard,
+    guard: Holding,
     hold_ms: u64,
     rng: &mut fastrand::Rng,
     errors: &mut BTreeMap<&'static str, u64>,
@@ -336,7 +393,7 @@ async fn section(
     }
     let write_at = Duration::from_millis(rng.u64(0..=hold_ms));
     let rest = Duration::from_millis(hold_ms) - write_at;
-    let fence = guard.fence().map_or(0, |f| f.get());
+    let fence = guard.fence().unwrap_or(0);
     let mut record = Record {
         worker: 0,
         key: 0,
@@ -473,8 +530,71 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
             key: &key,
             kind,
         };
+        let guard = Holding::Guard(guard);
         let line = section(&shared, held, guard, hold_ms, &mut rng, &mut out.errors).await;
         out.lines.push(line);
+    }
+    out
+}
+
+/// A candidate's campaigns for the leader seat of client `c`'s deployment, until the run is
+/// over: each term is held 2–[`TERM_TTLS`] ttl (across renewals), writes once through the
+/// fenced store with its term (a leader stopped or cut off past its lease writes with a stale
+/// one, which the store refuses), and resigns. `ELECTED` and `SECTION` lines are written at
+/// once.
+async fn candidate_task(shared: Arc<Shared>, c: usize) -> Output {
+    let args = &shared.args;
+    let mut rng = fastrand::Rng::with_seed(args.seed ^ 0x1ead ^ ((c as u64) << 40));
+    let (on, client) = &shared.clients[c];
+    let key = leader_key(on);
+    let ttl_ms = u64::try_from(args.ttl.as_millis()).unwrap_or(u64::MAX);
+    let mut out = Output::default();
+    while !done(&shared) {
+        let campaign = client
+            .leader(key.as_str())
+            .ttl(args.ttl)
+            .wait(args.ttl * CAMPAIGN_TTLS)
+            .campaign();
+        let lead = tokio::select! {
+            lead = campaign => lead,
+            () = run_over(&shared) => break,
+        };
+        let lead = match lead {
+            Ok(lead) => lead,
+            Err(e) => {
+                *out.errors.entry(variant_name(&e)).or_default() += 1;
+                if !e.is_busy() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                continue;
+            }
+        };
+        let elected = Line::Elected {
+            key: key.clone(),
+            term: lead.term(),
+            at_us: now_us(),
+        };
+        if let Err(e) = shared.journal(&[elected]) {
+            out.lines.push(Line::Panic(e));
+            break;
+        }
+        let held = Held {
+            client: c,
+            key: &key,
+            kind: SectionKind::Lock,
+        };
+        let hold_ms = rng.u64(ttl_ms * 2..=ttl_ms * TERM_TTLS);
+        let guard = Holding::Leader(lead);
+        let line = section(&shared, held, guard, hold_ms, &mut rng, &mut out.errors).await;
+        match shared.journal(&[line]) {
+            Ok(()) => {
+                shared.journaled.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                out.lines.push(Line::Panic(e));
+                break;
+            }
+        }
     }
     out
 }
@@ -548,6 +668,7 @@ async fn waiting_task(shared: Arc<Shared>, c: usize, k: u64, n: u64) -> Output {
                     key: &key,
                     kind: SectionKind::Lock,
                 };
+                let guard = Holding::Guard(guard);
                 let line = section(&shared, held, guard, hold_ms, &mut rng, &mut out.errors).await;
                 out.lines.push(line);
             }

@@ -5,7 +5,8 @@
 use std::io::BufRead;
 use std::time::Duration;
 
-use rlock_runtime::{Leadership, LockClient, LockError, LockGuard};
+use rlock_runtime::{LockClient, LockError};
+use rlock_tests::holding::Holding as Held;
 use rlock_tests::protocol::{Command, Line, Outcome};
 use rlock_tests::worker::{Hold, HoldKind};
 
@@ -67,48 +68,4 @@ pub(crate) async fn run(args: Hold) -> Result<(), String> {
         }
     }
     Err("stdin closed before `release`".into())
-}
-
-/// What the worker holds: a lease's guard, or a leadership.
-enum Held {
-    Guard(LockGuard),
-    Leader(Leadership),
-}
-
-impl Held {
-    fn token(&self) -> &str {
-        match self {
-            Self::Guard(guard) => guard.token(),
-            Self::Leader(lead) => lead.token(),
-        }
-    }
-
-    fn fence(&self) -> Option<u64> {
-        match self {
-            Self::Guard(guard) => guard.fence().map(|f| f.get()),
-            Self::Leader(lead) => Some(lead.term()),
-        }
-    }
-
-    fn is_lost(&self) -> bool {
-        match self {
-            Self::Guard(guard) => guard.is_lost(),
-            Self::Leader(lead) => lead.is_lost(),
-        }
-    }
-
-    async fn lost(&self) {
-        match self {
-            Self::Guard(guard) => guard.lost().await,
-            Self::Leader(lead) => lead.lost().await,
-        }
-    }
-
-    /// Releases the lease, or resigns.
-    async fn release(self) -> Result<(), LockError> {
-        match self {
-            Self::Guard(guard) => guard.release().await,
-            Self::Leader(lead) => lead.resign().await,
-        }
-    }
 }
