@@ -116,6 +116,20 @@ fn replayed() -> Vec<(&'static str, Config, usize)> {
             6,
         ),
         (
+            "holds of several permits beside single ones",
+            Config::new(
+                now,
+                &[
+                    Client::permits(3, 2),
+                    Client::permit(3),
+                    Client::permits(3, 3).fair(),
+                    Client::lock(),
+                ],
+            )
+            .faults(1, 1, 1),
+            6,
+        ),
+        (
             "a plain join and semaphores of two counts",
             Config::new(
                 now,
@@ -304,13 +318,18 @@ fn client_id(client: usize) -> String {
     format!("c{client}")
 }
 
-/// Each client's one token.
-fn token(client: usize) -> String {
-    format!("{}:1", client_id(client))
+/// Each client's one token, taking `take` permits (the runtime's form: `*<take>` after the
+/// number when more than one).
+fn token(client: usize, take: usize) -> String {
+    match take {
+        1 => format!("{}:1", client_id(client)),
+        take => format!("{}:1*{take}", client_id(client)),
+    }
 }
 
 /// Whose `token` is, by [`token`]'s form.
 fn client_of(token: &str) -> Option<usize> {
+    let token = token.split_once('*').map_or(token, |(token, _)| token);
     token.strip_prefix('c')?.strip_suffix(":1")?.parse().ok()
 }
 
@@ -321,7 +340,7 @@ impl Replay {
             .iter()
             .map(|client| match client.kind {
                 Kind::Lock => ScriptCalls::lock(KEY, TTL),
-                Kind::Permit { permits } => ScriptCalls::permit(KEY, u32::from(permits), TTL),
+                Kind::Permit { permits, .. } => ScriptCalls::permit(KEY, u32::from(permits), TTL),
                 Kind::Read => ScriptCalls::reader(KEY, TTL),
                 Kind::Write => ScriptCalls::writer(KEY, TTL),
             })
@@ -407,7 +426,8 @@ impl Replay {
         let config = &self.model.config;
         let acquire = |this: &mut Self, c: usize, check_in: bool| {
             let client = this.model.config.clients[c];
-            let call = this.calls[c].acquire(&token(c), client.fenced, client.fair, check_in);
+            let token = token(c, client.take());
+            let call = this.calls[c].acquire(&token, client.fenced, client.fair, check_in);
             Reply::Acquire(ScriptCalls::acquired(
                 &call.query::<Vec<i64>>(&mut this.conn).unwrap(),
             ))
@@ -417,7 +437,7 @@ impl Replay {
             Action::Append(c) => {
                 let fenced = config.clients[c].fenced;
                 let (length,): (u64,) = self.calls[c]
-                    .append(&token(c), fenced)
+                    .append(&token(c, config.clients[c].take()), fenced)
                     .query(&mut self.conn)
                     .unwrap();
                 let mut replies = vec![Reply::Appended(length)];
@@ -429,7 +449,7 @@ impl Replay {
             Action::CheckIn(c) => vec![acquire(self, c, true)],
             Action::Adopt(c) => {
                 let renewed: Vec<i64> = self.calls[c]
-                    .renew(&token(c))
+                    .renew(&token(c, config.clients[c].take()))
                     .query(&mut self.conn)
                     .unwrap();
                 vec![Reply::Renewed(renewed.first() == Some(&1))]
@@ -437,16 +457,17 @@ impl Replay {
             Action::Decline(_) => Vec::new(),
             Action::Release(c) | Action::Withdraw(c) => {
                 let fenced = config.clients[c].fenced;
+                let token = token(c, config.clients[c].take());
                 let first = if matches!(action, Action::Release(_)) {
-                    self.calls[c].release(&token(c), fenced)
+                    self.calls[c].release(&token, fenced)
                 } else {
-                    self.calls[c].withdraw(&token(c), fenced)
+                    self.calls[c].withdraw(&token, fenced)
                 };
                 let answer: i64 = first.query(&mut self.conn).unwrap();
                 let mut replies = vec![Reply::Released(answer)];
                 if answer == released::AGAIN_WITH_FENCE {
                     let again: i64 = self.calls[c]
-                        .release_again(&token(c))
+                        .release_again(&token)
                         .query(&mut self.conn)
                         .unwrap();
                     replies.push(Reply::Released(again));
@@ -458,7 +479,7 @@ impl Replay {
                     .arg(END_LEASE)
                     .arg(1)
                     .arg(KEY)
-                    .arg(token(c))
+                    .arg(token(c, config.clients[c].take()))
                     .query(&mut self.conn)
                     .unwrap();
                 Vec::new()
@@ -476,8 +497,10 @@ impl Replay {
         for subscriber in &mut self.subscribers {
             subscriber.ping();
         }
+        let clients = &self.model.config.clients;
         for (c, subscriber) in self.subscribers.iter_mut().enumerate() {
             let heard = subscriber.heard();
+            let token = token(c, clients[c].take());
             let expected: Vec<u8> = effect
                 .announced
                 .iter()
@@ -487,7 +510,7 @@ impl Replay {
             let agrees = heard.len() == expected.len()
                 && heard.iter().zip(&expected).all(|(message, &fence)| {
                     let (to, real) = message.split_once(' ').unwrap_or_default();
-                    to == token(c) && real.parse().is_ok_and(|real| fences.agree(fence, real))
+                    to == token && real.parse().is_ok_and(|real| fences.agree(fence, real))
                 });
             if !agrees {
                 return Err(format!(
@@ -537,7 +560,8 @@ impl Replay {
 
     /// A queue entry as the runtime writes it.
     fn entry(&self, e: Entry) -> String {
-        self.calls[e.client].entry(&token(e.client), e.fenced)
+        let take = self.model.config.clients[e.client].take();
+        self.calls[e.client].entry(&token(e.client, take), e.fenced)
     }
 }
 
@@ -646,6 +670,8 @@ fn read_name(kind: &str, members: &[String], now: i64) -> Result<Name, String> {
                 match pair[0].as_str() {
                     "#permits" => permits = Some(-score),
                     "#rw" => read_write = true,
+                    // A hold's further permits (`<token>/<n>`), scored as its token.
+                    extra if extra.contains('/') => {}
                     token => leases.push((holder(token)?, score)),
                 }
             }
@@ -706,8 +732,8 @@ return {kind, held, queue, redis.call('GET', KEYS[3]) or '', now}
 ";
 
 /// Ends the lease of ARGV[1] on KEYS[1] as the passing of time would have: a lock's key goes;
-/// a set's member is scored by an end in the past (1 ms after the epoch; a writer's by minus
-/// it), and the set goes when no live lease is left in it, its expiry being its latest
+/// a set's members of the lease (its token, and a hold's further permits `<token>/<n>`) are
+/// scored by an end in the past (1 ms after the epoch; a writer's by minus it), and the set goes when no live lease is left in it, its expiry being its latest
 /// lease's end.
 const END_LEASE: &str = r"
 local kind = redis.call('TYPE', KEYS[1])['ok']
@@ -724,10 +750,17 @@ local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not score then
   return
 end
-redis.call('ZADD', KEYS[1], 'XX', tonumber(score) < 0 and -1 or 1, ARGV[1])
+local ended = tonumber(score) < 0 and -1 or 1
+local scores = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+for i = 1, #scores, 2 do
+  local member = scores[i]
+  if member == ARGV[1] or string.sub(member, 1, #ARGV[1] + 1) == ARGV[1] .. '/' then
+    redis.call('ZADD', KEYS[1], 'XX', ended, member)
+  end
+end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local scores = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+scores = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 2, #scores, 2 do
   if math.abs(tonumber(scores[i])) > now then
     return

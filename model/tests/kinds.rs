@@ -115,6 +115,21 @@ fn now_keeps_every_kind_to_itself() {
         .faults(2, 2, 1),
         &[],
     );
+    assert_keeps(
+        "now, holds of several permits",
+        Config::new(
+            now,
+            &[
+                Client::permits(3, 2),
+                Client::permits(3, 3).fair(),
+                Client::permit(3),
+                Client::permit(3),
+                Client::lock(),
+            ],
+        )
+        .faults(2, 2, 1),
+        &[],
+    );
     // Locks alone: their late release is told it lost the lock.
     assert_keeps(
         "now, locks",

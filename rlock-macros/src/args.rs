@@ -13,7 +13,7 @@ use syn::{Expr, Ident, Lit, LitBool, LitInt, LitStr, Path, Token};
 use crate::attribute::Attribute;
 use crate::duration::{self, Millis};
 use crate::errors::Errors;
-use crate::limits::{MAX_HOLD, MAX_PERMITS, MAX_REPLICAS, MAX_TTL, MAX_WAIT, MIN_TTL};
+use crate::limits::{MAX_HOLD, MAX_PERMITS, MAX_REPLICAS, MAX_TAKE, MAX_TTL, MAX_WAIT, MIN_TTL};
 use crate::suggest;
 
 mod kw {
@@ -30,6 +30,7 @@ mod kw {
     syn::custom_keyword!(min_replicas);
     syn::custom_keyword!(fair);
     syn::custom_keyword!(permits);
+    syn::custom_keyword!(take);
 }
 
 /// Every option, in the order the docs list them.
@@ -46,6 +47,7 @@ pub(crate) const OPTIONS: &[&str] = &[
     "fair",
     "keys",
     "permits",
+    "take",
     "client",
     "crate",
 ];
@@ -81,6 +83,8 @@ pub(crate) struct Args {
     pub(crate) fair: Option<LitBool>,
     /// `#[semaphore]`'s count, with its span.
     pub(crate) permits: Option<(u32, Span)>,
+    /// `#[semaphore]`'s permits per call, with its span.
+    pub(crate) take: Option<(u32, Span)>,
     pub(crate) client: Option<Expr>,
     pub(crate) krate: Option<Path>,
 }
@@ -154,6 +158,10 @@ impl Parse for Args {
                 let name = input.parse::<kw::permits>()?;
                 let value = permits_value(input, name.span)?;
                 set(&mut args.permits, value, "permits", name.span)?;
+            } else if lookahead.peek(kw::take) {
+                let name = input.parse::<kw::take>()?;
+                let value = take_value(input, name.span)?;
+                set(&mut args.take, value, "take", name.span)?;
             } else if lookahead.peek(kw::client) {
                 let name = input.parse::<kw::client>()?;
                 let value = client_value(input, name.span)?;
@@ -518,12 +526,29 @@ fn permits_value(input: ParseStream<'_>, span: Span) -> syn::Result<(u32, Span)>
         "`permits` must be a whole number from 1 to {MAX_PERMITS}, such as `permits = 5`: how \
          many may hold the semaphore at once"
     );
+    count_value(input, "permits", MAX_PERMITS, expected)
+}
+
+fn take_value(input: ParseStream<'_>, span: Span) -> syn::Result<(u32, Span)> {
+    equals(input, "take", "take = 3", span)?;
+    let expected = format!(
+        "`take` must be a whole number from 1 to {MAX_TAKE}, such as `take = 3`: how many of \
+         the semaphore's permits one call holds at once"
+    );
+    count_value(input, "take", MAX_TAKE, expected)
+}
+
+/// A whole number from 1 to `most` for option `name`, or `expected` with a hint.
+fn count_value(
+    input: ParseStream<'_>,
+    name: &str,
+    most: u32,
+    expected: String,
+) -> syn::Result<(u32, Span)> {
     if input.peek(LitInt) {
         let lit: LitInt = input.parse()?;
         return match lit.base10_parse::<u32>() {
-            Ok(n) if (1..=MAX_PERMITS).contains(&n) && lit.suffix().is_empty() => {
-                Ok((n, lit.span()))
-            }
+            Ok(n) if (1..=most).contains(&n) && lit.suffix().is_empty() => Ok((n, lit.span())),
             _ => Err(syn::Error::new(lit.span(), expected)),
         };
     }
@@ -531,7 +556,7 @@ fn permits_value(input: ParseStream<'_>, span: Span) -> syn::Result<(u32, Span)>
     let hint = match &value {
         Expr::Lit(lit) => match &lit.lit {
             Lit::Str(text) if text.value().parse::<u32>().is_ok() => {
-                format!("; write it without quotes: `permits = {}`", text.value())
+                format!("; write it without quotes: `{name} = {}`", text.value())
             }
             _ => String::new(),
         },
@@ -704,6 +729,27 @@ impl Args {
                  `#[semaphore(key = \"export:<tenant>\", permits = 5)]`",
             )),
             _ => {}
+        }
+        match (attribute, self.take, self.permits) {
+            (Attribute::Semaphore, Some((take, span)), Some((permits, _))) if take > permits => {
+                push(syn::Error::new(
+                    span,
+                    format!(
+                        "`take = {take}` is more than the semaphore's {permits} permits: no call \
+                         could ever hold them; take at most `take = {permits}`, or raise \
+                         `permits`"
+                    ),
+                ));
+            }
+            (Attribute::Semaphore, _, _) | (_, None, _) => {}
+            (_, Some((_, span)), _) => push(syn::Error::new(
+                span,
+                format!(
+                    "`take` is an option of #[semaphore], not of {}: it says how many of a \
+                     semaphore's permits one call holds; remove `take`",
+                    attribute.name()
+                ),
+            )),
         }
         if let (Attribute::Semaphore, Some(fence)) = (attribute, &self.fence) {
             push(syn::Error::new(
@@ -973,6 +1019,35 @@ mod tests {
             assert!(err.contains(needle), "{text:?}: {err}");
         }
         assert!(error("key = \"a\", permits = 5").contains("an option of #[semaphore]"));
+    }
+
+    #[test]
+    fn a_semaphore_call_takes_from_one_permit_to_its_count() {
+        let semaphore = |text: &str| {
+            syn::parse_str::<Args>(text)
+                .and_then(|args| args.check_combination(Attribute::Semaphore))
+        };
+        assert!(semaphore("key = \"a\", permits = 10, take = 3").is_ok());
+        assert!(semaphore("key = \"a\", permits = 3, take = 3").is_ok());
+        for (text, needle) in [
+            ("key = \"a\", permits = 10, take = 0", "from 1 to 1000"),
+            ("key = \"a\", permits = 5000, take = 1001", "from 1 to 1000"),
+            (
+                "key = \"a\", permits = 10, take = \"3\"",
+                "without quotes: `take = 3`",
+            ),
+            (
+                "key = \"a\", permits = 2, take = 3",
+                "more than the semaphore's 2 permits",
+            ),
+        ] {
+            let Err(err) = semaphore(text) else {
+                panic!("{text:?} parsed");
+            };
+            let err = err.to_string();
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+        assert!(error("key = \"a\", take = 2").contains("`take` is an option of #[semaphore]"));
     }
 
     #[test]

@@ -66,9 +66,17 @@ impl Attribute {
     }
 
     /// What the generated code asks the runtime to take: `private::Taking::…`.
-    pub(crate) fn taking(self, private: &TokenStream, permits: Option<u32>) -> TokenStream {
+    pub(crate) fn taking(
+        self,
+        private: &TokenStream,
+        permits: Option<u32>,
+        take: Option<u32>,
+    ) -> TokenStream {
         match (self, permits) {
-            (Self::Semaphore, Some(permits)) => quote!(#private::Taking::Permit(#permits)),
+            (Self::Semaphore, Some(permits)) => {
+                let take = take.unwrap_or(1);
+                quote!(#private::Taking::Permit(#permits, #take))
+            }
             (Self::ReadLock, _) => quote!(#private::Taking::Read),
             (Self::WriteLock, _) => quote!(#private::Taking::Write),
             _ => quote!(#private::Taking::Lock),

@@ -190,7 +190,11 @@ pub(crate) fn generate(
     // The return type's one requirement (`LockResult`) is named here, on the return type's own
     // tokens: a function that cannot return a lock error gets one error, on its return type.
     let outcome = quote_spanned!(ret_ty.span()=> <#ret_ty as #private::LockResult>::OUTCOME);
-    let taking = attribute.taking(&private, args.permits.map(|(permits, _)| permits));
+    let taking = attribute.taking(
+        &private,
+        args.permits.map(|(permits, _)| permits),
+        args.take.map(|(take, _)| take),
+    );
 
     // One key (`key`) or all of several (`keys`).
     let built: Vec<TokenStream> = built.collect();

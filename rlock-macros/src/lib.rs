@@ -484,7 +484,14 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// must name the same `permits`, or gets `LockError::InvalidConfig`. A nested call of the same
 /// semaphore in the same task re-enters the permit held instead of taking a second.
 ///
-/// Without the macro: `client.semaphore(key, 5).wait(Duration::from_secs(10)).run(body).await`.
+/// `take = n` (from 1 to the count, at most 1,000) makes each call hold `n` permits at once,
+/// as one lease: a heavy export takes 3 of a tenant's 10 slots with
+/// `#[semaphore(key = "export:<tenant>", permits = 10, take = 3)]`. Waiting for several
+/// permits is in arrival order: the permits that come free are kept for the call at the
+/// head of the queue, so calls taking one permit never starve it.
+///
+/// Without the macro: `client.semaphore(key, 5).wait(Duration::from_secs(10)).run(body).await`
+/// (and `.permits(n)` for `take = n`).
 #[proc_macro_attribute]
 pub fn semaphore(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::attribute(attribute::Attribute::Semaphore, args.into(), item.into()).into()

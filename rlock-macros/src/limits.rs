@@ -23,6 +23,9 @@ pub(crate) const MAX_WAIT: Millis = Millis::DAY;
 pub(crate) const MAX_HOLD: Millis = Millis(7 * Millis::DAY.0);
 /// The most permits a semaphore may have: more is a typo, or a job for a counter.
 pub(crate) const MAX_PERMITS: u32 = 1_000_000;
+/// The most permits one call takes at once (`take`): each is a member of the semaphore's
+/// set in Redis, all written in one command.
+pub(crate) const MAX_TAKE: u32 = 1_000;
 /// The longest key accepted, in bytes. Redis allows far more, but a key this long is a
 /// template bug, and every byte travels with every command.
 pub(crate) const MAX_KEY_LEN: usize = 4096;
@@ -34,9 +37,11 @@ pub(crate) fn expand(input: TokenStream) -> TokenStream {
         "MAX_TTL_MS" => Literal::u64_suffixed(MAX_TTL.0),
         "MAX_HOLD_MS" => Literal::u64_suffixed(MAX_HOLD.0),
         "MAX_KEY_LEN" => Literal::usize_suffixed(MAX_KEY_LEN),
+        "MAX_TAKE" => Literal::u32_suffixed(MAX_TAKE),
         _ => {
-            let message =
-                format!("unknown limit `{name}`; expected MAX_TTL_MS, MAX_HOLD_MS or MAX_KEY_LEN");
+            let message = format!(
+                "unknown limit `{name}`; expected MAX_TTL_MS, MAX_HOLD_MS, MAX_KEY_LEN or MAX_TAKE"
+            );
             return quote!(::core::compile_error!(#message));
         }
     };

@@ -28,3 +28,6 @@ local NOT_OURS, RELEASED, AGAIN_WITH_FENCE = 0, 1, -1
 -- room for appends beyond it that their callers take back. Every loop over a queue stops
 -- there: a script that cannot finish stops the whole server.
 local MOST_ENTRIES = 10100
+-- The most permits one hold of a semaphore takes at once (`permits(n)`): each is a member of
+-- the set, and all of them are written in one command.
+local MOST_TAKEN = 1000

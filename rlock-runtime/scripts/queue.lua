@@ -69,8 +69,8 @@ end
 --
 -- `grant(token, lease, kind)`, when given, is how the caller's kind grants (a semaphore adds
 -- a permit); without it the lock's key is set to the waiter's token. `fits(kind)`, when
--- given, tells whether the first live waiter can be granted now (a reader while a writer
--- holds cannot): when it cannot, its entry is put back at the head, where it keeps its place,
+-- given, tells whether the first live waiter (its kind and token) can be granted now (a
+-- reader while a writer holds cannot, nor a semaphore's hold of more permits than are free): when it cannot, its entry is put back at the head, where it keeps its place,
 -- and nobody is granted. `served`, when given, is the one kind the caller grants (a
 -- semaphore's `p` and count); without it, the letters of SERVED.
 --
@@ -97,7 +97,7 @@ local function hand_off(key, queue, fence_key, channel, publish, head, grant, fi
       -- granted the lease and finds it on its next check in.
       local listeners = redis.pcall('PUBSUB', numsub, to)
       if type(listeners) ~= 'table' or listeners[2] ~= 0 then
-        if fits and not fits(kind) then
+        if fits and not fits(kind, token) then
           redis.call('LPUSH', queue, head)
           return false
         end

@@ -30,3 +30,45 @@ local function kind_of(key, ...)
   end
   return FOREIGN
 end
+
+-- How many permits a semaphore's hold of `owner` takes: its token ends in '*n' when more
+-- than one (`permits(n)`), at most MOST_TAKEN.
+local function weight_of(owner)
+  return math.min(tonumber(string.match(owner, '%*(%d+)$')) or 1, MOST_TAKEN)
+end
+
+-- The members a lease of `owner` occupies in its sorted set, all scored alike: its token,
+-- and for a semaphore's hold of n permits '<token>/2' to '<token>/n' besides, so that
+-- counting the set's members counts permits in use.
+local function members_of(owner)
+  local members = {owner}
+  if ME == 'p' then
+    local n = weight_of(owner)
+    for i = 2, MOST_TAKEN do
+      if i > n then
+        break
+      end
+      members[i] = owner .. '/' .. i
+    end
+  end
+  return members
+end
+
+-- Scores every member of `owner`'s lease in `set` by `score` (with `xx`, only those there).
+local function score_members(set, score, owner, xx)
+  local args = {}
+  for _, member in ipairs(members_of(owner)) do
+    args[#args + 1] = score
+    args[#args + 1] = member
+  end
+  if xx then
+    redis.call('ZADD', set, 'XX', unpack(args))
+  else
+    redis.call('ZADD', set, unpack(args))
+  end
+end
+
+-- Removes every member of `owner`'s lease from `set`; whether it was there.
+local function remove_members(set, owner)
+  return redis.call('ZREM', set, unpack(members_of(owner))) > 0
+end

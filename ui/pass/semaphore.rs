@@ -1,4 +1,4 @@
-//! `#[semaphore]`: at most `permits` bodies at once, a nested call of the same semaphore
+//! `#[semaphore]`: at most `permits` bodies at once, `take` permits per call, a nested call of the same semaphore
 //! re-enters the permit held, and the options of `#[distributed_lock]` apply.
 
 #![deny(warnings)]
@@ -18,6 +18,14 @@ async fn part(tenant: &str) -> Result<usize, LockError> {
     Ok(tenant.len())
 }
 
+// Each call takes 2 of the 3 permits: one call at a time.
+#[semaphore(key = "heavy:<tenant>", permits = 3, take = 2)]
+async fn heavy(tenant: &str) -> Result<usize, LockError> {
+    let client = rlock_runtime::installed().expect("installed by main");
+    let info = client.inspect_semaphore(format!("heavy:{tenant}")).await?;
+    Ok(info.in_use as usize)
+}
+
 #[semaphore(key = "report", permits = 2, min_hold = "1m")]
 async fn report() -> Result<(), LockError> {
     Ok(())
@@ -31,6 +39,7 @@ fn main() {
     runtime.block_on(async {
         rlock_runtime::install(LockClient::in_memory());
         assert_eq!(export("acme").await.unwrap(), 4);
+        assert_eq!(heavy("acme").await.unwrap(), 2);
         // Two permits, each kept for a minute after its body.
         report().await.unwrap();
         report().await.unwrap();

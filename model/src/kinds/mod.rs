@@ -8,8 +8,9 @@
 //! and permits; a read-write lock's writer and readers, each lease live or ended, an ended
 //! one kept in its sorted set until a script purges it), the queue (entries of a client, a
 //! kind letter and a fence flag, head first) and the fence record (how many fences were
-//! issued). Each [`Client`] asks for one [`Kind`]: a lock, a permit of a semaphore of some
-//! count, a reader or the writer; a lock or writer may be fenced, a lock or permit fair, and
+//! issued). Each [`Client`] asks for one [`Kind`]: a lock, one or several permits of a
+//! semaphore of some count (held together, as `permits(n)` holds them), a reader or the
+//! writer; a lock or writer may be fenced, a lock or permit fair, and
 //! a lock client may join a queue with a plain `RPUSHX` as a client that already waits for
 //! the name does. Its side ([`Progress`]): where it is in its life, and whether an
 //! announcement handed it a lease.
@@ -46,7 +47,7 @@
 //!
 //! - **K1 one kind of holder**: the key's leases are all of the kind it holds, each held by a
 //!   client of that kind (so no waiter is ever granted another kind's lease); at most `count`
-//!   live permits; a live writer alone.
+//!   live permits, a hold of several counting each; a live writer alone.
 //! - **K2 own count**: a permit waiter holds permits only of a semaphore of its own count.
 //! - **K3 other kinds refused**: an arrival through the acquire script on a key holding
 //!   another kind (or a semaphore of another count) is refused: never queued, never granted.
@@ -57,7 +58,8 @@
 //!   was not the caller's (the client's `LockError::Lost`).
 //! - **P1 membership**: a check in that answers busy leaves its caller's entry queued.
 //! - **P2 hand-off**: a release that gave a lease back leaves no live waiter of its kind
-//!   queued that fits now.
+//!   queued first that fits now (a hold of several permits that does not fit stops the
+//!   hand-offs: the waiters behind it wait, in arrival order).
 //! - **P4 safety**: whoever believes it holds a lease holds it, live and of its own kind; a
 //!   live lease is held knowingly, or by a waiter an announcement named, or by one whose
 //!   withdrawal is still to run, or by a dead waiter until its lease ends.
@@ -87,10 +89,12 @@ use stateright::{Model, Property};
 pub enum Kind {
     /// A lock.
     Lock,
-    /// A permit of a semaphore of `permits`.
+    /// `take` permits of a semaphore of `permits`, held together as one lease.
     Permit {
         /// The semaphore's count, as the client names it.
         permits: u8,
+        /// How many permits it holds at once (`permits(n)`).
+        take: u8,
     },
     /// A reader of a read-write lock.
     Read,
@@ -151,7 +155,20 @@ impl Client {
 
     /// A permit client of a semaphore of `permits`.
     pub fn permit(permits: u8) -> Self {
-        Self::of(Kind::Permit { permits })
+        Self::of(Kind::Permit { permits, take: 1 })
+    }
+
+    /// A client of a semaphore of `permits` holding `take` of them at once.
+    pub fn permits(permits: u8, take: u8) -> Self {
+        Self::of(Kind::Permit { permits, take })
+    }
+
+    /// How many permits its lease takes (1 but for a semaphore's hold of several).
+    pub fn take(&self) -> usize {
+        match self.kind {
+            Kind::Permit { take, .. } => usize::from(take),
+            Kind::Lock | Kind::Read | Kind::Write => 1,
+        }
     }
 
     /// A reader.
@@ -218,6 +235,18 @@ pub struct Config {
 }
 
 impl Config {
+    /// The permits `name`'s live leases take, each as many as its client holds at once.
+    pub fn live_permits(&self, name: &Name) -> usize {
+        match name {
+            Name::Semaphore { holders, .. } => holders
+                .iter()
+                .filter(|h| h.live)
+                .map(|h| self.clients[h.client].take())
+                .sum(),
+            _ => 0,
+        }
+    }
+
     /// `clients` on `scripts`, with no fault.
     pub fn new(scripts: Scripts, clients: &[Client]) -> Self {
         Config {
@@ -415,7 +444,9 @@ impl KindsModel {
         let kind = self.config.clients[c].kind;
         let other = match (&run.s.name, kind) {
             (Name::Free, _) => false,
-            (Name::Semaphore { permits, .. }, Kind::Permit { permits: mine }) => *permits != mine,
+            (Name::Semaphore { permits, .. }, Kind::Permit { permits: mine, .. }) => {
+                *permits != mine
+            }
             (name, kind) => name.holds() != kind.holds(),
         };
         let before = (run.s.name.clone(), run.s.queue.clone());
@@ -470,7 +501,8 @@ impl KindsModel {
         let fits = match (&run.s.name, first.letter) {
             (Name::Free, _) => true,
             (Name::Semaphore { permits, .. }, 'p') => {
-                run.s.name.live_permits() < usize::from(*permits)
+                self.config.live_permits(&run.s.name) + self.config.clients[first.client].take()
+                    <= usize::from(*permits)
             }
             (Name::ReadWrite { writer, readers }, 'w') => writer.is_none() && readers.is_empty(),
             (Name::ReadWrite { writer, .. }, 'r') => writer.is_none(),
@@ -554,7 +586,7 @@ fn one_kind(m: &KindsModel, s: &State) -> bool {
         .iter()
         .all(|&(held, letter)| m.config.clients[held.client].kind.letter() == letter);
     let room = match &s.name {
-        Name::Semaphore { permits, .. } => s.name.live_permits() <= usize::from(*permits),
+        Name::Semaphore { permits, .. } => m.config.live_permits(&s.name) <= usize::from(*permits),
         Name::ReadWrite { writer, readers } => {
             !writer.is_some_and(|w| w.live) || !readers.iter().any(|r| r.live)
         }
@@ -569,7 +601,7 @@ fn own_count(m: &KindsModel, s: &State) -> bool {
         return true;
     };
     holders.iter().all(|h| {
-        !matches!(m.config.clients[h.client].kind, Kind::Permit { permits: mine } if mine != *permits)
+        !matches!(m.config.clients[h.client].kind, Kind::Permit { permits: mine, .. } if mine != *permits)
     })
 }
 

@@ -100,7 +100,11 @@ impl<'a> Run<'a> {
             // entry carries the count: `p3`).
             (Scripts::Now, Holds::Lock) => letter == 'l',
             (Scripts::Now, Holds::Semaphore) => {
-                letter == 'p' && self.config.clients[entry.client].kind == Kind::Permit { permits }
+                letter == 'p'
+                    && matches!(
+                        self.config.clients[entry.client].kind,
+                        Kind::Permit { permits: theirs, .. } if theirs == permits
+                    )
             }
             // Before: only a read-write lock's entries had a role, and only its releases
             // asked `fits`; a lock's and a semaphore's releases took every entry without one.
@@ -163,6 +167,26 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// `semaphore/*.lua`'s `fits`: `client`'s permits fit beside the live ones of a
+    /// semaphore of `permits`.
+    fn permits_fit(&self, client: usize, permits: u8) -> bool {
+        self.config.live_permits(&self.s.name) + self.config.clients[client].take()
+            <= usize::from(permits)
+    }
+
+    /// `semaphore/acquire.lua`'s `kept`: the permits kept for the queue's head, another
+    /// client's hold of several permits (whatever it asked for: the script reads the
+    /// entry's token alone).
+    fn kept(&self, client: usize) -> usize {
+        match self.s.queue.first() {
+            Some(head) if head.client != client => match self.config.clients[head.client].take() {
+                1 => 0,
+                take => take,
+            },
+            _ => 0,
+        }
+    }
+
     /// `queue.lua`'s `hand_off`, run by a script of `family` (`declared`: the call declared
     /// the fence record; `head`: the queue's first entry, popped by the caller; `permits`:
     /// the count a semaphore's `take` creates a free key with). Pops entries from the head,
@@ -186,6 +210,15 @@ impl<'a> Run<'a> {
                 continue;
             }
             if family == Holds::ReadWrite && !self.fits(entry.letter) {
+                self.s.queue.insert(0, entry);
+                return HandOff::Nobody;
+            }
+            // A semaphore's `fits`: the waiter's permits beside those in use (only now's
+            // scripts ask it; a hold of several permits is theirs alone).
+            if family == Holds::Semaphore
+                && self.config.scripts == Scripts::Now
+                && !self.permits_fit(entry.client, permits)
+            {
                 self.s.queue.insert(0, entry);
                 return HandOff::Nobody;
             }
@@ -231,7 +264,7 @@ impl<'a> Run<'a> {
     pub(super) fn acquire(&mut self, client: usize, queued: bool) -> Answer {
         match self.kind(client) {
             Kind::Lock => self.lock_acquire(client, queued),
-            Kind::Permit { permits } => self.semaphore_acquire(client, queued, permits),
+            Kind::Permit { permits, .. } => self.semaphore_acquire(client, queued, permits),
             Kind::Read | Kind::Write => self.read_write_acquire(client, queued),
         }
     }
@@ -294,12 +327,20 @@ impl<'a> Run<'a> {
         if mine {
             return Answer::Handed { fence: 0 };
         }
-        let fits = |run: &Self| run.s.name.live_permits() < usize::from(permits);
-        if self.config.clients[client].fair {
-            // Free permits go to the waiters queued earlier first (maybe this caller).
+        let full = |run: &Self| run.config.live_permits(&run.s.name) >= usize::from(permits);
+        let fair = self.config.clients[client].fair;
+        let now = self.config.scripts == Scripts::Now;
+        let mut keep = if now && !full(self) {
+            self.kept(client)
+        } else {
+            0
+        };
+        if (fair || keep > 0) && !full(self) {
+            // The queue is served first (maybe this caller): for a fair caller, and while a
+            // hold of several permits heads it.
             let mut handed = false;
             self.repeat(|run| {
-                if !fits(run) {
+                if full(run) {
                     return None;
                 }
                 let turn = run.hand_off(Holds::Semaphore, false, None, permits);
@@ -316,8 +357,18 @@ impl<'a> Run<'a> {
                 // Never answered (see `KindsModel::step`).
                 return Answer::Busy { told: false };
             }
+            if now {
+                keep = self.kept(client);
+            }
         }
-        if fits(self) {
+        let want = self.config.clients[client].take();
+        let free = match self.config.scripts {
+            Scripts::Now => {
+                self.config.live_permits(&self.s.name) + want + keep <= usize::from(permits)
+            }
+            Scripts::Before => !full(self),
+        };
+        if free {
             self.grant(Holds::Semaphore, client, 'p', permits);
             if queued {
                 self.remove_entry(self.entry(client));
@@ -450,7 +501,7 @@ impl<'a> Run<'a> {
         if removed || leaving {
             // Each free permit goes to the next live waiter.
             self.repeat(|run| {
-                (run.s.name.live_permits() < usize::from(permits))
+                (run.config.live_permits(&run.s.name) < usize::from(permits))
                     .then(|| run.hand_off(Holds::Semaphore, false, None, permits))
             });
         }

@@ -91,14 +91,6 @@ impl Name {
             .map(|(_, letter)| letter)
     }
 
-    /// How many permits are live (a semaphore's `ZCOUNT` once purged).
-    pub fn live_permits(&self) -> usize {
-        match self {
-            Name::Semaphore { holders, .. } => holders.iter().filter(|h| h.live).count(),
-            _ => 0,
-        }
-    }
-
     /// Whether any lease in it is live.
     pub fn any_live(&self) -> bool {
         self.leases().iter().any(|(held, _)| held.live)

@@ -13,7 +13,7 @@ local scores = redis.pcall('ZMSCORE', set, mark, owner)
 if scores['err'] or not scores[1] or not scores[2] or sign * tonumber(scores[2]) <= now then
   return 0
 end
-redis.call('ZADD', set, 'XX', string.format('%.0f', sign * (now + ms)), owner)
+score_members(set, string.format('%.0f', sign * (now + ms)), owner, true)
 -- The set lives until its latest lease ends, this one's or another's.
 expire_with_latest(set, now)
 return 1

@@ -21,7 +21,7 @@ for i, key in ipairs(KEYS) do
   end
   if ends > now then
     if now + ms > ends then
-      redis.call('ZADD', key, 'XX', string.format('%.0f', sign * (now + ms)), owner)
+      score_members(key, string.format('%.0f', sign * (now + ms)), owner, true)
     end
     if redis.call('PTTL', key) < ms then
       redis.call('PEXPIRE', key, ms)

@@ -2,12 +2,19 @@
 -- protocol.lua, calls/acquire.lua, state.lua and queue.lua.) WAITING.md is the protocol
 -- this script keeps.
 --
--- A semaphore is one sorted set: each permit in use is its owner's token, scored by the end
--- of its lease (ms, Redis's clock), and PERMITS_MEMBER is scored by minus the permit count,
--- so the count lives and ends with the permits, every caller must name the same one, and
--- the set is told from any other by it. A permit whose lease ended is removed by the next
--- call that looks, which frees it: a crashed holder's permit comes back at its own lease's
--- end.
+-- A semaphore is one sorted set: each permit in use is a member scored by the end of its
+-- holder's lease (ms, Redis's clock): the holder's token, and for a hold of n permits n - 1
+-- more (state.lua's `members_of`), so the set's positive members count the permits in use;
+-- PERMITS_MEMBER is scored by minus the permit count, so the count lives and ends with the
+-- permits, every caller must name the same one, and the set is told from any other by it. A
+-- permit whose lease ended is removed by the next call that looks, which frees it: a crashed
+-- holder's permits come back at their own lease's end.
+--
+-- Waiting is in arrival order for a hold of several permits (as tokio's semaphore): while
+-- another caller's hold of several permits heads the queue, the permits it waits for are
+-- kept for it, and nobody arriving later takes them (a stream of single permits never
+-- starves it). A caller of one permit may otherwise take a free one past the queue, unless
+-- it is `fair`.
 -- KEYS: as the lock's (the fence record is declared, never written: permits carry no fence)
 -- own: the permit count. (The fence flag is ignored; mode 'm' is not used: Redlock refuses
 -- semaphores.)
@@ -15,6 +22,7 @@
 -- {OTHER_COUNT, stored count}, or {OTHER_KIND, what the key holds}.
 local sem, queue = KEYS[1], KEYS[2]
 local permits = tonumber(own)
+local want = weight_of(token)
 
 local found, scores = kind_of(sem, token)
 if found ~= SEMAPHORE and found ~= FREE then
@@ -26,13 +34,30 @@ end
 local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', sem, 0, string.format('%.0f', now))
 
--- Grants `owner` a permit for `ms`; the set lives as long as its longest permit. (Scores
+-- Grants `owner` its permits for `ms`; the set lives as long as its longest permit. (Scores
 -- are written whole: a Lua number as an argument would be rounded to 14 digits.)
 local function take(owner, ms)
-  redis.call('ZADD', sem, string.format('%.0f', now + ms), owner, -permits, PERMITS_MEMBER)
+  redis.call('ZADD', sem, -permits, PERMITS_MEMBER)
+  score_members(sem, string.format('%.0f', now + ms), owner)
   if redis.call('PTTL', sem) < tonumber(ms) then
     redis.call('PEXPIRE', sem, ms)
   end
+end
+
+-- Whether `owner`'s hold fits beside the permits in use now.
+local function fits(_, owner)
+  return redis.call('ZCOUNT', sem, 0, '+inf') + weight_of(owner) <= permits
+end
+
+-- The permits kept for the queue's head: another caller's hold of several permits waiting
+-- there (0 when there is none, or the head is this caller or wants one permit).
+local function kept()
+  local head = redis.call('LINDEX', queue, 0)
+  local owner = head and entry_of(head)
+  if not owner or owner == token or weight_of(owner) == 1 then
+    return 0
+  end
+  return weight_of(owner)
 end
 
 -- What is left of the earliest-ending permit's lease: when the next one may come free.
@@ -56,7 +81,32 @@ end
 if scores and scores[3] and tonumber(scores[3]) > now then
   return {HANDED, 0, tonumber(scores[3]) - now}
 end
-local free = redis.call('ZCOUNT', sem, 0, '+inf') < permits
+-- Its entry carries the count: a release serves only waiters of its own count.
+local served = ME .. permits
+local in_use = redis.call('ZCOUNT', sem, 0, '+inf')
+local keep = 0
+if in_use < permits then
+  keep = kept()
+end
+-- A waiting caller with a permit free serves the queue first when it is fair, or when a hold
+-- of several permits heads it: dead entries are dropped, and live ones granted in order
+-- while they fit (one of them may be this caller); a head that does not fit keeps its
+-- permits.
+if mode == 'q' and in_use < permits and (fair or keep > 0) then
+  for _ = 1, MOST_ENTRIES do
+    if redis.call('ZCOUNT', sem, 0, '+inf') >= permits
+      or hand_off(sem, queue, nil, channel, publish, nil, take, fits, served) ~= 'handed' then
+      break
+    end
+    local given = handed()
+    if given then
+      return given
+    end
+  end
+  in_use = redis.call('ZCOUNT', sem, 0, '+inf')
+  keep = kept()
+end
+local free = in_use + want + keep <= permits
 if mode ~= 'q' then
   if free then
     take(token, lease)
@@ -65,24 +115,7 @@ if mode ~= 'q' then
   return {BUSY, earliest_left()}
 end
 
--- Its entry carries the count: a release serves only waiters of its own count.
-local served = ME .. permits
 local mine = entry(token, handoff, '0', served)
--- A fair caller takes a free permit only when no live waiter queued before it; free permits
--- go to those waiters first (one of them may be this caller).
-if fair then
-  for _ = 1, MOST_ENTRIES do
-    if not free or hand_off(sem, queue, nil, channel, publish, nil, take, nil, served)
-      ~= 'handed' then
-      break
-    end
-    local given = handed()
-    if given then
-      return given
-    end
-    free = redis.call('ZCOUNT', sem, 0, '+inf') < permits
-  end
-end
 if free then
   take(token, lease)
   if queued then

@@ -1,4 +1,4 @@
--- Give a permit back if it is still ours, handing each free permit to the first live permit
+-- Give a hold's permits back if still ours, handing the free permits to the first live permit
 -- waiter queued for the semaphore (named in an announcement); a waiter leaving the queue also
 -- gives up its entry. (After protocol.lua, calls/release.lua, state.lua,
 -- queue.lua and members/expiry.lua.) WAITING.md is the protocol it keeps.
@@ -19,23 +19,30 @@ local now = now_ms()
 -- Ours while its lease lasts: one that ended (not purged yet) was lost: it goes, and what it
 -- held is handed on, but the answer is NOT_OURS.
 local ours = scores[3] and tonumber(scores[3]) > now
-local removed = redis.call('ZREM', sem, token) == 1
+local removed = remove_members(sem, token)
 redis.call('ZREMRANGEBYSCORE', sem, 0, string.format('%.0f', now))
 local permits = -tonumber(scores[1])
 
 local function take(owner, ms)
-  redis.call('ZADD', sem, string.format('%.0f', now + ms), owner)
+  score_members(sem, string.format('%.0f', now + ms), owner)
   if redis.call('PTTL', sem) < tonumber(ms) then
     redis.call('PEXPIRE', sem, ms)
   end
 end
 
--- Each free permit goes to the next live waiter: the one this release gave back, and any
--- whose lease ended unreleased. (A waiter leaving may have been the one a release told.)
+-- Whether `owner`'s hold fits beside the permits in use now.
+local function fits(_, owner)
+  return redis.call('ZCOUNT', sem, 0, '+inf') + weight_of(owner) <= permits
+end
+
+-- The free permits go to the next live waiters in arrival order: those this release gave
+-- back, and any whose lease ended unreleased. A waiter that wants more permits than are
+-- free stops the hand-offs (it keeps its place, and the permits it waits for are kept for
+-- it: see acquire.lua). (A waiter leaving may have been the one a release told.)
 if removed or leaving then
   for _ = 1, MOST_ENTRIES do
     if redis.call('ZCOUNT', sem, 0, '+inf') >= permits
-      or hand_off(sem, queue, nil, channel, publish, nil, take, nil, ME .. permits)
+      or hand_off(sem, queue, nil, channel, publish, nil, take, fits, ME .. permits)
       ~= 'handed' then
       break
     end

@@ -9,7 +9,7 @@ use crate::backend::{Feature, Holder, Kind, Lease};
 use crate::error::LockError;
 use crate::key::{IntoLockKey, LockKey};
 use crate::lease::card;
-use crate::util::token::Token;
+use crate::util::token::{Token, permits_taken};
 
 /// What [`LockClient::inspect`] found about one lock.
 ///
@@ -146,7 +146,7 @@ pub struct SemaphoreInfo {
     /// Its count, as stored with the permits; 0 when no permit is in use (the count goes
     /// with the last permit).
     pub permits: u32,
-    /// Permits in use now, by every instance.
+    /// Permits in use now, by every instance (a hold of several permits counts each).
     pub in_use: u32,
     /// Of those, the ones this client holds.
     pub held_here: usize,
@@ -285,10 +285,14 @@ impl LockClient {
         let held_here = ours
             .iter()
             .filter(|hold| !hold.is_lost() && permits.owners.iter().any(|t| t == hold.token()))
-            .count();
+            .map(|hold| permits_taken(hold.token()) as usize)
+            .sum();
+        let in_use: u64 = (permits.owners.iter())
+            .map(|t| u64::from(permits_taken(t)))
+            .sum();
         Ok(SemaphoreInfo {
             permits: permits.count,
-            in_use: u32::try_from(permits.owners.len()).unwrap_or(u32::MAX),
+            in_use: u32::try_from(in_use).unwrap_or(u32::MAX),
             held_here,
             next_end: holder.remaining,
             waiters: holder.queued,
@@ -376,7 +380,7 @@ impl LockClient {
                 ttl: Duration::ZERO,
             };
             if engine.end_lease(lease).await? {
-                ended += 1;
+                ended += permits_taken(token);
             }
         }
         Ok(ended)
@@ -426,6 +430,7 @@ impl LockClient {
         };
         let kind = Kind::Permit {
             permits: permits.count,
+            take: 1,
         };
         let given_back = self
             .end_leases(&redis_key, permits.owners.iter().map(|t| (kind, t)))
@@ -454,7 +459,10 @@ impl LockClient {
         }
         let redis_key = self.redis_key(&key);
         // The count is read, not named: any will do for the inspection script.
-        let kind = Kind::Permit { permits: 1 };
+        let kind = Kind::Permit {
+            permits: 1,
+            take: 1,
+        };
         let holder = engine.inspect(kind, &redis_key).await?;
         of_kind(&key, kind, &holder)?;
         Ok((redis_key, holder))

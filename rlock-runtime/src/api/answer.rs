@@ -98,6 +98,7 @@ impl Answer {
     /// Logs the error this answer stands for, key and advice included: at debug level for
     /// `busy`, which is routine under contention, as a warning otherwise.
     #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    #[cfg(any(feature = "axum", feature = "actix-web", feature = "tonic"))]
     fn log(self, error: &LockError, protocol: &'static str, status: &dyn std::fmt::Display) {
         let error = error as &(dyn std::error::Error + 'static);
         if self == Self::Busy {

@@ -139,7 +139,12 @@ impl LockClient {
         key: Result<LockKey, LockError>,
         permits: u32,
     ) -> LockRequest<'_> {
-        LockRequest::new(self, Kind::Permit { permits }, key, LockOptions::default())
+        LockRequest::new(
+            self,
+            Kind::Permit { permits, take: 1 },
+            key,
+            LockOptions::default(),
+        )
     }
 
     pub(crate) fn lock_checked(&self, key: Result<LockKey, LockError>) -> LockRequest<'_> {
@@ -318,6 +323,54 @@ impl<'a> LockRequest<'a> {
     /// ```
     pub fn min_hold(mut self, min_hold: Duration) -> Self {
         self.options.min_hold = Some(min_hold);
+        self
+    }
+
+    /// For a semaphore: takes `n` of its permits at once, held and given back together as
+    /// one lease (Redisson's `acquire(n)`, tokio's `acquire_many`); default 1. A heavy export
+    /// takes 3 of a tenant's 10 slots:
+    ///
+    /// ```
+    /// # use rlock_runtime::{LockClient, LockError};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), LockError> {
+    /// let client = LockClient::in_memory();
+    /// let export = client.semaphore("export:acme", 10).permits(3).acquire().await?;
+    /// let small = client.semaphore("export:acme", 10).permits(7).acquire().await?;
+    /// assert!(client.semaphore("export:acme", 10).acquire().await.unwrap_err().is_busy());
+    /// export.release().await?; // all three come back
+    /// let next = client.semaphore("export:acme", 10).permits(3).acquire().await?;
+    /// # drop((small, next)); Ok(()) }
+    /// ```
+    ///
+    /// Waiting stays queued and herd-free, and is in arrival order for a hold of several
+    /// permits, as tokio's semaphore: while one waits at the head of the queue, the permits
+    /// that come free are kept for it, and no request arriving later takes them, so a
+    /// stream of single permits never starves it. (A request for one permit may otherwise
+    /// take a free one past the queue, unless it is [`fair`](Self::fair); the in-process
+    /// backend keeps no queue.) A hold's token ends in `*<n>`, and
+    /// [`inspect_semaphore`](LockClient::inspect_semaphore) counts its permits. Inside a
+    /// locked scope, a request re-enters the hold of the same semaphore only when it asks for
+    /// the same number.
+    ///
+    /// `n` of 0, more than the semaphore's count or more than 1000, or `permits` on anything
+    /// but a semaphore, is [`LockError::InvalidConfig`].
+    pub fn permits(mut self, n: u32) -> Self {
+        match &mut self.kind {
+            Kind::Permit { take, .. } => *take = n,
+            other => {
+                let kind = other.name();
+                self.keys = self.keys.and_then(|keys| {
+                    let named = match keys {
+                        Keys::One(key) => format!("`{key}`"),
+                        Keys::All(_) => "of several keys".to_owned(),
+                    };
+                    Err(LockError::InvalidConfig(format!(
+                        "`permits({n})` on a {kind} {named}: only a semaphore's request takes \
+                         several permits at once"
+                    )))
+                });
+            }
+        }
         self
     }
 

@@ -109,8 +109,8 @@ impl LockRequest<'_> {
 pub enum Taking {
     /// `#[distributed_lock]`.
     Lock,
-    /// `#[semaphore(permits = …)]`.
-    Permit(u32),
+    /// `#[semaphore(permits = …, take = …)]`: the count, and how many permits one call takes.
+    Permit(u32, u32),
     /// `#[read_lock]`.
     Read,
     /// `#[write_lock]`.
@@ -140,7 +140,7 @@ where
         client,
         move |client| match taking {
             Taking::Lock => client.lock_checked(key),
-            Taking::Permit(permits) => client.semaphore_checked(key, permits),
+            Taking::Permit(permits, take) => client.semaphore_checked(key, permits).permits(take),
             Taking::Read => LockRequest::new(client, Kind::Read, key, LockOptions::default()),
             Taking::Write => LockRequest::new(client, Kind::Write, key, LockOptions::default()),
         },

@@ -27,10 +27,13 @@ use crate::key::Companion;
 pub(crate) enum Kind {
     /// An exclusive lock: one holder at a time, the key's value its owner token.
     Lock,
-    /// A permit of a semaphore of `permits`: at most that many holders at once, each permit
-    /// a lease of its own. The key is a sorted set of the permits in use, scored by the end
-    /// of each one's lease, with the count stored beside them (`scripts/semaphore/`).
-    Permit { permits: u32 },
+    /// `take` permits of a semaphore of `permits`, held together as one lease: at most
+    /// `permits` in use at once. The key is a sorted set of the permits in use, scored by
+    /// the end of each hold's lease, with the count stored beside them
+    /// (`scripts/semaphore/`); a hold of `take` permits is that many members, its owner
+    /// token (which ends in `*<take>` when more than one) and `<token>/2` to
+    /// `<token>/<take>`.
+    Permit { permits: u32, take: u32 },
     /// A reader of a read-write lock: many at once, none beside a writer. The key is a
     /// sorted set of the holders' tokens, each scored by the end of its lease, a reader's
     /// positive and the writer's negative (`scripts/rw/`).
@@ -254,7 +257,10 @@ mod tests {
     fn every_kind_has_its_own_name_and_scripts() {
         let kinds = [
             Kind::Lock,
-            Kind::Permit { permits: 2 },
+            Kind::Permit {
+                permits: 2,
+                take: 1,
+            },
             Kind::Read,
             Kind::Write,
         ];

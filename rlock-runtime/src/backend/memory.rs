@@ -15,6 +15,7 @@ use super::{
     LeaseStore, Misfit, Permits, ReleaseListener, Scanned,
 };
 use crate::error::{KeyKind, LockError};
+use crate::util::token::permits_taken;
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MemoryBackend {
@@ -204,7 +205,7 @@ impl MemoryBackend {
                     }
                 }
             },
-            Kind::Permit { permits } => match locks.live(lease.key, now) {
+            Kind::Permit { permits, .. } => match locks.live(lease.key, now) {
                 Some(State::Semaphore(semaphore)) => take_permit(semaphore, lease, permits, now),
                 Some(other) => misfit(other),
                 None => {
@@ -335,7 +336,14 @@ fn take_permit(semaphore: &mut Semaphore, lease: Lease<'_>, permits: u32, now: I
         return Attempt::Misfit(Misfit::Permits { stored: count });
     }
     let held = semaphore.live(now);
-    if held.len() < usize::try_from(permits).unwrap_or(usize::MAX) {
+    let wanted = u64::from(permits_taken(lease.token));
+    if held
+        .keys()
+        .map(|t| u64::from(permits_taken(t)))
+        .sum::<u64>()
+        + wanted
+        <= u64::from(permits)
+    {
         held.insert(lease.token.to_owned(), now + lease.ttl);
         return Attempt::Acquired { fence: None };
     }
@@ -630,7 +638,10 @@ mod tests {
         let memory = MemoryBackend::default();
         let take = |key: String, ttl: Duration| {
             let lease = Lease {
-                kind: Kind::Permit { permits: 2 },
+                kind: Kind::Permit {
+                    permits: 2,
+                    take: 1,
+                },
                 key: &key,
                 token: "t",
                 ttl,

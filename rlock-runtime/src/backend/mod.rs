@@ -78,7 +78,7 @@ impl Misfit {
     /// The error for a request of `kind` on `key`.
     pub(crate) fn error(self, kind: Kind, key: impl std::fmt::Display) -> LockError {
         match (self, kind) {
-            (Self::Permits { stored }, Kind::Permit { permits }) => {
+            (Self::Permits { stored }, Kind::Permit { permits, .. }) => {
                 LockError::InvalidConfig(format!(
                     "semaphore `{key}` has {stored} permits in Redis, and this request names \
                      {permits}: every caller of a semaphore must name the same count (it is \
@@ -132,7 +132,14 @@ impl AttemptAsks {
     pub(crate) fn beside(&self, token: &str) -> Option<String> {
         let number = self.downgrade_of?;
         let client = Token::parse(token)?.client;
-        Some(Token { client, number }.to_string())
+        Some(
+            Token {
+                client,
+                number,
+                take: 1,
+            }
+            .to_string(),
+        )
     }
 }
 

@@ -101,6 +101,10 @@ pub mod released {
 /// The most queue entries a script looks at in one call: every loop over a queue stops
 /// there. At least the queue's bound ([`WAITERS_QUEUE_MAX`](crate::util::tuning::WAITERS_QUEUE_MAX)).
 pub(crate) const MOST_ENTRIES: u32 = 10_100;
+
+/// The most permits one hold of a semaphore takes at once: each is a member of the set, all
+/// written in one command.
+pub(crate) const MOST_TAKEN: u32 = rlock_macros::__limit!(MAX_TAKE);
 const _: () = assert!(MOST_ENTRIES >= crate::util::tuning::WAITERS_QUEUE_MAX);
 
 impl Kind {
@@ -134,7 +138,7 @@ pub(crate) fn entry(token: &str, handoff_ms: u64, fenced: bool, kind: Kind) -> S
 /// semaphore's release serves only waiters of its own count).
 pub(crate) fn entry_kind(kind: Kind) -> String {
     match kind {
-        Kind::Permit { permits } => format!("{}{permits}", kind.letter()),
+        Kind::Permit { permits, .. } => format!("{}{permits}", kind.letter()),
         Kind::Lock | Kind::Read | Kind::Write => kind.letter().to_string(),
     }
 }
@@ -389,7 +393,10 @@ mod tests {
         assert_eq!(readers.remaining, Some(Duration::from_millis(900)));
         assert_eq!(readers.permits.unwrap().owners, ["a:1", "b:2"]);
         let other = inspected(
-            Kind::Permit { permits: 2 },
+            Kind::Permit {
+                permits: 2,
+                take: 1,
+            },
             (LOCK, Some("c:1".into()), 1500, 0, 0, vec![]),
         );
         assert_eq!(other.found, Some(KeyKind::Lock));
@@ -458,6 +465,7 @@ mod tests {
             ("RELEASED", released::RELEASED),
             ("AGAIN_WITH_FENCE", released::AGAIN_WITH_FENCE),
             ("MOST_ENTRIES", i64::from(MOST_ENTRIES)),
+            ("MOST_TAKEN", i64::from(MOST_TAKEN)),
         ] {
             assert_eq!(number(name), value, "{name}");
         }
@@ -497,7 +505,15 @@ mod tests {
     fn entries_carry_their_kind() {
         assert_eq!(entry("c:7", 2000, true, Kind::Lock), "c:7 2000 1 l");
         assert_eq!(
-            entry("c:8", 500, false, Kind::Permit { permits: 3 }),
+            entry(
+                "c:8",
+                500,
+                false,
+                Kind::Permit {
+                    permits: 3,
+                    take: 1
+                }
+            ),
             "c:8 500 0 p3"
         );
         assert_eq!(entry("c:9", 1, false, Kind::Read), "c:9 1 0 r");

@@ -39,7 +39,7 @@ impl ScriptCalls {
 
     /// A permit's calls on the semaphore of `permits` at `key`.
     pub fn permit(key: &str, permits: u32, ttl: Duration) -> Self {
-        Self::of(Kind::Permit { permits }, key, ttl)
+        Self::of(Kind::Permit { permits, take: 1 }, key, ttl)
     }
 
     /// A reader's calls on the read-write lock at `key`.

@@ -387,7 +387,7 @@ pub(super) fn acquire_call(
     mode: AcquireMode<'_>,
 ) -> ScriptCall {
     let own = match lease.kind {
-        Kind::Permit { permits } => permits.to_string(),
+        Kind::Permit { permits, .. } => permits.to_string(),
         Kind::Read => beside.unwrap_or_default(),
         Kind::Lock | Kind::Write => String::new(),
     };

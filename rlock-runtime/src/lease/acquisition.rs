@@ -74,7 +74,9 @@ impl Acquisition<'_> {
     async fn queued(self) -> Result<Arc<Hold>, LockError> {
         let engine = self.engine;
         let deadline = self.started + self.budget;
-        let mut ticket = engine.queues.join(self.redis_key, engine.token());
+        let mut ticket = engine
+            .queues
+            .join(self.redis_key, engine.token_for(self.plan.kind));
         // When the holder's lease ends, as far as its last busy reply told.
         let mut holder_until: Option<Instant> = None;
         // Whether the waiter stands in the queue in Redis (not before its first attempt,
@@ -139,7 +141,7 @@ impl Acquisition<'_> {
                     self.failed(e, &mut failures, &mut last);
                     // The attempt may have landed or not: its token is withdrawn in the
                     // background, and this waiter queues again under a new one.
-                    ticket.change_token(engine.token());
+                    ticket.change_token(engine.token_for(self.plan.kind));
                     queued = false;
                 }
                 Err(e) => return Err(e),

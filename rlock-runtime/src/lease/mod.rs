@@ -144,6 +144,15 @@ impl Engine {
         self.tokens.next()
     }
 
+    /// A fresh owner token for a lease of `kind`: a semaphore's hold of several permits
+    /// says how many in it.
+    pub(crate) fn token_for(&self, kind: Kind) -> String {
+        match kind {
+            Kind::Permit { take, .. } => self.tokens.next_taking(take),
+            Kind::Lock | Kind::Read | Kind::Write => self.tokens.next(),
+        }
+    }
+
     /// One attempt at `redis_key`, returning by `deadline` if given. On success the hold is
     /// watched; `Busy` tells how long the holder's lease has left, when known; an attempt cut
     /// short by the deadline is `Unanswered` (nothing is known: not "busy").
@@ -159,7 +168,7 @@ impl Engine {
     ) -> Result<Attempted, LockError> {
         let token = match ask.queue {
             Some((_, token)) => token.to_owned(),
-            None => self.tokens.next(),
+            None => self.token_for(plan.kind),
         };
         let sent_at = Instant::now();
         let lease = Lease {

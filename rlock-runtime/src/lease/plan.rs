@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::backend::protocol::MOST_TAKEN;
 use crate::backend::{Feature, Kind};
 use crate::error::LockError;
 use crate::key::LockKey;
@@ -57,11 +58,18 @@ impl LeasePlan {
                 kind.name()
             )))
         };
-        if let Kind::Permit { permits } = kind {
+        if let Kind::Permit { permits, take } = kind {
             if permits == 0 {
                 return Err(LockError::InvalidConfig(format!(
                     "semaphore `{key}` has 0 permits: nobody could ever hold one; give it at \
                      least 1"
+                )));
+            }
+            if take == 0 || take > permits || take > MOST_TAKEN {
+                return Err(LockError::InvalidConfig(format!(
+                    "semaphore `{key}`: `permits({take})` of {permits}: a hold takes from 1 \
+                     to {} permits at once",
+                    permits.min(MOST_TAKEN)
                 )));
             }
             if self.fenced {

@@ -1,4 +1,5 @@
-//! Owner tokens: the value stored under a lock key that says who holds it, `<client>:<n>`.
+//! Owner tokens: the value stored under a lock key that says who holds it, `<client>:<n>`,
+//! and `<client>:<n>*<take>` for a semaphore's hold of several permits at once.
 //! [`TokenSource`] makes them and [`Token`] names their parts; the scripts read a token's
 //! client in one place of their own (`hand_off` in `queue.lua`, for the release channel).
 
@@ -35,18 +36,27 @@ impl TokenSource {
     }
 
     pub(crate) fn next(&self) -> String {
+        self.next_taking(1)
+    }
+
+    /// A token for a hold of `take` permits: `*<take>` follows the number when more than
+    /// one, which the scripts read (`weight_of` in `state.lua`).
+    pub(crate) fn next_taking(&self, take: u32) -> String {
         use std::fmt::Write as _;
         let n = self.numbers.next();
         // One allocation, sized for any counter: a token is made for every acquisition.
-        let mut token = String::with_capacity(self.prefix.len() + 20);
+        let mut token = String::with_capacity(self.prefix.len() + 32);
         token.push_str(&self.prefix);
         let _ = write!(token, "{n}");
+        if take > 1 {
+            let _ = write!(token, "*{take}");
+        }
         token
     }
 }
 
 /// An owner token's parts. Written out it is `<client>:<number>`, the value a lease's key
-/// holds.
+/// holds, and `<client>:<number>*<take>` for a hold of several permits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Token<'a> {
     /// The client's id (its uuid, simple form): its release channel and its holder card are
@@ -54,23 +64,40 @@ pub(crate) struct Token<'a> {
     pub(crate) client: &'a str,
     /// The acquisition's number, never given twice by one client.
     pub(crate) number: u64,
+    /// The permits it holds: 1 but for a semaphore's hold of several.
+    pub(crate) take: u32,
 }
 
 impl<'a> Token<'a> {
     /// The parts of `text`, when it is one of rlock's tokens.
     pub(crate) fn parse(text: &'a str) -> Option<Self> {
-        let (client, number) = text.split_once(':')?;
+        let (client, rest) = text.split_once(':')?;
+        let (number, take) = match rest.split_once('*') {
+            Some((number, take)) => (number, take.parse().ok().filter(|&t| t > 1)?),
+            None => (rest, 1),
+        };
         Some(Self {
             client,
             number: number.parse().ok()?,
+            take,
         })
     }
 }
 
 impl fmt::Display for Token<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.client, self.number)
+        write!(f, "{}:{}", self.client, self.number)?;
+        if self.take > 1 {
+            write!(f, "*{}", self.take)?;
+        }
+        Ok(())
     }
+}
+
+/// How many permits the hold of `token` takes, as the scripts read it (`weight_of` in
+/// `state.lua`): 1 unless its token says more.
+pub(crate) fn permits_taken(token: &str) -> u32 {
+    Token::parse(token).map_or(1, |t| t.take)
 }
 
 #[cfg(test)]
@@ -93,7 +120,12 @@ mod tests {
                 "parsing and writing out are one format"
             );
         }
-        for foreign in ["not-a-token", "a:b", "a:", ":"] {
+        let weighted = tokens.next_taking(3);
+        let token = Token::parse(&weighted).unwrap();
+        assert_eq!((token.client, token.take), (client.as_str(), 3));
+        assert_eq!(token.to_string(), weighted);
+        assert_eq!(Token::parse(&tokens.next_taking(1)).unwrap().take, 1);
+        for foreign in ["not-a-token", "a:b", "a:", ":", "a:1*", "a:1*1", "a:1*x"] {
             assert_eq!(Token::parse(foreign), None, "{foreign}");
         }
     }

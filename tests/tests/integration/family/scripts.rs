@@ -39,6 +39,7 @@ const KEYED: &[&str] = &[
     "LREM",
     "LPOS",
     "LLEN",
+    "LINDEX",
     "ZADD",
     "ZREM",
     "ZSCORE",

@@ -1,0 +1,333 @@
+//! Several permits of a semaphore at once (`permits(n)`) against a real `redis-server`: held,
+//! renewed, given back and lost together, handed to a queued waiter only when they all fit,
+//! waited for in arrival order (a stream of single permits never starves a hold of several),
+//! counted by `inspect_semaphore`, and the requests that are refused.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rlock_runtime::{LockClient, LockError};
+use rlock_tests::RedisServer;
+use rlock_tests::locking::{PATIENCE, client, keys_left, queued_and_listening};
+
+/// Permits of `key` (a semaphore of 10) in use, as Redis counts its members.
+async fn members_in_use(server: &RedisServer, key: &str) -> u32 {
+    let mut raw = server.raw().await;
+    redis::cmd("ZCOUNT")
+        .arg(key)
+        .arg(0)
+        .arg("+inf")
+        .query_async(&mut raw)
+        .await
+        .unwrap()
+}
+
+/// 3 of 10 and 7 of 10 fill the semaphore; a third request is busy; the hold of 3 gives all
+/// three back at once, and the last release leaves nothing behind.
+async fn several_permits_are_taken_and_given_back_together(a: &LockClient) {
+    let export = a
+        .semaphore("export:acme", 10)
+        .permits(3)
+        .acquire()
+        .await
+        .unwrap();
+    assert!(export.token().ends_with("*3"), "{}", export.token());
+    let other = a.sibling();
+    let rest = other
+        .semaphore("export:acme", 10)
+        .permits(7)
+        .acquire()
+        .await
+        .unwrap();
+    let info = a.inspect_semaphore("export:acme").await.unwrap();
+    assert_eq!((info.permits, info.in_use, info.held_here), (10, 10, 3));
+    assert!(
+        other
+            .semaphore("export:acme", 10)
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+    export.release().await.unwrap();
+    assert_eq!(a.inspect_semaphore("export:acme").await.unwrap().in_use, 7);
+    let three = other
+        .semaphore("export:acme", 10)
+        .permits(3)
+        .acquire()
+        .await
+        .unwrap();
+    assert!(
+        a.semaphore("export:acme", 10)
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+    three.release().await.unwrap();
+    rest.release().await.unwrap();
+    assert_eq!(a.inspect_semaphore("export:acme").await.unwrap().in_use, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_permits_are_taken_and_given_back_together_on_redis() {
+    let server = RedisServer::start();
+    several_permits_are_taken_and_given_back_together(&client(&server).await).await;
+    let mut raw = server.raw().await;
+    assert_eq!(keys_left(&mut raw, &["export:acme"]).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_permits_are_taken_and_given_back_together_in_memory() {
+    several_permits_are_taken_and_given_back_together(&LockClient::in_memory()).await;
+}
+
+/// A hold of several permits waits at the queue's head while single permits are taken and
+/// given back all around it: six tasks on other clients take one of four permits again and
+/// again (held 3 to 8 ms), so that a permit given back is soon taken again and the four
+/// are never free together. The permits that come free are
+/// kept for the hold of three, which is granted; nobody holds more than four at any moment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_of_several_permits_is_not_starved_by_single_ones() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (inside, most, grants) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let mut singles = Vec::new();
+    for n in 0..6 {
+        let c = a.sibling();
+        let (stop, inside, most, grants) =
+            (stop.clone(), inside.clone(), most.clone(), grants.clone());
+        singles.push(tokio::spawn(async move {
+            for _ in 0..100_000 {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let permit = c
+                    .semaphore("batch:t1", 4)
+                    .wait(PATIENCE)
+                    .acquire()
+                    .await
+                    .unwrap();
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                grants.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(3 + n)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                permit.release().await.unwrap();
+            }
+        }));
+    }
+    // The singles are under way before the large request comes.
+    for _ in 0..3000 {
+        if grants.load(Ordering::SeqCst) >= 20 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let heavy = a
+        .semaphore("batch:t1", 4)
+        .permits(3)
+        .wait(PATIENCE)
+        .acquire()
+        .await;
+    let heavy = match heavy {
+        Ok(heavy) => heavy,
+        Err(e) => panic!(
+            "the hold of 3 was starved ({e}) while singles were granted {} times",
+            grants.load(Ordering::SeqCst)
+        ),
+    };
+    let now = inside.fetch_add(3, Ordering::SeqCst) + 3;
+    most.fetch_max(now, Ordering::SeqCst);
+    assert!(members_in_use(&server, "batch:t1").await <= 4);
+    inside.fetch_sub(3, Ordering::SeqCst);
+    heavy.release().await.unwrap();
+    // The singles go on after it.
+    let after = grants.load(Ordering::SeqCst);
+    for _ in 0..3000 {
+        if grants.load(Ordering::SeqCst) > after + 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        grants.load(Ordering::SeqCst) > after + 4,
+        "the singles stopped"
+    );
+    stop.store(true, Ordering::SeqCst);
+    for task in singles {
+        task.await.unwrap();
+    }
+    assert!(
+        most.load(Ordering::SeqCst) <= 4,
+        "{most:?} permits held at once"
+    );
+}
+
+/// Waiting is in arrival order behind a hold of several permits: with 9 of 10 held, a
+/// request for 3 queues first, then one for 1, which does not take the free permit past
+/// it. The release of the 9 hands 3 to the first and 1 to the second, and tells each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_several_permits_only_when_they_all_fit() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let nine = a
+        .semaphore("render:y", 10)
+        .permits(9)
+        .ttl(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    let (granted_tx, mut granted) = tokio::sync::mpsc::unbounded_channel();
+    let mut waiters = Vec::new();
+    for (n, take) in [(1, 3), (2, 1)] {
+        let (c, granted_tx) = (a.sibling(), granted_tx.clone());
+        waiters.push(tokio::spawn(async move {
+            let permit = c
+                .semaphore("render:y", 10)
+                .permits(take)
+                .wait(PATIENCE)
+                .acquire()
+                .await
+                .unwrap();
+            granted_tx.send(take).unwrap();
+            std::future::pending::<()>().await;
+            drop(permit);
+        }));
+        // The first stands in the queue before the second comes.
+        queued_and_listening(&server, "render:y", n, n).await;
+    }
+    // The free permit stays free: the single request stands behind the hold of three.
+    assert_eq!(members_in_use(&server, "render:y").await, 9);
+    assert!(
+        a.sibling()
+            .semaphore("render:y", 10)
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy(),
+        "a request arriving later takes no permit kept for the queue's head"
+    );
+    nine.release().await.unwrap();
+    // Both in the one release (their tasks may wake in either order).
+    let mut takes = Vec::new();
+    for _ in 0..2 {
+        takes.push(
+            tokio::time::timeout(PATIENCE, granted.recv())
+                .await
+                .unwrap(),
+        );
+    }
+    takes.sort();
+    assert_eq!(takes, [Some(1), Some(3)]);
+    assert_eq!(members_in_use(&server, "render:y").await, 4);
+    for waiter in waiters {
+        waiter.abort();
+    }
+}
+
+/// The watchdog renews every permit of a hold: held over several leases, the hold still
+/// counts three, and only seven more fit. A hold that stops renewing (a crash) gives all
+/// three back when its one lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_permits_are_renewed_and_lost_together() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let other = a.sibling();
+    let renewed = a
+        .semaphore("job:z", 10)
+        .permits(3)
+        .ttl(Duration::from_millis(300))
+        .acquire()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(!renewed.is_lost());
+    assert_eq!(members_in_use(&server, "job:z").await, 3);
+    assert!(
+        other
+            .semaphore("job:z", 10)
+            .permits(8)
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+    renewed.release().await.unwrap();
+
+    let crashed = a
+        .semaphore("job:z", 10)
+        .permits(3)
+        .ttl(Duration::from_millis(300))
+        .renew(false)
+        .acquire()
+        .await
+        .unwrap();
+    std::mem::forget(crashed);
+    let all = other
+        .semaphore("job:z", 10)
+        .permits(10)
+        .wait(PATIENCE)
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(members_in_use(&server, "job:z").await, 10);
+    all.release().await.unwrap();
+}
+
+/// `force_unlock_semaphore` gives a hold's permits back together, and counts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_gives_every_permit_of_a_hold_back() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let stuck = a.sibling();
+    let hold = stuck
+        .semaphore("export:b", 5)
+        .permits(3)
+        .acquire()
+        .await
+        .unwrap();
+    let single = stuck.semaphore("export:b", 5).acquire().await.unwrap();
+    assert_eq!(a.force_unlock_semaphore("export:b").await.unwrap(), 4);
+    assert_eq!(members_in_use(&server, "export:b").await, 0);
+    assert!(hold.release().await.unwrap_err().is_lost());
+    assert!(single.release().await.unwrap_err().is_lost());
+}
+
+/// A number of permits that cannot be taken, or `permits` on another kind, is refused before
+/// anything is sent, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impossible_numbers_of_permits_are_refused() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    for (permits, take) in [(10, 0), (10, 11), (5000, 1001)] {
+        let e = a
+            .semaphore("export:c", permits)
+            .permits(take)
+            .acquire()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, LockError::InvalidConfig(why) if why.contains(&format!("permits({take})"))),
+            "{permits}, {take}: {e}"
+        );
+    }
+    for request in [
+        a.lock("export:c").permits(2),
+        a.read_lock("export:c").permits(2),
+    ] {
+        let e = request.acquire().await.unwrap_err();
+        assert!(
+            matches!(&e, LockError::InvalidConfig(why) if why.contains("only a semaphore")),
+            "{e}"
+        );
+    }
+    assert_eq!(members_in_use(&server, "export:c").await, 0);
+}
