@@ -191,17 +191,23 @@ pub struct Excess<T> {
 }
 
 /// Checks `items` per key, each key's sections in the order they began (then ended), against
-/// the permit count `permits` gives for a section: every section that began while that many
-/// others of its key were held is an [`Excess`] (see the module docs). Sections that touch
+/// the permit count `permits` gives for a section, each section holding as many permits as
+/// `take` gives: every section that began while too many permits of its key were held for
+/// its own is an [`Excess`] (see the module docs). Sections that touch
 /// (`start == earlier end`) are not held at once, as in [`sweep`].
-pub fn count_sweep<T: AsSection>(items: &[T], permits: impl Fn(&T) -> u32) -> Vec<Excess<T>> {
+pub fn count_sweep<T: AsSection>(
+    items: &[T],
+    permits: impl Fn(&T) -> u32,
+    take: impl Fn(&T) -> u32,
+) -> Vec<Excess<T>> {
     let mut found = Vec::new();
     for sections in per_key(items).values() {
         // The sections still held as the next one begins.
         let mut held: Vec<(Section, T)> = Vec::new();
         for &(next, next_item) in sections.iter() {
             held.retain(|(s, _)| s.effective_end() > next.start_us);
-            if held.len() >= permits(&next_item) as usize {
+            let in_use: u64 = held.iter().map(|(_, item)| u64::from(take(item))).sum();
+            if in_use + u64::from(take(&next_item)) > u64::from(permits(&next_item)) {
                 found.push(Excess {
                     held: held.iter().map(|&(_, item)| item).collect(),
                     later: next_item,
@@ -305,7 +311,7 @@ pub fn kinds_sweep<T: AsSection>(items: &[T], held: impl Fn(&T) -> Held) -> Vec<
 ///
 /// Describes the first excess with the offending sections.
 pub fn check_permit_count(sections: &[Section], permits: u32) -> Result<(), String> {
-    match count_sweep(sections, |_| permits).first() {
+    match count_sweep(sections, |_| permits, |_| 1).first() {
         None => Ok(()),
         Some(excess) => {
             let held: Vec<String> = excess.held.iter().map(Section::to_string).collect();
@@ -529,7 +535,7 @@ mod tests {
         four.push(permit(3, 20, 40));
         let err = check_permit_count(&four, 3).unwrap_err();
         assert!(err.contains("more than 3"), "{err}");
-        let found = count_sweep(&four, |_| 3);
+        let found = count_sweep(&four, |_| 3, |_| 1);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].later.owner, 3);
         assert_eq!(found[0].held.len(), 3);
@@ -544,7 +550,7 @@ mod tests {
         check_permit_count(&four, 3).unwrap();
         // One permit is a lock's mutual exclusion.
         assert_eq!(
-            count_sweep(&[permit(0, 0, 10), permit(1, 9, 20)], |_| 1).len(),
+            count_sweep(&[permit(0, 0, 10), permit(1, 9, 20)], |_| 1, |_| 1).len(),
             1
         );
     }
@@ -586,7 +592,7 @@ mod tests {
         let told = [&[lost(20)][..], &others].concat();
         check_permit_count(&told, 3).unwrap();
         let late = [&[lost(21)][..], &others].concat();
-        assert_eq!(count_sweep(&late, |_| 3).len(), 1);
+        assert_eq!(count_sweep(&late, |_| 3, |_| 1).len(), 1);
     }
 
     /// The later-seen grant with the lower fence was Redis's first: it is the holder that

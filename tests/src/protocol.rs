@@ -10,9 +10,10 @@
 //! FINISHED                              body: the body ran to its end
 //! RESULT ok|lost|error <message>        body: what the locked call returned
 //! SECTION <key> <fence> <start_us> <end_us> <lost_us> <write> <sent_us> <done_us> <release>
-//!         [permits=<n>|rw=read|rw=write]
+//!         [permits=<n> [take=<k>]|rw=read|rw=write]
 //!                                       contend, soak: one critical section; `permits=<n>`
-//!                                       when it held a permit of a semaphore of n permits,
+//!                                       when it held a permit of a semaphore of n permits
+//!                                       (`take=<k>`: k of them at once),
 //!                                       `rw=…` a read-write lock's read or write lock
 //! WAITS <key> <requests> <grants> <busy> <cancelled> <errors> <waited_us>
 //!                                       soak: how a worker's waiting-mix requests on a key went
@@ -78,10 +79,13 @@ pub enum SectionKind {
     /// The lock of its key (a `SECTION` line without `permits=`, as every line was before
     /// semaphores).
     Lock,
-    /// One permit of its key's semaphore, of this many (`permits=<n>`).
+    /// `take` permits of its key's semaphore, of this many (`permits=<n>`, then `take=<k>`
+    /// when more than one).
     Semaphore {
         /// The semaphore's permit count.
         permits: u32,
+        /// The permits the section held at once.
+        take: u32,
     },
     /// The read lock of its key's read-write lock (`rw=read`).
     Read,
@@ -307,7 +311,10 @@ impl fmt::Display for Line {
                 )?;
                 match s.kind {
                     SectionKind::Lock => Ok(()),
-                    SectionKind::Semaphore { permits } => write!(f, " permits={permits}"),
+                    SectionKind::Semaphore { permits, take: 1 } => write!(f, " permits={permits}"),
+                    SectionKind::Semaphore { permits, take } => {
+                        write!(f, " permits={permits} take={take}")
+                    }
                     SectionKind::Read => write!(f, " rw=read"),
                     SectionKind::Write => write!(f, " rw=write"),
                 }
@@ -432,9 +439,13 @@ impl FromStr for Line {
                     Some("rw=write") => SectionKind::Write,
                     Some(word) => {
                         let permits = word.strip_prefix("permits=").and_then(|n| n.parse().ok());
-                        match permits {
-                            Some(permits) => SectionKind::Semaphore { permits },
-                            None => return Err(w.bad()),
+                        let take = match w.words.next() {
+                            None => Some(1),
+                            Some(word) => word.strip_prefix("take=").and_then(|n| n.parse().ok()),
+                        };
+                        match (permits, take) {
+                            (Some(permits), Some(take)) => SectionKind::Semaphore { permits, take },
+                            _ => return Err(w.bad()),
                         }
                     }
                 };
@@ -607,7 +618,19 @@ mod tests {
                 key: "soak:single:sem:0".into(),
                 fence: None,
                 write: Write::None,
-                kind: SectionKind::Semaphore { permits: 3 },
+                kind: SectionKind::Semaphore {
+                    permits: 3,
+                    take: 1,
+                },
+                ..section.clone()
+            }),
+            Line::Section(SectionLine {
+                fence: None,
+                write: Write::None,
+                kind: SectionKind::Semaphore {
+                    permits: 3,
+                    take: 2,
+                },
                 ..section.clone()
             }),
             Line::Section(SectionLine {
@@ -656,7 +679,7 @@ mod tests {
                 count: 3,
             },
             Line::Panic("task 3 panicked".into()),
-            Line::Done { sections: 5 },
+            Line::Done { sections: 6 },
         ];
         for line in &lines {
             assert_eq!(line.to_string().parse::<Line>().unwrap(), *line, "{line}");
@@ -664,6 +687,11 @@ mod tests {
         let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
         assert_eq!(parse_output(&text).unwrap(), lines);
         assert!(lines[8].to_string().ends_with(" permits=3"), "{}", lines[8]);
+        assert!(
+            lines[9].to_string().ends_with(" permits=3 take=2"),
+            "{}",
+            lines[9]
+        );
         for command in [Command::Release, Command::IsLost, Command::WaitLost] {
             assert_eq!(command.to_string().parse::<Command>().unwrap(), command);
         }

@@ -41,11 +41,19 @@ impl Record {
         (self.kind == SectionKind::Lock).then_some(self.fence)
     }
 
+    /// The permits it held at once: 1 but for a semaphore's hold of several.
+    pub fn take(&self) -> u32 {
+        match self.kind {
+            SectionKind::Semaphore { take, .. } => take,
+            SectionKind::Lock | SectionKind::Read | SectionKind::Write => 1,
+        }
+    }
+
     /// The permit count of its semaphore; `None` for a lock's or a read-write lock's section.
     pub fn permits(&self) -> Option<u32> {
         match self.kind {
             SectionKind::Lock | SectionKind::Read | SectionKind::Write => None,
-            SectionKind::Semaphore { permits } => Some(permits),
+            SectionKind::Semaphore { permits, .. } => Some(permits),
         }
     }
 

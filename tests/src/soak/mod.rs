@@ -19,9 +19,10 @@
 //! Its tasks lock a hot key (one of four, contended by everyone) or a cold one of their own,
 //! write once through the store with the section's fence, and log each section. One section
 //! in four takes a permit of a **semaphore** instead (`soak:<name>:sem:<k>`, two keys per
-//! deployment, three permits each, waited for like a lock): held a few ms, released, logged
-//! with its permit count; no write, as a permit carries no fence. Its keys are checked for
-//! more holders at once than permits ([`crate::history::count_sweep`]) instead of overlaps.
+//! deployment, three permits each, one such section in four holding two at once, waited for
+//! like a lock): held a few ms, released, logged with its permit count; no write, as a
+//! permit carries no fence. Its keys are checked for more permits held at once than the
+//! count ([`crate::history::count_sweep`]) instead of overlaps.
 //! One section in sixteen names a key that every kind asks for (`soak:<name>:mixed:<k>`, a
 //! misuse users make): its requests of another kind than the key holds are refused
 //! (`WrongKind`, counted), and no two sections of different kinds may overlap on it

@@ -258,7 +258,8 @@ pub fn check(history: &History) -> Verdict {
     }
     verdict.semaphore_sections = permits.len() as u64;
     verdict.read_write_sections = read_write.len() as u64;
-    for excess in crate::history::count_sweep(&permits, |r| r.permits().unwrap_or(1)) {
+    for excess in crate::history::count_sweep(&permits, |r| r.permits().unwrap_or(1), Record::take)
+    {
         match read_excess(&excess) {
             ExcessRead::Signalled(overlap) => verdict.signalled_excesses.push(overlap),
             ExcessRead::Silent(overlap) => verdict.silent_excesses.push(overlap),
@@ -328,7 +329,7 @@ fn repeated_fences(by_key: &HashMap<u32, Vec<Record>>) -> Vec<(Record, Record)> 
 fn held(r: &Record) -> history::Held {
     match r.kind {
         SectionKind::Lock => history::Held::Lock,
-        SectionKind::Semaphore { permits } => history::Held::Permit { permits },
+        SectionKind::Semaphore { permits, .. } => history::Held::Permit { permits },
         SectionKind::Read => history::Held::Read,
         SectionKind::Write => history::Held::Write,
     }
@@ -353,18 +354,21 @@ enum ExcessRead {
 }
 
 fn read_excess(excess: &history::Excess<Record>) -> ExcessRead {
-    let permits = excess.later.permits().unwrap_or(1) as usize;
-    let over = excess.held.len() + 1 - permits;
+    let permits = u64::from(excess.later.permits().unwrap_or(1));
     let holders = || excess.held.iter().chain([&excess.later]);
+    // The permits held beyond the count, and those of the holders told they lost theirs.
+    let in_use: u64 = holders().map(|r| u64::from(r.take())).sum();
+    let over = in_use.saturating_sub(permits);
     let mut told: Vec<&Record> = holders().filter(|r| told_us(r).is_some()).collect();
     told.sort_by_key(|r| told_us(r));
+    let told_permits: u64 = told.iter().map(|r| u64::from(r.take())).sum();
     let overlap = |earlier: &Record| Overlap {
         earlier: *earlier,
         later: excess.later,
         since_us: excess.since_us,
     };
     match (told.first(), holders().find(|r| told_us(r).is_none())) {
-        (Some(first), _) if told.len() >= over => ExcessRead::Signalled(overlap(first)),
+        (Some(first), _) if told_permits >= over => ExcessRead::Signalled(overlap(first)),
         (_, Some(never_told)) => ExcessRead::Silent(overlap(never_told)),
         // Unreachable: fewer told than over the permits leaves one never told.
         (_, None) => ExcessRead::Silent(overlap(&excess.later)),
@@ -460,7 +464,10 @@ mod tests {
     fn permit(grant: u64, end: u64, lost: u64) -> Record {
         Record {
             fence: 0,
-            kind: SectionKind::Semaphore { permits: 2 },
+            kind: SectionKind::Semaphore {
+                permits: 2,
+                take: 1,
+            },
             ..rec(0, grant, end, lost, (0, 0, Write::None))
         }
     }
@@ -581,6 +588,32 @@ mod tests {
             rec(3, 4, 20, 0, (6, 7, Write::Accepted)),
         ]);
         assert!(check(&concurrent).stale_writes.is_empty());
+    }
+
+    /// A hold of several permits counts each: two holds of 2 of 3 permits at once are an
+    /// excess, signalled once the holder of one of them is told (which frees enough), silent
+    /// otherwise; a hold of 2 beside one of 1 is none.
+    #[test]
+    fn holds_of_several_permits_count_each() {
+        let hold = |take: u32, grant: u64, end: u64, lost: u64| Record {
+            kind: SectionKind::Semaphore { permits: 3, take },
+            ..permit(grant, end, lost)
+        };
+        let fits = history(&[hold(2, 0, 10, 0), hold(1, 5, 15, 0)]);
+        let v = check(&fits);
+        assert!(
+            v.silent_excesses.is_empty() && v.signalled_excesses.is_empty(),
+            "{v}"
+        );
+        let silent = history(&[hold(2, 0, 10, 0), hold(2, 5, 15, 0)]);
+        assert_eq!(check(&silent).silent_excesses.len(), 1);
+        let told = history(&[hold(2, 0, 10, 7), hold(2, 5, 15, 0)]);
+        let v = check(&told);
+        assert_eq!(
+            (v.signalled_excesses.len(), v.silent_excesses.len()),
+            (1, 0),
+            "{v}"
+        );
     }
 
     /// Two leaders of one term are found wherever their terms lie, even with a higher one

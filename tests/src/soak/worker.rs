@@ -470,7 +470,15 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
         // Half the sections hold a lock, a quarter a permit, a quarter a read-write lock's
         // read (three in four of those) or write lock.
         let kind = match rng.u64(..16) {
-            0..4 => SectionKind::Semaphore { permits: PERMITS },
+            // One permit section in four holds two of the three at once.
+            0 => SectionKind::Semaphore {
+                permits: PERMITS,
+                take: 2,
+            },
+            1..4 => SectionKind::Semaphore {
+                permits: PERMITS,
+                take: 1,
+            },
             4..7 => SectionKind::Read,
             7 => SectionKind::Write,
             _ => SectionKind::Lock,
@@ -496,7 +504,9 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
         };
         let request = match kind {
             SectionKind::Lock => client.lock(key.as_str()).fenced(),
-            SectionKind::Semaphore { permits } => client.semaphore(key.as_str(), permits),
+            SectionKind::Semaphore { permits, take } => {
+                client.semaphore(key.as_str(), permits).permits(take)
+            }
             SectionKind::Read => client.read_lock(key.as_str()),
             SectionKind::Write => client.write_lock(key.as_str()),
         };
