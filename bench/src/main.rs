@@ -37,6 +37,8 @@ pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The workloads, in run order.
 const PHASES: &str = "abcdefgh";
+/// (f)'s weighted run: what every fourth task takes at once.
+const SEM_HEAVY: u32 = 3;
 
 /// Iteration counts of one mode.
 #[derive(Debug, Clone)]
@@ -619,20 +621,23 @@ async fn semaphores_phase(
             results.permits.entry(way.label()).or_default().push(rate);
         }
     }
+    let shape = |clients, heavy| semaphores::Contention {
+        tasks: config.sem_tasks,
+        clients,
+        permits: config.sem_permits,
+        heavy,
+        per_task: config.sem_per_task,
+        hold: config.sem_hold,
+    };
     for clients in config.sem_clients {
-        results.semaphore.push(
-            semaphores::contended(
-                url,
-                probe,
-                config.sem_tasks,
-                clients,
-                config.sem_permits,
-                config.sem_per_task,
-                config.sem_hold,
-            )
-            .await?,
-        );
+        results
+            .semaphore
+            .push(semaphores::contended(url, probe, shape(clients, 1)).await?);
     }
+    // Weighted: every fourth task takes 3 permits at once, over the fewer clients.
+    results
+        .semaphore
+        .push(semaphores::contended(url, probe, shape(config.sem_clients[0], SEM_HEAVY)).await?);
     Ok(())
 }
 

@@ -89,6 +89,10 @@ pub struct Summary {
     pub permit_vs_floor: Option<f64>,
     /// (f) the contended semaphore's wait p99 ÷ its FIFO limit (4 clients), when (f) ran.
     pub semaphore_p99_vs_limit: Option<f64>,
+    /// (f) the same, with every fourth task taking several permits at once.
+    pub weighted_p99_vs_limit: Option<f64>,
+    /// (f) commands per grant of the weighted run.
+    pub weighted_cmds_per_grant: Option<f64>,
     /// (f) commands per grant with 16 clients ÷ with 4, when (f) ran.
     pub semaphore_cmds_16_vs_4: Option<f64>,
     /// (g) rlock's read ÷ the read-write lock's scripts by hand, ops/s, when (g) ran.
@@ -110,7 +114,7 @@ impl Summary {
     pub fn line(&self) -> String {
         let measured = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
         format!(
-            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} fair_p99_vs_limit={:.3} handoff_cmds_16_clients={:.1} cluster_distinct={} redlock3_p50={} permit_vs_floor={} semaphore_p99_vs_limit={} semaphore_cmds_16_vs_4={} read_vs_floor={} write_vs_floor={} admission_scripts={} once_computations={} once_stored_vs_get={} idempotency_overhead_us={}",
+            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} fair_p99_vs_limit={:.3} handoff_cmds_16_clients={:.1} cluster_distinct={} redlock3_p50={} permit_vs_floor={} semaphore_p99_vs_limit={} semaphore_cmds_16_vs_4={} weighted_p99_vs_limit={} weighted_cmds_per_grant={} read_vs_floor={} write_vs_floor={} admission_scripts={} once_computations={} once_stored_vs_get={} idempotency_overhead_us={}",
             self.uncontended,
             self.distinct,
             self.contended_throughput,
@@ -123,6 +127,8 @@ impl Summary {
             measured(self.permit_vs_floor),
             measured(self.semaphore_p99_vs_limit),
             measured(self.semaphore_cmds_16_vs_4),
+            measured(self.weighted_p99_vs_limit),
+            measured(self.weighted_cmds_per_grant),
             measured(self.read_vs_floor),
             measured(self.write_vs_floor),
             measured(self.admission_scripts),
@@ -288,6 +294,16 @@ pub fn summary(results: &Results) -> Summary {
             .semaphore
             .first()
             .map(|run| ratio(run.p(0.99).as_secs_f64(), run.fifo_limit().as_secs_f64())),
+        weighted_p99_vs_limit: results
+            .semaphore
+            .iter()
+            .find(|run| run.heavy > 1)
+            .map(|run| ratio(run.p(0.99).as_secs_f64(), run.fifo_limit().as_secs_f64())),
+        weighted_cmds_per_grant: results
+            .semaphore
+            .iter()
+            .find(|run| run.heavy > 1)
+            .map(semaphores::Contended::commands_per_grant),
         semaphore_cmds_16_vs_4: match results.semaphore.as_slice() {
             [few, many, ..] => Some(ratio(many.commands_per_grant(), few.commands_per_grant())),
             _ => None,
@@ -854,18 +870,29 @@ fn semaphores(o: &mut String, config: &Config, results: &Results) {
          and then over 16, each taking a permit {} times and holding it {:?}; every wait from \
          the call to the grant is recorded. The FIFO limit is the longest wait strict \
          first-come grants allow: the other tasks' holds (as measured) once each, spread over \
-         the permits. Commands per grant must not grow with the clients.\n",
-        config.sem_tasks, config.sem_permits, config.sem_per_task, config.sem_hold,
+         the permits. Commands per grant must not grow with the clients. The last row is \
+         weighted: every fourth task takes {} permits at once (`permits(n)`), over 4 clients; \
+         its FIFO limit counts the permits every task takes.\n",
+        config.sem_tasks,
+        config.sem_permits,
+        config.sem_per_task,
+        config.sem_hold,
+        crate::SEM_HEAVY,
     );
     let _ = writeln!(
         o,
-        "| clients | grants/s | wait p50 ms | wait p99 ms | FIFO limit ms | p99 ÷ limit | commands per grant | script calls per grant | most bodies at once |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| clients | permits per task | grants/s | wait p50 ms | wait p99 ms | FIFO limit ms | p99 ÷ limit | commands per grant | script calls per grant | most permits held at once |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for run in &results.semaphore {
         let _ = writeln!(
             o,
-            "| {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.2} | {} of {} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.2} | {} of {} |",
             run.clients,
+            if run.heavy > 1 {
+                format!("1, every fourth {}", run.heavy)
+            } else {
+                "1".to_owned()
+            },
             run.grants as f64 / run.elapsed.as_secs_f64().max(1e-9),
             ms(run.p(0.5)),
             ms(run.p(0.99)),
@@ -883,8 +910,9 @@ fn semaphores(o: &mut String, config: &Config, results: &Results) {
     for run in &results.semaphore {
         let _ = writeln!(
             o,
-            "\nCommands the server saw, {} clients: {}",
+            "\nCommands the server saw, {} clients{}: {}",
             run.clients,
+            if run.heavy > 1 { ", weighted" } else { "" },
             run.server.describe()
         );
     }

@@ -155,12 +155,17 @@ pub struct Contended {
     pub tasks: usize,
     pub clients: usize,
     pub permits: usize,
+    /// What every fourth task takes at once (the others take one permit): 1 for the plain
+    /// runs.
+    pub heavy: u32,
+    /// The permits all tasks take at once together.
+    pub taken_by_all: usize,
     pub grants: u64,
     pub elapsed: Duration,
     /// Sorted.
     pub waits: Vec<Duration>,
     pub server: Delta,
-    /// The most bodies seen running at once (at most `permits`).
+    /// The most permits seen held at once (at most `permits`).
     pub most_inside: usize,
     /// Mean time spent holding a permit (the sleep overshoots).
     pub mean_hold: Duration,
@@ -172,9 +177,10 @@ impl Contended {
     }
 
     /// The longest wait strict FIFO grants allow: the other tasks' holds once each, spread
-    /// over the permits, `(tasks - permits) / permits × hold`.
+    /// over the permits, `(permits all tasks take - permits) / permits × hold` (with one
+    /// permit per task, `(tasks - permits) / permits × hold`).
     pub fn fifo_limit(&self) -> Duration {
-        let others = self.tasks.saturating_sub(self.permits) as f64;
+        let others = self.taken_by_all.saturating_sub(self.permits) as f64;
         self.mean_hold.mul_f64(others / self.permits.max(1) as f64)
     }
 
@@ -184,17 +190,40 @@ impl Contended {
     }
 }
 
-/// `tasks` tasks over `clients` clients each take one of `permits` permits `per_task`
-/// times, holding it `hold`.
+/// The shape of a contended run: `tasks` tasks over `clients` clients each take permits of a
+/// semaphore of `permits` `per_task` times, holding them `hold`; every fourth task takes
+/// `heavy` at once, the others one.
+#[derive(Debug, Clone, Copy)]
+pub struct Contention {
+    pub tasks: usize,
+    pub clients: usize,
+    pub permits: u32,
+    pub heavy: u32,
+    pub per_task: u64,
+    pub hold: Duration,
+}
+
+impl Contention {
+    /// What task `t` takes at once.
+    fn take(&self, t: usize) -> u32 {
+        if t % 4 == 3 { self.heavy } else { 1 }
+    }
+}
+
+/// Runs `shape` against the server at `url`.
 pub async fn contended(
     url: &str,
     probe: &mut Probe,
-    tasks: usize,
-    clients: usize,
-    permits: u32,
-    per_task: u64,
-    hold: Duration,
+    shape: Contention,
 ) -> Result<Contended, BenchError> {
+    let Contention {
+        tasks,
+        clients,
+        permits,
+        per_task,
+        hold,
+        ..
+    } = shape;
     let key = format!("bench:semaphore:{}", fresh());
     let mut all = Vec::new();
     for _ in 0..clients {
@@ -208,6 +237,7 @@ pub async fn contended(
     let mut handles = Vec::with_capacity(tasks);
     for t in 0..tasks {
         let client = all[t % clients].clone();
+        let take = shape.take(t);
         let (key, inside, most, held_nanos) = (
             key.clone(),
             inside.clone(),
@@ -220,17 +250,19 @@ pub async fn contended(
                 let asked = Instant::now();
                 let permit = client
                     .semaphore(key.as_str(), permits)
+                    .permits(take)
                     .ttl(TTL)
                     .wait(WAIT_BUDGET)
                     .acquire()
                     .await?;
                 waits.push(asked.elapsed());
-                let now = inside.fetch_add(1, Ordering::AcqRel) + 1;
+                let take = take as usize;
+                let now = inside.fetch_add(take, Ordering::AcqRel) + take;
                 most.fetch_max(now, Ordering::AcqRel);
                 let entered = Instant::now();
                 tokio::time::sleep(hold).await;
                 held_nanos.fetch_add(entered.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                inside.fetch_sub(1, Ordering::AcqRel);
+                inside.fetch_sub(take, Ordering::AcqRel);
                 permit.release().await?;
             }
             Ok::<_, BenchError>(waits)
@@ -248,6 +280,8 @@ pub async fn contended(
         tasks,
         clients,
         permits: permits as usize,
+        heavy: shape.heavy,
+        taken_by_all: (0..tasks).map(|t| shape.take(t) as usize).sum(),
         grants,
         elapsed,
         waits,
