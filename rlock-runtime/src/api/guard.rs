@@ -9,7 +9,7 @@ use crate::error::LockError;
 use crate::key::LockKey;
 use crate::lease::Hold;
 use crate::lease::acquisition::read_beside;
-use crate::lease::plan::check_ttl;
+use crate::lease::plan::{check_min_hold, check_ttl};
 use crate::util::fence::Fence;
 
 /// Proof that this task holds a lock. Release it with [`release`](Self::release) to learn
@@ -176,6 +176,37 @@ impl LockGuard {
         check_ttl(self.lock.key(), ttl)?;
         for hold in self.holds() {
             hold.extend(ttl).await?;
+        }
+        Ok(())
+    }
+
+    /// Keeps the key taken at least `at_least` from now, even when released sooner
+    /// (ShedLock's `extend(lockAtMostFor, lockAtLeastFor)`, whose first half is
+    /// [`extend`](Self::extend)): a job that found more to do, or that wants the next run
+    /// skipped for longer, moves its [`min_hold`](crate::LockRequest::min_hold) on. It never
+    /// shortens an earlier one, costs no round trip (the release sets what is left of it as
+    /// the key's lease, as for `min_hold`), and keeps every key of a `lock_all`.
+    ///
+    /// [`LockError::Lost`] when the lease is lost; `InvalidConfig` for more than
+    /// [`MAX_TTL`](crate::MAX_TTL), or past the guard's `max_hold`.
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::in_memory();
+    /// let run = client.lock("job:nightly").acquire().await?;
+    /// // The job ran; the next scheduled start (in 10 minutes) must skip this time.
+    /// run.extend_min_hold(Duration::from_secs(15 * 60))?;
+    /// run.release().await?;
+    /// assert!(client.lock("job:nightly").acquire().await.unwrap_err().is_busy());
+    /// # Ok(()) }
+    /// ```
+    pub fn extend_min_hold(&self, at_least: Duration) -> Result<(), LockError> {
+        check_min_hold(self.lock.key(), at_least, None)?;
+        for hold in self.holds() {
+            hold.extend_min_hold(at_least)?;
         }
         Ok(())
     }

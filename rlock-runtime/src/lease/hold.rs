@@ -80,6 +80,9 @@ struct State {
     renew_failures: u32,
     /// `max_hold`: when the hold ends whatever happens.
     hold_until: Option<Instant>,
+    /// `min_hold` (or a later `extend_min_hold`): a release before then leaves the key taken
+    /// until then.
+    keep_until: Option<Instant>,
     in_flight: Option<InFlight>,
     /// The shortest ttl of an extend whose reply never came: it may land at any time.
     unsettled_extend: Option<Duration>,
@@ -171,8 +174,6 @@ pub(crate) struct Hold {
     /// Its label in exported metrics, and when it was granted (for its hold time).
     label: Label,
     granted_at: Instant,
-    /// `min_hold`: a release before then leaves the key taken until then.
-    keep_until: Option<Instant>,
     /// Guards alive for this hold; the one that takes it to zero releases.
     guards: AtomicUsize,
     state: Mutex<State>,
@@ -211,6 +212,10 @@ impl Hold {
             renew_failures: 0,
             // A cap too far to represent is no cap.
             hold_until: plan.max_hold.and_then(|cap| sent_at.checked_add(cap)),
+            // From now, when the grant's reply is in: never before the grant itself.
+            keep_until: plan
+                .min_hold
+                .and_then(|floor| Instant::now().checked_add(floor)),
             in_flight: None,
             unsettled_extend: None,
             lateness: engine.lateness.allowance(),
@@ -227,10 +232,6 @@ impl Hold {
             fence,
             label: plan.metrics_label(),
             granted_at: sent_at,
-            // From now, when the grant's reply is in: never before the grant itself.
-            keep_until: plan
-                .min_hold
-                .and_then(|floor| Instant::now().checked_add(floor)),
             guards: AtomicUsize::new(1),
             state: Mutex::new(state),
             lost: Notify::new(),
@@ -486,6 +487,30 @@ impl Hold {
 
     /// Sets the lease to `ttl` from now, if still ours. Waits for a renewal on its way to
     /// settle first, so that at most one request is in flight.
+    /// Keeps the key taken at least `at_least` from now, even when released sooner (it never
+    /// shortens an earlier `min_hold`). A lost hold is [`LockError::Lost`]; one that would
+    /// be kept past its `max_hold` is `InvalidConfig`.
+    pub(crate) fn extend_min_hold(&self, at_least: Duration) -> Result<(), LockError> {
+        let mut state = self.state();
+        if state.phase != Phase::Held {
+            drop(state);
+            return Err(self.lost_error());
+        }
+        let until = Instant::now().checked_add(at_least);
+        if let (Some(until), Some(cap)) = (until, state.hold_until)
+            && until > cap
+        {
+            return Err(LockError::InvalidConfig(format!(
+                "lock `{}`: min_hold extended by {at_least:?} would keep it past its max_hold, \
+                 which ends it in {:?}; extend it by less, or set a longer max_hold",
+                self.key,
+                cap.saturating_duration_since(Instant::now())
+            )));
+        }
+        state.keep_until = state.keep_until.max(until);
+        Ok(())
+    }
+
     pub(crate) async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
         let sent_at = loop {
             let settled = self.settled.notified();
@@ -634,7 +659,10 @@ impl Hold {
     /// What is left of `min_hold`, if a release now must leave the key taken (by at least a
     /// millisecond, the smallest lease Redis sets).
     fn min_hold_left(&self) -> Option<Duration> {
-        let left = self.keep_until?.saturating_duration_since(Instant::now());
+        let left = self
+            .state()
+            .keep_until?
+            .saturating_duration_since(Instant::now());
         (left >= Duration::from_millis(1)).then_some(left)
     }
 

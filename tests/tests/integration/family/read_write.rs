@@ -755,3 +755,75 @@ async fn a_holder_stopped_past_its_lease_is_told_it_lost_it() {
         taken.release().await.unwrap();
     }
 }
+
+/// Reentrancy within a locked scope, as the lock has it (Redisson's hold counts): a read
+/// asked inside a read scope, and a write inside a write scope, re-enter the scope's hold
+/// (no second lease in Redis, the writer's fence kept); the hold ends when the outer scope
+/// does. Outside the scope, a spawned task's read is a reader of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_and_writes_re_enter_within_their_scope() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let members = |server: &RedisServer| {
+        let server = server.url();
+        async move {
+            let mut raw = redis::Client::open(server)
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            redis::cmd("ZCOUNT")
+                .arg("config:7")
+                .arg("-inf")
+                .arg("+inf")
+                .query_async::<u32>(&mut raw)
+                .await
+                .unwrap()
+        }
+    };
+    let inner = a
+        .read_lock("config:7")
+        .run(async {
+            let again = a.read_lock("config:7").acquire().await.unwrap();
+            assert!(again.is_reentrant());
+            // The reader and the lock's mark: one lease, not two.
+            assert_eq!(members(&server).await, 2);
+            // A task spawned from the scope is no part of it: a reader of its own.
+            let b = a.clone();
+            let spawned = tokio::spawn(async move {
+                let own = b.read_lock("config:7").acquire().await.unwrap();
+                let reentrant = own.is_reentrant();
+                own.release().await.unwrap();
+                reentrant
+            });
+            assert!(!spawned.await.unwrap());
+            again.release().await.unwrap();
+            // Releasing the inner guard ends nothing: the scope still reads.
+            assert_eq!(members(&server).await, 2);
+        })
+        .await;
+    inner.unwrap();
+    assert_eq!(
+        members(&server).await,
+        0,
+        "the scope's end released the read"
+    );
+
+    let fence = a
+        .write_lock("config:7")
+        .fenced()
+        .run(async {
+            let again = a.write_lock("config:7").fenced().acquire().await.unwrap();
+            assert!(again.is_reentrant());
+            let info = a.inspect_read_write("config:7").await.unwrap();
+            assert!(
+                info.writer && info.readers == 0 && info.held_here == 1,
+                "{info:?}"
+            );
+            again.fence()
+        })
+        .await
+        .unwrap();
+    assert!(fence.is_some());
+    assert_eq!(members(&server).await, 0);
+}

@@ -76,6 +76,8 @@ both!(
     min_hold_kept_key_goes_to_a_waiter_when_it_ends,
     a_release_after_min_hold_is_an_ordinary_release,
     absurd_min_holds_are_errors,
+    a_job_extends_its_min_hold,
+    extending_a_min_hold_is_refused_when_it_cannot_hold,
 );
 
 /// A job lock released before its `min_hold` leaves the key taken, for what is left of
@@ -211,6 +213,74 @@ async fn absurd_min_holds_are_errors(f: &Fixture) {
         let err = request.acquire().await.unwrap_err();
         assert!(matches!(err, LockError::InvalidConfig(_)), "{err:?}");
     }
+}
+
+/// A job that extends its `min_hold` while it runs (ShedLock's `extend`) keeps the key for
+/// the new one after an early release, and a shorter extension never shortens it: the key
+/// is kept past its ttl and past the first `min_hold`, for whoever is left of the longer.
+async fn a_job_extends_its_min_hold(f: &Fixture) {
+    let other = f.other_instance();
+    let run = f
+        .client
+        .lock("job:extended")
+        .ttl(Duration::from_secs(2))
+        .min_hold(Duration::from_secs(3))
+        .acquire()
+        .await
+        .unwrap();
+    run.extend_min_hold(Duration::from_secs(60)).unwrap();
+    run.extend_min_hold(Duration::from_millis(10)).unwrap();
+    run.release().await.unwrap();
+    let info = other.inspect("job:extended").await.unwrap();
+    assert!(info.held && !info.held_here, "{info:?}");
+    let left = info.remaining.unwrap();
+    assert!(
+        left > Duration::from_secs(30),
+        "kept for the extended min_hold, not the ttl or the first one: {left:?}"
+    );
+    assert!(
+        other
+            .lock("job:extended")
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+    // Without a min_hold at the start, an extension alone keeps the key too.
+    let plain = f.client.lock("job:later").acquire().await.unwrap();
+    plain.extend_min_hold(Duration::from_secs(60)).unwrap();
+    plain.release().await.unwrap();
+    assert!(other.inspect("job:later").await.unwrap().held);
+}
+
+/// An extension past the longest lease, past the guard's `max_hold`, or of a lease already
+/// lost, is refused, and changes nothing.
+async fn extending_a_min_hold_is_refused_when_it_cannot_hold(f: &Fixture) {
+    let run = f
+        .client
+        .lock("job:capped")
+        .max_hold(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    for at_least in [Duration::from_secs(90_000), Duration::from_secs(120)] {
+        let err = run.extend_min_hold(at_least).unwrap_err();
+        assert!(matches!(err, LockError::InvalidConfig(_)), "{err:?}");
+    }
+    run.release().await.unwrap();
+    assert!(!f.client.inspect("job:capped").await.unwrap().held);
+
+    let lapsed = f
+        .client
+        .lock("job:lapsed")
+        .ttl(Duration::from_millis(50))
+        .renew(false)
+        .acquire()
+        .await
+        .unwrap();
+    lapsed.lost().await;
+    let err = lapsed.extend_min_hold(Duration::from_secs(10)).unwrap_err();
+    assert!(err.is_lost(), "{err:?}");
 }
 
 async fn busy_while_held_and_free_after_release(f: &Fixture) {
