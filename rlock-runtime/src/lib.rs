@@ -189,6 +189,7 @@ pub use api::client::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_TTL, LockClient, LockClientBuilder, MAX_COMMAND_TIMEOUT,
 };
 pub use api::guard::LockGuard;
+pub use api::hand_over::HoldToken;
 #[cfg(all(feature = "idempotency", feature = "actix-web"))]
 pub use api::idempotency::actix::{IdempotencyMiddleware, IdempotentService};
 #[cfg(feature = "idempotency")]

@@ -12,6 +12,7 @@ pub(crate) mod client;
 pub(crate) mod duration;
 pub(crate) mod env;
 pub(crate) mod guard;
+pub(crate) mod hand_over;
 #[cfg(feature = "idempotency")]
 pub(crate) mod idempotency;
 pub(crate) mod identity;

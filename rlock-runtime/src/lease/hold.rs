@@ -487,6 +487,22 @@ impl Hold {
 
     /// Sets the lease to `ttl` from now, if still ours. Waits for a renewal on its way to
     /// settle first, so that at most one request is in flight.
+    /// Gives the hold up without releasing it, for another process to take over: nothing is
+    /// renewed or released from here any more. The lease renewals asked for, or `None` when
+    /// the hold is no longer held (lost, or released).
+    pub(crate) fn hand_over(&self) -> Option<Duration> {
+        let ttl = {
+            let mut state = self.state();
+            if state.phase != Phase::Held || state.expires <= Instant::now() {
+                return None;
+            }
+            state.phase = Phase::Released;
+            state.ttl
+        };
+        self.engine.watchdog.forget(self.id);
+        Some(ttl)
+    }
+
     /// Keeps the key taken at least `at_least` from now, even when released sooner (it never
     /// shortens an earlier `min_hold`). A lost hold is [`LockError::Lost`]; one that would
     /// be kept past its `max_hold` is `InvalidConfig`.

@@ -344,6 +344,38 @@ impl Engine {
         Some(self.hold(key, redis_key, plan, grant))
     }
 
+    /// A hold another process handed over ([`Hold::hand_over`]): its lease is proven still
+    /// `token`'s and set to the plan's ttl (an extend), then watched from now on like any
+    /// grant. [`LockError::Lost`] when it is no longer `token`'s.
+    pub(crate) async fn take_over(
+        self: &Arc<Self>,
+        key: &LockKey,
+        redis_key: &str,
+        plan: LeasePlan,
+        token: String,
+        fence: Option<u64>,
+    ) -> Result<Arc<Hold>, LockError> {
+        let sent_at = Instant::now();
+        let lease = Lease {
+            kind: plan.kind,
+            key: redis_key,
+            token: &token,
+            ttl: plan.ttl,
+        };
+        if !self.backend.extend(lease).await? {
+            return Err(LockError::Lost {
+                key: key.as_str().to_owned(),
+            });
+        }
+        let grant = Grant {
+            token,
+            fence,
+            sent_at,
+            lease: plan.ttl,
+        };
+        Ok(self.hold(key, redis_key, plan, grant))
+    }
+
     /// A new hold, watched from now on.
     fn hold(
         self: &Arc<Self>,

@@ -7,10 +7,12 @@
 //! - [`kinds`]: one name, one kind, every pair of kinds meeting on one name;
 //! - [`multi_key`]: `lock_all`, all of several keys or none;
 //! - [`admin`]: inspection and force-unlock;
+//! - [`hand_over`]: a hold handed to another process;
 //! - [`redis_holes`]: each hole of the naive Redis lock recipes, shown closed;
 //! - [`scripts`]: every key a script touches is one it declared.
 
 mod admin;
+mod hand_over;
 mod kinds;
 mod multi_key;
 mod read_write;
