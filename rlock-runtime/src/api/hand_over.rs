@@ -191,16 +191,16 @@ impl LockGuard {
 }
 
 impl LockClient {
-    /// Takes over a hold another process gave up with [`LockGuard::hand_over`]: proves its
-    /// lease is still the token's and sets it to its ttl (one round trip), then holds it as
-    /// if this client had taken it, with its watchdog, `lost()` and release. The fence is
-    /// the original grant's. The hold is in no locked scope (nothing re-enters it) and is
-    /// not listed on this client's holder card (its token names the client that took it).
+    /// Takes over a hold another process gave up with [`LockGuard::hand_over`]: in one
+    /// atomic step (one round trip) the lease, if still the token's, is set to its ttl and
+    /// given an owner token of this client in place of the old one, then held as if this
+    /// client had taken it, with its watchdog, `lost()`, release and holder card. The fence
+    /// is the original grant's. The hold is in no locked scope (nothing re-enters it).
     ///
-    /// [`LockError::Lost`] when the lease ended, or was released, before it was taken over
-    /// (or is taken over twice: the first take-over holds it, and a second one merely
-    /// renews it; pass the token to one process); the errors of an acquisition when Redis
-    /// cannot be reached.
+    /// [`LockError::Lost`] when the lease ended or was released before it was taken over,
+    /// or was taken over already (the old token owns nothing after the first take-over, so
+    /// one token makes one holder); the errors of an acquisition when Redis cannot be
+    /// reached.
     ///
     /// See [`LockGuard::hand_over`] for an example.
     pub async fn take_over(&self, token: HoldToken) -> Result<LockGuard, LockError> {

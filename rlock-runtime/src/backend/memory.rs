@@ -294,6 +294,45 @@ impl MemoryBackend {
         listeners.push(listener);
     }
 
+    /// Sets the lease to `ttl` from now and makes `successor` its owner, if `lease.token`
+    /// owns it as `lease.kind` (see [`LeaseStore::succeed`]).
+    fn succeed_now(&self, lease: Lease<'_>, successor: &str) -> bool {
+        let now = Instant::now();
+        let ends = now + lease.ttl;
+        let mut locks = self.locks();
+        match (lease.kind, locks.live(lease.key, now)) {
+            (Kind::Lock, Some(State::Lock(entry))) if entry.token == lease.token => {
+                entry.token = successor.to_owned();
+                entry.expires = ends;
+                true
+            }
+            (Kind::Permit { .. }, Some(State::Semaphore(semaphore))) => {
+                let ours = semaphore.held.remove(lease.token).is_some();
+                if ours {
+                    semaphore.held.insert(successor.to_owned(), ends);
+                }
+                ours
+            }
+            (Kind::Read, Some(State::ReadWrite(rw))) => {
+                let ours = rw.readers.remove(lease.token).is_some();
+                if ours {
+                    rw.readers.insert(successor.to_owned(), ends);
+                }
+                ours
+            }
+            (Kind::Write, Some(State::ReadWrite(rw)))
+                if rw
+                    .writer
+                    .as_ref()
+                    .is_some_and(|(writer, _)| writer == lease.token) =>
+            {
+                rw.writer = Some((successor.to_owned(), ends));
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Sets the lease of `key` to `ttl` from now if `token` owns it as `lease.kind`; with
     /// `only_longer`, a lease that already ends later is left as it is (a renewal never
     /// shortens).
@@ -608,6 +647,10 @@ impl LeaseStore for MemoryBackend {
 
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
         Ok(self.set_lease(lease, false))
+    }
+
+    async fn succeed(&self, lease: Lease<'_>, successor: &str) -> Result<bool, LockError> {
+        Ok(self.succeed_now(lease, successor))
     }
 
     /// In process there is nothing to replicate to: every grant counts as confirmed, so code

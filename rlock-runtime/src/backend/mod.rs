@@ -337,6 +337,15 @@ pub(crate) trait LeaseStore {
     /// Sets the lease to exactly `lease.ttl` from now if still ours; `Ok(false)` when not.
     fn extend(&self, lease: Lease<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
 
+    /// As [`extend`](Self::extend), and `successor` becomes the lease's owner in place of
+    /// `lease.token` (a hold taken over by another client): the old token owns nothing
+    /// after it.
+    fn succeed(
+        &self,
+        lease: Lease<'_>,
+        successor: &str,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
     /// Reads who holds `key` (leased as `kind`) and how much of its lease is left, in one
     /// atomic step (Redlock: the token a majority of masters hold, if one does).
     fn inspect(
@@ -488,6 +497,10 @@ impl LeaseStore for Backend {
 
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
         each!(self, b => b.extend(lease).await)
+    }
+
+    async fn succeed(&self, lease: Lease<'_>, successor: &str) -> Result<bool, LockError> {
+        each!(self, b => b.succeed(lease, successor).await)
     }
 
     async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {

@@ -302,6 +302,12 @@ impl LeaseStore for Redlock {
         self.decide(Operation::Extend, t, errors)
     }
 
+    async fn succeed(&self, lease: Lease<'_>, successor: &str) -> Result<bool, LockError> {
+        let answers = join_all(self.nodes.iter().map(|n| n.succeed(lease, successor))).await;
+        let (t, errors) = tally(answers);
+        self.decide(Operation::Extend, t, errors)
+    }
+
     /// Held when a majority of masters hold the same token; its lease is the shortest of
     /// theirs. Too few answers to tell is an error.
     async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {

@@ -722,6 +722,18 @@ impl<D: Topology> LeaseStore for Scripted<D> {
             .await?;
         Ok(extended == 1)
     }
+
+    async fn succeed(&self, lease: Lease<'_>, successor: &str) -> Result<bool, LockError> {
+        let mut extend = lease.kind.scripts().extend.call(&[lease.key]);
+        extend
+            .arg(lease.token)
+            .arg(millis(lease.ttl))
+            .arg(successor);
+        let extended: i64 = self
+            .invoke(Operation::Extend, self.conn.timeout(), &extend)
+            .await?;
+        Ok(extended == 1)
+    }
 }
 
 /// One renew script call for leases of one kind that share a slot; a verdict per lease, `None`

@@ -344,9 +344,11 @@ impl Engine {
         Some(self.hold(key, redis_key, plan, grant))
     }
 
-    /// A hold another process handed over ([`Hold::hand_over`]): its lease is proven still
-    /// `token`'s and set to the plan's ttl (an extend), then watched from now on like any
-    /// grant. [`LockError::Lost`] when it is no longer `token`'s.
+    /// A hold another process handed over ([`Hold::hand_over`]): in one step its lease,
+    /// still `token`'s, is set to the plan's ttl and given a token of this client in its
+    /// place (so `token` owns nothing any more: a second take-over of it finds nothing), then
+    /// watched from now on like any grant. [`LockError::Lost`] when it is no longer
+    /// `token`'s.
     pub(crate) async fn take_over(
         self: &Arc<Self>,
         key: &LockKey,
@@ -362,13 +364,14 @@ impl Engine {
             token: &token,
             ttl: plan.ttl,
         };
-        if !self.backend.extend(lease).await? {
+        let successor = self.token_for(plan.kind);
+        if !self.backend.succeed(lease, &successor).await? {
             return Err(LockError::Lost {
                 key: key.as_str().to_owned(),
             });
         }
         let grant = Grant {
-            token,
+            token: successor,
             fence,
             sent_at,
             lease: plan.ttl,

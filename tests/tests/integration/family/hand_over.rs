@@ -1,6 +1,6 @@
 //! Handing a hold to another process (`hand_over`, `take_over`) against a real
-//! `redis-server`: the taker renews the same lease and is told when it is lost; a hold nobody
-//! takes over ends with its lease; every kind, a hold of several permits and a fence carry
+//! `redis-server`: the taker renews the same lease under a token of its own and is told when
+//! it is lost; a token is taken over once; a hold nobody takes over ends with its lease; every kind, a hold of several permits and a fence carry
 //! over; and tokens that are not a live hold's are refused.
 #![allow(clippy::unwrap_used)]
 
@@ -32,7 +32,16 @@ async fn the_taker_renews_the_same_lease_and_releases_it() {
         .take_over(text.parse::<HoldToken>().unwrap())
         .await
         .unwrap();
-    assert_eq!((taken.token(), taken.fence()), (token.as_str(), fence));
+    // The worker owns it under a token of its own; the fence is the grant's.
+    assert_ne!(taken.token(), token);
+    assert_eq!(taken.fence(), fence);
+    // One token, one holder: taking it over again finds the old token owning nothing.
+    let again = handler
+        .sibling()
+        .take_over(text.parse::<HoldToken>().unwrap())
+        .await
+        .unwrap_err();
+    assert!(again.is_lost(), "{again:?}");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(
         !taken.is_lost(),
@@ -127,6 +136,7 @@ async fn every_kind_hands_over() {
         .await
         .unwrap();
     let taken = b.take_over(two.hand_over().unwrap()).await.unwrap();
+    assert!(taken.token().ends_with("*2"), "{}", taken.token());
     tokio::time::sleep(Duration::from_millis(900)).await;
     let info = a.inspect_semaphore("export:z").await.unwrap();
     assert_eq!((info.in_use, info.held_here), (2, 0), "{info:?}");
