@@ -87,8 +87,8 @@ async fn several_permits_are_taken_and_given_back_together_in_memory() {
 /// A hold of several permits waits at the queue's head while single permits are taken and
 /// given back all around it: six tasks on other clients take one of four permits again and
 /// again (held 3 to 8 ms), so that a permit given back is soon taken again and the four
-/// are never free together. The permits that come free are
-/// kept for the hold of three, which is granted; nobody holds more than four at any moment.
+/// are never free together. The permits that come free are kept for the hold of three,
+/// which is granted; nobody holds more than four at any moment.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_of_several_permits_is_not_starved_by_single_ones() {
     let server = RedisServer::start();
