@@ -95,6 +95,22 @@ async fn the_documented_least_privilege_user_is_enough() {
     assert_eq!(a.inspect_semaphore("export:1").await.unwrap().in_use, 1);
     permit.release().await.unwrap();
     waiting.await.unwrap().unwrap().release().await.unwrap();
+    // Several permits at once, handed over to another client and released there.
+    let two = a
+        .semaphore("export:2", 3)
+        .permits(2)
+        .ttl(Duration::from_millis(300))
+        .acquire()
+        .await
+        .unwrap();
+    let taken = b.take_over(two.hand_over().unwrap()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        !taken.is_lost(),
+        "a taken-over hold's renewals were refused"
+    );
+    assert_eq!(a.inspect_semaphore("export:2").await.unwrap().in_use, 2);
+    taken.release().await.unwrap();
 
     // A read-write lock: a fenced writer renewed, readers admitted by its release,
     // inspected, broken; another kind refused on its name.
