@@ -68,12 +68,7 @@ impl LockGuard {
     }
 
     /// Its one hold, handed over without releasing it (of a `lock_all`, the first key's).
-    pub(crate) fn into_only_hold(self) -> Arc<Hold> {
-        self.into_hold()
-    }
-
-    /// Its one hold, handed over without releasing it.
-    fn into_hold(mut self) -> Arc<Hold> {
+    pub(crate) fn into_hold(mut self) -> Arc<Hold> {
         self.finished = true;
         self.lock.clone()
     }

@@ -178,7 +178,7 @@ impl LockGuard {
                 self.key()
             )));
         }
-        let hold = self.into_only_hold();
+        let hold = self.into_hold();
         let ttl = hold.hand_over().ok_or_else(|| hold.lost_error())?;
         Ok(HoldToken {
             kind: hold.kind(),

@@ -301,6 +301,24 @@ enum SetNx {
 }
 
 impl<D: Topology> Scripted<D> {
+    /// The kind's extend script: sets the lease to exactly `lease.ttl` if still ours, and with
+    /// a `successor`, makes it the owner in our place; whether it was ours.
+    async fn extend_call(
+        &self,
+        lease: Lease<'_>,
+        successor: Option<&str>,
+    ) -> Result<bool, LockError> {
+        let mut extend = lease.kind.scripts().extend.call(&[lease.key]);
+        extend.arg(lease.token).arg(millis(lease.ttl));
+        if let Some(successor) = successor {
+            extend.arg(successor);
+        }
+        let extended: i64 = self
+            .invoke(Operation::Extend, self.conn.timeout(), &extend)
+            .await?;
+        Ok(extended == 1)
+    }
+
     /// Joins the lock's queue with a plain `RPUSHX` (and renews its expiry, when due, in the
     /// same round trip): `None` when there is no queue, and the acquire script must look at
     /// the lock. An entry past the queue's bound is taken back: the waiter waits on timers.
@@ -715,24 +733,11 @@ impl<D: Topology> LeaseStore for Scripted<D> {
     }
 
     async fn extend(&self, lease: Lease<'_>) -> Result<bool, LockError> {
-        let mut extend = lease.kind.scripts().extend.call(&[lease.key]);
-        extend.arg(lease.token).arg(millis(lease.ttl));
-        let extended: i64 = self
-            .invoke(Operation::Extend, self.conn.timeout(), &extend)
-            .await?;
-        Ok(extended == 1)
+        self.extend_call(lease, None).await
     }
 
     async fn succeed(&self, lease: Lease<'_>, successor: &str) -> Result<bool, LockError> {
-        let mut extend = lease.kind.scripts().extend.call(&[lease.key]);
-        extend
-            .arg(lease.token)
-            .arg(millis(lease.ttl))
-            .arg(successor);
-        let extended: i64 = self
-            .invoke(Operation::Extend, self.conn.timeout(), &extend)
-            .await?;
-        Ok(extended == 1)
+        self.extend_call(lease, Some(successor)).await
     }
 }
 

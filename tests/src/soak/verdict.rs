@@ -297,23 +297,21 @@ pub fn check(history: &History) -> Verdict {
     for r in &locks {
         by_key.entry(r.key).or_default().push(*r);
     }
-    verdict.repeated_fences = repeated_fences(&by_key);
     for sections in by_key.values_mut() {
         sections.sort_by_key(|r| (r.grant_us, r.end_us));
         stale_writes(sections, &mut verdict);
     }
+    verdict.repeated_fences = repeated_fences(&by_key);
     verdict
 }
 
-/// Sections of one key (`by_key`'s) granted a fence an earlier one of the key was granted,
-/// each with the first one granted it.
+/// Sections of one key (`by_key`'s, each key's in grant order) granted a fence an earlier
+/// one of the key was granted, each with the first one granted it.
 fn repeated_fences(by_key: &HashMap<u32, Vec<Record>>) -> Vec<(Record, Record)> {
     let mut repeated = Vec::new();
     for sections in by_key.values() {
         let mut first: HashMap<u64, Record> = HashMap::new();
-        let mut in_order = sections.clone();
-        in_order.sort_by_key(|r| r.grant_us);
-        for r in in_order.into_iter().filter(|r| r.fence > 0) {
+        for &r in sections.iter().filter(|r| r.fence > 0) {
             match first.get(&r.fence) {
                 Some(earlier) => repeated.push((*earlier, r)),
                 None => {
