@@ -436,10 +436,12 @@ async fn a_waiter_heard_through_a_replica_is_never_told_it_holds_the_lock() {
         .await
         .unwrap();
     let waiter = LockClient::connect(&a.url()).await.unwrap();
+    // Its budget outlasts the role switch below, whose replication sync may take seconds on
+    // a busy machine: a waiter that gave up before it would leave nothing to check.
     let waiting = tokio::spawn(async move {
         waiter
             .lock(key)
-            .wait(Duration::from_secs(4))
+            .wait(Duration::from_secs(15))
             .acquire()
             .await
             .map(|guard| guard.token().to_owned())
