@@ -4,8 +4,9 @@
 -- what a key holds (`kind_of`) and Redis's clock.
 --
 -- ME: the queue-entry letter of the kind this script leases ('l' a lock, 'p' a permit of a
--- semaphore, 'r' a reader or 'w' the writer of a read-write lock); SERVED: the letters whose
--- waiters its releases may grant ('rw' for both of a read-write lock's).
+-- semaphore, 'r' a reader, 'u' the upgradeable reader or 'w' the writer of a read-write
+-- lock); SERVED: the letters whose waiters its releases may grant ('rwu' for a read-write
+-- lock's roles).
 
 -- What a key holds, as `kind_of` (state.lua) finds it and as a refusal names it. A name is
 -- one kind of thing: every script reads what its key holds before it changes anything, and
@@ -16,10 +17,14 @@ local FREE, LOCK, SEMAPHORE, READ_WRITE, FOREIGN = 0, 1, 2, 3, 4
 -- count; a read-write lock's mark, scored 0 (between the writer's negative score and the
 -- readers' positive ones, so no range of holders ever reaches it).
 local PERMITS_MEMBER, READ_WRITE_MEMBER = '#permits', '#rw'
+-- Beside a read-write lock's upgradeable reader (whose lease is a reader's), the member that
+-- names it: this prefix and its token, scored 0 as the mark is (see rw/common.lua).
+local UPGRADER_MARK = '#up:'
 -- An acquire's answers, first in its reply: BUSY {0, pttl} (queued if asked); TAKEN {1,
 -- fence}; HANDED {2, fence, pttl}, by a release before this call; FULL {3, pttl}, busy and
--- not queued; OTHER_COUNT {4, stored count}; OTHER_KIND {5, what the key holds}.
-local BUSY, TAKEN, HANDED, FULL, OTHER_COUNT, OTHER_KIND = 0, 1, 2, 3, 4, 5
+-- not queued; OTHER_COUNT {4, stored count}; OTHER_KIND {5, what the key holds}; NOT_HELD
+-- {6}, an upgrade whose upgradeable read is no longer held.
+local BUSY, TAKEN, HANDED, FULL, OTHER_COUNT, OTHER_KIND, NOT_HELD = 0, 1, 2, 3, 4, 5, 6
 -- A release's answers: NOT_OURS (it ended, or is another's, or another kind's), RELEASED
 -- (given back or handed on), AGAIN_WITH_FENCE (nothing done: the waiter next wants a fence,
 -- and the call must come again with the fence record declared).

@@ -4,7 +4,7 @@
 --
 -- A key's queue is a list in the key's cluster slot, in arrival order. Each entry is
 -- "<owner token> <handoff lease ms> <1 if fenced, else 0> <kind>": whom to grant, how, and
--- as what (`l`, `r`, `w`: see protocol.lua's ME; a permit's `p` followed by its semaphore's
+-- as what (`l`, `r`, `u`, `w`: see protocol.lua's ME; a permit's `p` followed by its semaphore's
 -- count, `p3`). A release grants only entries of the kinds it serves (SERVED; a semaphore's
 -- release, only its own count's), so a waiter is never granted another kind's lease, nor a
 -- permit of a semaphore of another count; any other entry (a name used as two kinds) is
@@ -28,7 +28,7 @@ end
 -- A queue entry's token, handoff lease, fence flag and kind; nil for an entry that is not one
 -- of ours.
 local function entry_of(text)
-  return string.match(text, '^(%S+) (%d+) ([01]) ([lprw]%d*)$')
+  return string.match(text, '^(%S+) (%d+) ([01]) ([lpruw]%d*)$')
 end
 
 -- A new fencing token for the lock whose fence record is `fence_key` (or, with `read_only`,
@@ -52,6 +52,9 @@ local function issue_fence(fence_key, lease, read_only)
   return fence
 end
 
+-- What a `fits` of `hand_off` answers for an entry that will never fit: it goes.
+local DROP = 'drop'
+
 -- Grants the free (or released) `key` to the first live waiter in `queue` of a kind this
 -- script serves, dropping the entries of waiters nobody listens for and of other kinds, and
 -- names it on its client's channel for the key ("<token> <fence or 0>"): `channel` followed
@@ -68,11 +71,13 @@ end
 -- behind any number of dead ones is granted at once.
 --
 -- `grant(token, lease, kind)`, when given, is how the caller's kind grants (a semaphore adds
--- a permit); without it the lock's key is set to the waiter's token. `fits(kind)`, when
--- given, tells whether the first live waiter (its kind and token) can be granted now (a
--- reader while a writer holds cannot, nor a semaphore's hold of more permits than are free): when it cannot, its entry is put back at the head, where it keeps its place,
--- and nobody is granted. `served`, when given, is the one kind the caller grants (a
--- semaphore's `p` and count); without it, the letters of SERVED.
+-- a permit); without it the lock's key is set to the waiter's token. `fits(kind, token)`,
+-- when given, tells whether the first live waiter can be granted now (a reader while a
+-- writer holds cannot, nor a semaphore's hold of more permits than are free): when it
+-- cannot, its entry is put back at the head, where it keeps its place, and nobody is
+-- granted; when it answers DROP (an upgrade whose upgradeable read has ended), the entry
+-- goes, and the next one is looked at. `served`, when given, is the one kind the caller
+-- grants (a semaphore's `p` and count); without it, the letters of SERVED.
 --
 -- Returns 'handed', false (nobody live, or the first live waiter does not fit), or 'fence'
 -- when the first live waiter wants a fence and `fence_key` is nil (a release that did not
@@ -96,11 +101,17 @@ local function hand_off(key, queue, fence_key, channel, publish, head, grant, fi
       -- pcall: a refused PUBSUB (an ACL without it) proves nobody dead; the waiter is
       -- granted the lease and finds it on its next check in.
       local listeners = redis.pcall('PUBSUB', numsub, to)
-      if type(listeners) ~= 'table' or listeners[2] ~= 0 then
-        if fits and not fits(kind, token) then
+      local live = type(listeners) ~= 'table' or listeners[2] ~= 0
+      if live and fits then
+        local fit = fits(kind, token)
+        if fit == DROP then
+          live = false
+        elseif not fit then
           redis.call('LPUSH', queue, head)
           return false
         end
+      end
+      if live then
         local fence = 0
         if fenced == '1' then
           if not fence_key then
@@ -125,26 +136,30 @@ local function hand_off(key, queue, fence_key, channel, publish, head, grant, fi
   return false
 end
 
--- Stands a busy caller's entry `mine` in `queue`: a newcomer joins at its end; a queued caller
+-- Stands a busy caller's entry `mine` in `queue`: a newcomer joins at its end (with `first`,
+-- at its head: an upgrade, which no other waiter could pass anyway); a queued caller
 -- (`queued`) keeps its place, and comes back at the end when its entry is gone (a hand-off
 -- it missed, a release that skipped it while its client did not listen, a queue that
 -- lapsed). So a live waiter is out of the queue for at most one check in. Every call keeps
 -- the queue alive for `queue_lease` ms. Returns the entry's place (0: the head), or nil when
 -- the queue already held `most` entries: the entry is taken back and the caller waits on
 -- its timers.
-local function stand(queue, mine, queued, queue_lease, most)
+local function stand(queue, mine, queued, queue_lease, most, first)
   local place = nil
   if queued then
     place = redis.call('LPOS', queue, mine)
   end
   local length = nil
-  if not place then
+  if not place and first then
+    length = redis.call('LPUSH', queue, mine)
+    place = 0
+  elseif not place then
     length = redis.call('RPUSH', queue, mine)
     place = length - 1
   end
   redis.call('PEXPIRE', queue, queue_lease)
   if length and length > tonumber(most) then
-    redis.call('RPOP', queue)
+    redis.call(first and 'LPOP' or 'RPOP', queue)
     return nil
   end
   return place

@@ -69,6 +69,8 @@ pub enum Of {
     Permit(u32),
     /// A read lease of a read-write lock (`client.read_lock`).
     Read,
+    /// The upgradeable read lease of a read-write lock (`client.upgradeable_read_lock`).
+    UpgradeableRead,
     /// The write lease of a read-write lock (`client.write_lock`).
     Write,
 }
@@ -80,6 +82,7 @@ impl Of {
             Self::Lock => client.lock(key),
             Self::Permit(permits) => client.semaphore(key, permits),
             Self::Read => client.read_lock(key),
+            Self::UpgradeableRead => client.upgradeable_read_lock(key),
             Self::Write => client.write_lock(key),
         }
     }
@@ -89,7 +92,7 @@ impl Of {
         match self {
             Self::Lock => KeyKind::Lock,
             Self::Permit(_) => KeyKind::Semaphore,
-            Self::Read | Self::Write => KeyKind::ReadWriteLock,
+            Self::Read | Self::UpgradeableRead | Self::Write => KeyKind::ReadWriteLock,
         }
     }
 
@@ -102,7 +105,7 @@ impl Of {
         Ok(match self {
             Self::Lock => client.inspect(key).await?.held,
             Self::Permit(_) => client.inspect_semaphore(key).await?.in_use > 0,
-            Self::Read | Self::Write => {
+            Self::Read | Self::UpgradeableRead | Self::Write => {
                 let info = client.inspect_read_write(key).await?;
                 info.writer || info.readers > 0
             }
@@ -118,7 +121,9 @@ impl Of {
         match self {
             Self::Lock => client.force_unlock(key).await.map(u32::from),
             Self::Permit(_) => client.force_unlock_semaphore(key).await,
-            Self::Read | Self::Write => client.force_unlock_read_write(key).await,
+            Self::Read | Self::UpgradeableRead | Self::Write => {
+                client.force_unlock_read_write(key).await
+            }
         }
     }
 }

@@ -19,6 +19,11 @@ end
 if successor then
   remove_members(set, owner)
   score_members(set, string.format('%.0f', sign * (now + ms)), successor)
+  if ME == 'u' then
+    -- The upgradeable reader's name follows its lease.
+    redis.call('ZREM', set, UPGRADER_MARK .. owner)
+    redis.call('ZADD', set, 0, UPGRADER_MARK .. successor)
+  end
 else
   score_members(set, string.format('%.0f', sign * (now + ms)), owner, true)
 end

@@ -1,13 +1,16 @@
--- Take a read-write lock as a reader or as the writer atomically, issuing the writer's
--- fencing token if asked; queue the caller if it will wait. (After protocol.lua,
+-- Take a read-write lock as a reader, the upgradeable reader or the writer atomically,
+-- issuing the writer's fencing token if asked; queue the caller if it will wait. An
+-- upgrade is the writer's call under a token naming its upgradeable reader (`upgrade_of`):
+-- it stands first in the queue, and is refused (NOT_HELD) once that reader no longer holds. (After protocol.lua,
 -- calls/acquire.lua, state.lua, queue.lua and rw/common.lua.) WAITING.md is the protocol this script
 -- keeps.
 --
 -- Waiters are granted in arrival order (a read-write lock is always fair): a reader does not
 -- pass a writer that waits, so writers are not starved, and a release admits every waiter at
 -- the queue's head that fits (a writer's release, the readers there together).
--- KEYS: as the lock's   own: a reader's: the write token beside which it may read ('' for
--- none), its own guard's write lease (a downgrade); the writer's: ''. (`fair` is ignored:
+-- KEYS: as the lock's   own: a reader's (or the upgradeable reader's): the write token
+-- beside which it may read ('' for none), its own guard's write lease (a downgrade); the
+-- writer's: ''. (`fair` is ignored:
 -- always in arrival order; mode 'm' is not used: Redlock refuses read-write locks.)
 -- Returns as the lock's acquire.lua, or {OTHER_KIND, what the key holds}.
 local queue, fence_key = KEYS[2], KEYS[3]
@@ -38,16 +41,21 @@ if given then
   return given
 end
 
+local upgrading = writing and upgrade_of(token)
+if upgrading and upgrader() ~= upgrading then
+  return {NOT_HELD}
+end
+
 -- A downgrade: the writer is the caller's own write guard, beside which it reads.
-if not writing and own ~= '' and writer() == own then
-  take(token, lease, 'r')
+if not writing and own ~= '' and writer() == own and (ME == 'r' or not upgrader()) then
+  take(token, lease, ME)
   return {TAKEN, 0}
 end
 
 local waiting = redis.call('LLEN', queue)
 if mode ~= 'q' then
   -- Without waiting, a reader does not pass a queued writer either.
-  if fits(ME) and (writing or waiting == 0) then
+  if fits(ME, token) == true and (writing or waiting == 0) then
     take(token, lease, ME)
     return {TAKEN, fence(false)}
   end
@@ -55,6 +63,12 @@ if mode ~= 'q' then
 end
 
 local mine = entry(token, handoff, fenced and '1' or '0', ME)
+if upgrading and fits(ME, token) == true then
+  -- An upgrade passes every waiter: none could be granted before it.
+  redis.call('LREM', queue, 1, mine)
+  take(token, lease, ME)
+  return {TAKEN, fence(false)}
+end
 if waiting > 0 then
   -- Whoever is at the queue's head and fits is granted first, as a release would have
   -- (maybe this caller): the lock came free with nobody told (a lease that ended, a waiter
@@ -70,13 +84,13 @@ if waiting > 0 then
   end
   waiting = redis.call('LLEN', queue)
 end
-if waiting == 0 and fits(ME) then
+if waiting == 0 and fits(ME, token) == true then
   take(token, lease, ME)
   return {TAKEN, fence(false)}
 end
 
 -- Busy: the caller stands in the queue (queue.lua's `stand`).
-local place = stand(queue, mine, queued, mode_lease, most)
+local place = stand(queue, mine, queued, mode_lease, most, upgrading)
 if not place then
   return {FULL, left()}
 end

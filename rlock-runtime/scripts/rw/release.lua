@@ -21,6 +21,9 @@ end
 local ends = scores[3] and tonumber(scores[3])
 local ours = ends and (writing and -ends or ends) > now
 local removed = redis.call('ZREM', rw, token) == 1
+if ME == 'u' then
+  redis.call('ZREM', rw, UPGRADER_MARK .. token)
+end
 -- Only a waiter can be admitted: with none queued, the ended leases are left to the next
 -- acquire's purge and to the set's expiry. (On a lock that is gone, a leaving waiter still
 -- hands it to the next live one: it may have been the one a release told.)

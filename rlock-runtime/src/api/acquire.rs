@@ -22,16 +22,16 @@ pub(crate) async fn acquire_one(
     options: LockOptions,
 ) -> Result<LockGuard, LockError> {
     let redis_key = client.redis_key(&key);
-    let downgrade_of = match scope::in_scope(client.id(), kind, &key, &redis_key, options.fenced)? {
+    let beside_of = match scope::in_scope(client.id(), kind, &key, &redis_key, options.fenced)? {
         InScope::Reenters(held) => {
             held.add_guard();
             return Ok(LockGuard::new(held, true));
         }
-        InScope::Fresh { downgrade_of } => downgrade_of,
+        InScope::Fresh { beside_of } => beside_of,
     };
     let engine = &client.shared().engine;
     let plan = LeasePlan {
-        downgrade_of,
+        beside_of,
         ..plan(client, kind, &key, &options)?
     };
     let started = Instant::now();
@@ -76,7 +76,7 @@ pub(crate) fn plan(
         min_replicas: options.min_replicas.unwrap_or(shared.min_replicas),
         fair: options.fair,
         label: options.label.unwrap_or(crate::metrics::export::UNLABELLED),
-        downgrade_of: None,
+        beside_of: None,
     }
     .checked(&shared.engine, key)
 }

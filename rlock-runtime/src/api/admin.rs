@@ -114,6 +114,9 @@ const SCAN_PAGE: u32 = 200;
 pub struct ReadWriteInfo {
     /// A writer holds it.
     pub writer: bool,
+    /// An upgradeable reader holds it (one of `readers`; its upgrade, if taken, is the
+    /// writer).
+    pub upgradeable: bool,
     /// How many readers hold it (a writer's own task may read beside it: a downgrade).
     pub readers: u32,
     /// How many of those leases (the writer's and the readers') this client holds.
@@ -322,6 +325,7 @@ impl LockClient {
             .count();
         Ok(ReadWriteInfo {
             writer: holder.token.is_some(),
+            upgradeable: readers.upgrader.is_some(),
             readers: readers.count,
             held_here,
             remaining: holder.remaining,
@@ -349,9 +353,16 @@ impl LockClient {
     /// ```
     pub async fn force_unlock_read_write(&self, key: impl IntoLockKey) -> Result<u32, LockError> {
         let (redis_key, holder) = self.read_write_holders(key).await?;
-        let readers = holder.permits.unwrap_or_default().owners;
+        let readers = holder.permits.unwrap_or_default();
+        let role = |token: &String| {
+            if readers.upgrader.as_ref() == Some(token) {
+                Kind::UpgradeableRead
+            } else {
+                Kind::Read
+            }
+        };
         let leases = (holder.token.iter().map(|t| (Kind::Write, t)))
-            .chain(readers.iter().map(|t| (Kind::Read, t)));
+            .chain(readers.owners.iter().map(|t| (role(t), t)));
         let ended = self.end_leases(&redis_key, leases).await?;
         if ended > 0 {
             crate::util::trace::warn_event!(

@@ -8,9 +8,10 @@ use crate::backend::Kind;
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::lease::Hold;
-use crate::lease::acquisition::read_beside;
+use crate::lease::acquisition::take_beside;
 use crate::lease::plan::{check_min_hold, check_ttl};
 use crate::util::fence::Fence;
+use crate::util::tuning::WAIT_FOREVER;
 
 /// Proof that this task holds a lock. Release it with [`release`](Self::release) to learn
 /// whether the lease was still ours; dropping it releases in the background.
@@ -241,8 +242,81 @@ impl LockGuard {
                 self.lock.kind().name()
             )));
         }
-        let read = read_beside(&self.lock).await?;
+        let read = take_beside(&self.lock, Kind::Read, Duration::ZERO).await?;
         Ok(LockGuard::new(read, false))
+    }
+
+    /// Takes the write lock beside this upgradeable read (an upgrade), waiting until the
+    /// other readers are gone: no other writer comes between (none can be granted while this
+    /// read holds, and the upgrade stands first in the queue), and no new reader comes in
+    /// while it waits. The write lease is one of its own, always fenced, with this hold's
+    /// ttl, renewal and cap; when it is released, this read still holds, as it did before
+    /// (upgrade again at will). The upgradeable read is not given up meanwhile: release both
+    /// guards, in either order, to free the lock.
+    ///
+    /// Waits as long as the readers hold: until granted, or [`LockError::Lost`] once this
+    /// read is lost; [`upgrade_within`](Self::upgrade_within) bounds the wait. Refused with
+    /// [`LockError::InvalidConfig`] on a guard that is not one upgradeable read lock.
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::in_memory();
+    /// let config = client.upgradeable_read_lock("config:42").acquire().await?;
+    /// // ... read, and decide that the config must change ...
+    /// let write = config.upgrade().await?;
+    /// assert!(write.fence().is_some());
+    /// // ... write it, fenced ...
+    /// write.release().await?;
+    /// // Still reading: other readers may come in, no writer, no other upgradeable reader.
+    /// assert!(client.upgradeable_read_lock("config:42").acquire().await.unwrap_err().is_busy());
+    /// config.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn upgrade(&self) -> Result<LockGuard, LockError> {
+        self.upgrade_within(WAIT_FOREVER).await
+    }
+
+    /// [`upgrade`](Self::upgrade), waiting at most `wait` for the other readers to go
+    /// ([`LockError::Busy`] after that, the upgradeable read still held; `0s` tries once).
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::in_memory();
+    /// let config = client.upgradeable_read_lock("config:42").acquire().await?;
+    /// let other = client.read_lock("config:42").acquire().await?;
+    /// let busy = config.upgrade_within(Duration::from_millis(50)).await.unwrap_err();
+    /// assert!(busy.is_busy());
+    /// drop(other);
+    /// let write = config.upgrade_within(Duration::from_secs(5)).await?;
+    /// # drop(write);
+    /// # Ok(()) }
+    /// ```
+    pub async fn upgrade_within(&self, wait: Duration) -> Result<LockGuard, LockError> {
+        if self.lock.kind() != Kind::UpgradeableRead || !self.also.is_empty() {
+            return Err(LockError::InvalidConfig(format!(
+                "`{}` is held as a {}, not as an upgradeable read lock: only an upgradeable \
+                 read guard upgrades (take it with `upgradeable_read_lock`)",
+                self.key(),
+                self.lock.kind().name()
+            )));
+        }
+        // The upgrade ends as soon as the read it builds on is lost (its script would refuse
+        // it at the next check in anyway); a waiter dropped here is withdrawn as any is.
+        let write = tokio::select! {
+            biased;
+            write = take_beside(&self.lock, Kind::Write, wait.min(WAIT_FOREVER)) => write?,
+            () = self.lock.lost() => {
+                return Err(LockError::Lost {
+                    key: self.key().as_str().to_owned(),
+                });
+            }
+        };
+        Ok(LockGuard::new(write, false))
     }
 
     /// Releases this hold. The last guard of a hold deletes the key, and only if it still

@@ -74,6 +74,7 @@ fn kind_text(kind: Kind) -> String {
     match kind {
         Kind::Lock => "lock".to_owned(),
         Kind::Read => "read".to_owned(),
+        Kind::UpgradeableRead => "upgradeable-read".to_owned(),
         Kind::Write => "write".to_owned(),
         Kind::Permit { permits, take } => format!("permits:{permits}:{take}"),
     }
@@ -83,6 +84,7 @@ fn kind_of(text: &str) -> Option<Kind> {
     match text {
         "lock" => Some(Kind::Lock),
         "read" => Some(Kind::Read),
+        "upgradeable-read" => Some(Kind::UpgradeableRead),
         "write" => Some(Kind::Write),
         _ => {
             let (permits, take) = text.strip_prefix("permits:")?.split_once(':')?;

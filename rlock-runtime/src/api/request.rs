@@ -106,6 +106,40 @@ impl LockClient {
         )
     }
 
+    /// A request for the upgradeable read lock of `key` (DistributedLock's
+    /// `UpgradeableReadLock`): a reader, beside any other readers, of whom there is at most
+    /// one at a time, with the right to become the writer
+    /// ([`upgrade`](LockGuard::upgrade)) without letting another writer in between. It
+    /// waits as a reader does, and also for another upgradeable reader; a write holder may
+    /// take it beside its write (a downgrade), and a write lock asked for inside its scope is
+    /// its upgrade. Not fenced itself: the write it upgrades to always is.
+    ///
+    /// The read-then-write pattern without holding the write lock while reading: many
+    /// readers keep reading until the one that decides to write upgrades, and then the write
+    /// waits only for the readers already in.
+    ///
+    /// ```
+    /// # use rlock_runtime::{LockClient, LockError};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), LockError> {
+    /// let client = LockClient::in_memory();
+    /// let other = client.sibling(); // another instance, as far as locks go
+    /// let config = client.upgradeable_read_lock("config:42").acquire().await?;
+    /// let reader = other.read_lock("config:42").acquire().await?; // readers share it
+    /// assert!(other.write_lock("config:42").acquire().await.unwrap_err().is_busy());
+    /// assert!(other.upgradeable_read_lock("config:42").acquire().await.unwrap_err().is_busy());
+    /// reader.release().await?;
+    /// let write = config.upgrade().await?; // no writer came between
+    /// # drop((write, config)); Ok(()) }
+    /// ```
+    pub fn upgradeable_read_lock(&self, key: impl IntoLockKey) -> LockRequest<'_> {
+        LockRequest::new(
+            self,
+            Kind::UpgradeableRead,
+            key.into_lock_key(),
+            LockOptions::default(),
+        )
+    }
+
     /// A request for the write lock of `key`: one writer, with no reader beside it
     /// (Redisson's `RReadWriteLock.writeLock()`). It may be fenced. See
     /// [`read_lock`](Self::read_lock) for waiting, downgrades and what is refused.

@@ -38,6 +38,11 @@ pub(crate) enum Kind {
     /// sorted set of the holders' tokens, each scored by the end of its lease, a reader's
     /// positive and the writer's negative (`scripts/rw/`).
     Read,
+    /// The upgradeable reader of a read-write lock: a reader, of whom there is at most one,
+    /// with the right to take the write lock beside its read (an upgrade: a writer's lease
+    /// under a token naming it) before any other writer. Besides its lease as a reader, the
+    /// set names it by a member scored 0 (`UPGRADER_MARK` and its token).
+    UpgradeableRead,
     /// The writer of a read-write lock: alone, neither beside readers nor another writer.
     Write,
 }
@@ -49,13 +54,19 @@ impl Kind {
             Self::Lock => &LOCK,
             Self::Permit { .. } => &SEMAPHORE,
             Self::Read => &READ,
+            Self::UpgradeableRead => &UPGRADEABLE_READ,
             Self::Write => &WRITE,
         }
     }
 
-    /// Whether it is a read-write lock's (reader or writer).
+    /// Whether it is a read-write lock's (a reader, the upgradeable reader or the writer).
     pub(crate) fn is_read_write(self) -> bool {
-        matches!(self, Self::Read | Self::Write)
+        matches!(self, Self::Read | Self::UpgradeableRead | Self::Write)
+    }
+
+    /// Whether it reads a read-write lock (a reader or the upgradeable reader).
+    pub(crate) fn is_read(self) -> bool {
+        matches!(self, Self::Read | Self::UpgradeableRead)
     }
 
     /// Whether a waiter may join the queue with a plain `RPUSHX` ([`QueueCall::Append`]
@@ -65,7 +76,7 @@ impl Kind {
     pub(crate) fn joins_by_append(self) -> bool {
         match self {
             Self::Lock => true,
-            Self::Permit { .. } | Self::Read | Self::Write => false,
+            Self::Permit { .. } | Self::Read | Self::UpgradeableRead | Self::Write => false,
         }
     }
 
@@ -76,7 +87,7 @@ impl Kind {
     pub(crate) fn short_release(self) -> bool {
         match self {
             Self::Lock | Self::Permit { .. } => true,
-            Self::Read | Self::Write => false,
+            Self::Read | Self::UpgradeableRead | Self::Write => false,
         }
     }
 
@@ -86,7 +97,7 @@ impl Kind {
     pub(crate) fn acquires_with_set_nx(self) -> bool {
         match self {
             Self::Lock => true,
-            Self::Permit { .. } | Self::Read | Self::Write => false,
+            Self::Permit { .. } | Self::Read | Self::UpgradeableRead | Self::Write => false,
         }
     }
 
@@ -98,7 +109,7 @@ impl Kind {
         // it never writes (permits carry no fence), so that every kind's scripts take the
         // same keys.
         match self {
-            Self::Lock | Self::Permit { .. } | Self::Read | Self::Write => {
+            Self::Lock | Self::Permit { .. } | Self::Read | Self::UpgradeableRead | Self::Write => {
                 let waiters = if queue {
                     Companion::waiters(key)
                 } else {
@@ -115,6 +126,7 @@ impl Kind {
             Self::Lock => "lock",
             Self::Permit { .. } => "semaphore",
             Self::Read => "read lock",
+            Self::UpgradeableRead => "upgradeable read lock",
             Self::Write => "write lock",
         }
     }
@@ -219,11 +231,12 @@ static SEMAPHORE: LazyLock<KindScripts> = kind_scripts! {
     inspect: ["state.lua", "semaphore/inspect.lua"],
 };
 
-/// A read-write lock's scripts, for its readers (`me` "r") or its writer ("w").
+/// A read-write lock's scripts, for its readers (`me` "r"), its upgradeable reader ("u") or
+/// its writer ("w").
 macro_rules! read_write_scripts {
     ($me:literal) => {
         kind_scripts! {
-            me: $me, served: "rw",
+            me: $me, served: "rwu",
             acquire: [
                 "calls/acquire.lua",
                 "state.lua",
@@ -247,6 +260,7 @@ macro_rules! read_write_scripts {
 }
 
 static READ: LazyLock<KindScripts> = read_write_scripts!("r");
+static UPGRADEABLE_READ: LazyLock<KindScripts> = read_write_scripts!("u");
 static WRITE: LazyLock<KindScripts> = read_write_scripts!("w");
 
 #[cfg(test)]
@@ -262,6 +276,7 @@ mod tests {
                 take: 1,
             },
             Kind::Read,
+            Kind::UpgradeableRead,
             Kind::Write,
         ];
         for (i, a) in kinds.iter().enumerate() {

@@ -15,7 +15,7 @@ use super::{
     LeaseStore, Misfit, Permits, ReleaseListener, Scanned,
 };
 use crate::error::{KeyKind, LockError};
-use crate::util::token::permits_taken;
+use crate::util::token::{Token, permits_taken};
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MemoryBackend {
@@ -127,11 +127,13 @@ impl Semaphore {
     }
 }
 
-/// One read-write lock: its writer and its readers, each with when its lease ends.
+/// One read-write lock: its writer and its readers, each with when its lease ends, and
+/// which reader, if any, is the upgradeable one.
 #[derive(Debug, Default)]
 struct ReadWrite {
     writer: Option<(String, Instant)>,
     readers: HashMap<String, Instant>,
+    upgrader: Option<String>,
 }
 
 impl ReadWrite {
@@ -140,6 +142,9 @@ impl ReadWrite {
         self.readers.retain(|_, ends| *ends > now);
         if self.writer.as_ref().is_some_and(|(_, ends)| *ends <= now) {
             self.writer = None;
+        }
+        if (self.upgrader.as_ref()).is_some_and(|token| !self.readers.contains_key(token)) {
+            self.upgrader = None;
         }
         self
     }
@@ -220,7 +225,7 @@ impl MemoryBackend {
                     taken
                 }
             },
-            Kind::Read | Kind::Write => {
+            Kind::Read | Kind::UpgradeableRead | Kind::Write => {
                 let beside = ask.beside(lease.token);
                 let fence = || self.next_fence(ask.fence);
                 match locks.live(lease.key, now) {
@@ -251,7 +256,10 @@ impl MemoryBackend {
                     let ours = semaphore.held.remove(token).is_some();
                     (ours, semaphore.held.is_empty())
                 }
-                (Kind::Read, Some(State::ReadWrite(rw))) => {
+                (Kind::Read | Kind::UpgradeableRead, Some(State::ReadWrite(rw))) => {
+                    if rw.upgrader.as_deref() == Some(token) {
+                        rw.upgrader = None;
+                    }
                     (rw.readers.remove(token).is_some(), rw.is_empty())
                 }
                 (Kind::Write, Some(State::ReadWrite(rw)))
@@ -313,10 +321,13 @@ impl MemoryBackend {
                 }
                 ours
             }
-            (Kind::Read, Some(State::ReadWrite(rw))) => {
+            (Kind::Read | Kind::UpgradeableRead, Some(State::ReadWrite(rw))) => {
                 let ours = rw.readers.remove(lease.token).is_some();
                 if ours {
                     rw.readers.insert(successor.to_owned(), ends);
+                    if rw.upgrader.as_deref() == Some(lease.token) {
+                        rw.upgrader = Some(successor.to_owned());
+                    }
                 }
                 ours
             }
@@ -346,7 +357,7 @@ impl MemoryBackend {
             (Kind::Permit { .. }, Some(State::Semaphore(semaphore))) => {
                 semaphore.held.get_mut(lease.token)
             }
-            (Kind::Read | Kind::Write, Some(State::ReadWrite(rw))) => {
+            (Kind::Read | Kind::UpgradeableRead | Kind::Write, Some(State::ReadWrite(rw))) => {
                 rw.lease_of(lease.kind, lease.token)
             }
             _ => None,
@@ -392,9 +403,10 @@ fn take_permit(semaphore: &mut Semaphore, lease: Lease<'_>, permits: u32, now: I
     }
 }
 
-/// A read-write lock's read or write lease in `rw` (live at `now`), if it can be had now: a
-/// reader beside other readers (or beside the write lease it may read beside, `beside`), a
-/// writer alone.
+/// A read-write lock's lease in `rw` (live at `now`), if it can be had now: a reader beside
+/// other readers (or beside the write lease it may read beside, `beside`); the upgradeable
+/// reader so too, when no other upgradeable reader holds; a writer alone, or an upgrade
+/// beside its own upgradeable reader alone.
 fn take_read_write(
     rw: &mut ReadWrite,
     lease: Lease<'_>,
@@ -405,7 +417,18 @@ fn take_read_write(
     let ends = now + lease.ttl;
     let writer_ends = rw.writer.as_ref().map(|(_, ends)| *ends);
     if lease.kind == Kind::Write {
-        if rw.is_empty() {
+        let upgrading = Token::parse(lease.token)
+            .and_then(|token| Some(Token::plain(token.client, token.upgrading?).to_string()));
+        if upgrading.is_some() && upgrading != rw.upgrader {
+            return Attempt::Misfit(Misfit::NotHeld);
+        }
+        let alone = match &upgrading {
+            Some(upgrader) => {
+                rw.writer.is_none() && rw.readers.len() == 1 && rw.readers.contains_key(upgrader)
+            }
+            None => rw.is_empty(),
+        };
+        if alone {
             rw.writer = Some((lease.token.to_owned(), ends));
             return Attempt::Acquired { fence: fence() };
         }
@@ -419,8 +442,12 @@ fn take_read_write(
         .writer
         .as_ref()
         .is_some_and(|(writer, _)| Some(writer) == beside.as_ref());
-    if writer_ends.is_none() || own_writer {
+    let upgradeable = lease.kind == Kind::UpgradeableRead;
+    if (writer_ends.is_none() || own_writer) && !(upgradeable && rw.upgrader.is_some()) {
         rw.readers.insert(lease.token.to_owned(), ends);
+        if upgradeable {
+            rw.upgrader = Some(lease.token.to_owned());
+        }
         return Attempt::Acquired { fence: None };
     }
     Attempt::Busy {
@@ -541,7 +568,7 @@ impl LeaseStore for MemoryBackend {
         let found = state.as_ref().map(|state| state.key_kind());
         let empty = match kind {
             Kind::Lock => Holder::default(),
-            Kind::Permit { .. } | Kind::Read | Kind::Write => Holder {
+            Kind::Permit { .. } | Kind::Read | Kind::UpgradeableRead | Kind::Write => Holder {
                 permits: Some(Permits::default()),
                 ..Holder::default()
             },
@@ -567,12 +594,13 @@ impl LeaseStore for MemoryBackend {
                     permits: Some(Permits {
                         count,
                         owners: held.keys().cloned().collect(),
+                        upgrader: None,
                     }),
                 }
             }
             // A read-write lock is told by its writer, and how long until it or the reader
             // that ends last is done.
-            (Kind::Read | Kind::Write, Some(State::ReadWrite(rw))) => {
+            (Kind::Read | Kind::UpgradeableRead | Kind::Write, Some(State::ReadWrite(rw))) => {
                 let last = rw.readers.values().max().copied();
                 let writer = rw.writer.clone();
                 Holder {
@@ -587,6 +615,7 @@ impl LeaseStore for MemoryBackend {
                     permits: Some(Permits {
                         count: u32::try_from(rw.readers.len()).unwrap_or(u32::MAX),
                         owners: rw.readers.keys().cloned().collect(),
+                        upgrader: rw.upgrader.clone(),
                     }),
                 }
             }
@@ -671,7 +700,7 @@ mod tests {
         fence: false,
         remaining: false,
         queue: None,
-        downgrade_of: None,
+        beside_of: None,
     };
 
     /// Semaphores whose permits all ended unreleased are swept, as ended locks are: of

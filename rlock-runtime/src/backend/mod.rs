@@ -72,6 +72,8 @@ pub(crate) enum Misfit {
     Permits { stored: u32 },
     /// The key holds another kind of thing (a semaphore where a lock was asked for).
     OtherKind { found: KeyKind },
+    /// An upgrade whose upgradeable read is no longer held: it was lost.
+    NotHeld,
 }
 
 impl Misfit {
@@ -94,6 +96,9 @@ impl Misfit {
                 key: key.to_string(),
                 asked: kind.key_kind(),
                 found,
+            },
+            (Self::NotHeld, _) => LockError::Lost {
+                key: key.to_string(),
             },
         }
     }
@@ -120,26 +125,20 @@ pub(crate) struct AttemptAsks {
     /// Wait in the lock's queue in Redis (where the backend keeps one), to be handed the
     /// lock by a release.
     pub(crate) queue: Option<QueueAsk>,
-    /// A reader's only: the number of the write token of the key that the reader may hold
-    /// beside (the token is the reader's client and this number): a write holder taking the
-    /// read lock (a downgrade).
-    pub(crate) downgrade_of: Option<u64>,
+    /// A read-write lock's only: the number of this client's token of another role of the
+    /// key that the lease is taken beside (the token is the caller's client and this
+    /// number): a reader's (or the upgradeable reader's) own writer (a downgrade), or a
+    /// writer's own upgradeable reader (an upgrade, whose token names it already).
+    pub(crate) beside_of: Option<u64>,
 }
 
 impl AttemptAsks {
     /// The write token a reader under `token` may hold beside (see
-    /// [`downgrade_of`](Self::downgrade_of)): the reader's client's token of that number.
+    /// [`beside_of`](Self::beside_of)): the reader's client's token of that number.
     pub(crate) fn beside(&self, token: &str) -> Option<String> {
-        let number = self.downgrade_of?;
+        let number = self.beside_of?;
         let client = Token::parse(token)?.client;
-        Some(
-            Token {
-                client,
-                number,
-                take: 1,
-            }
-            .to_string(),
-        )
+        Some(Token::plain(client, number).to_string())
     }
 }
 
@@ -214,6 +213,8 @@ pub(crate) struct Permits {
     pub(crate) count: u32,
     /// Every permit's (reader's) owner token.
     pub(crate) owners: Vec<String>,
+    /// A read-write lock's upgradeable reader (one of `owners`), if one holds.
+    pub(crate) upgrader: Option<String>,
 }
 
 /// Told by a backend's release feed what it hears. Implemented by the waiting layer.

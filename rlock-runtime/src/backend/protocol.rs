@@ -71,6 +71,9 @@ pub(crate) const PERMITS_MEMBER: &str = "#permits";
 /// The member that marks a read-write lock's sorted set (scored 0).
 #[cfg(test)]
 pub(crate) const READ_WRITE_MEMBER: &str = "#rw";
+/// What names the upgradeable reader of a read-write lock, followed by its token: a member
+/// scored 0 beside the mark, and the upgradeable reader's entry in an inspection's owners.
+pub(crate) const UPGRADER_MARK: &str = "#up:";
 
 /// An acquire's answers, first in its reply.
 pub(crate) mod acquired {
@@ -86,6 +89,8 @@ pub(crate) mod acquired {
     pub(crate) const OTHER_COUNT: i64 = 4;
     /// `{5, what the key holds}`: another kind's state; nothing was done.
     pub(crate) const OTHER_KIND: i64 = 5;
+    /// `{6}`: an upgrade whose upgradeable read is no longer held; nothing was done.
+    pub(crate) const NOT_HELD: i64 = 6;
 }
 
 /// A release's answers.
@@ -114,6 +119,7 @@ impl Kind {
             Self::Lock => 'l',
             Self::Permit { .. } => 'p',
             Self::Read => 'r',
+            Self::UpgradeableRead => 'u',
             Self::Write => 'w',
         }
     }
@@ -123,7 +129,7 @@ impl Kind {
         match self {
             Self::Lock => KeyKind::Lock,
             Self::Permit { .. } => KeyKind::Semaphore,
-            Self::Read | Self::Write => KeyKind::ReadWriteLock,
+            Self::Read | Self::UpgradeableRead | Self::Write => KeyKind::ReadWriteLock,
         }
     }
 }
@@ -139,7 +145,7 @@ pub(crate) fn entry(token: &str, handoff_ms: u64, fenced: bool, kind: Kind) -> S
 pub(crate) fn entry_kind(kind: Kind) -> String {
     match kind {
         Kind::Permit { permits, .. } => format!("{}{permits}", kind.letter()),
-        Kind::Lock | Kind::Read | Kind::Write => kind.letter().to_string(),
+        Kind::Lock | Kind::Read | Kind::UpgradeableRead | Kind::Write => kind.letter().to_string(),
     }
 }
 
@@ -271,6 +277,8 @@ pub enum AcquireReply {
     },
     /// `OTHER_KIND`: the key holds another kind; nothing was done.
     OtherKind(Found),
+    /// `NOT_HELD`: the upgradeable read an upgrade builds on is no longer held.
+    NotHeld,
 }
 
 impl AcquireReply {
@@ -285,6 +293,7 @@ impl AcquireReply {
             },
             acquired::OTHER_COUNT => Self::OtherCount { stored: at(1) },
             acquired::OTHER_KIND => Self::OtherKind(Found::from_code(at(1))),
+            acquired::NOT_HELD => Self::NotHeld,
             acquired::FULL => Self::Busy {
                 pttl: at(1),
                 queued: false,
@@ -341,10 +350,23 @@ pub(crate) fn inspected(kind: Kind, reply: InspectReply) -> Holder {
     }
     let permits = match kind {
         Kind::Lock => None,
-        Kind::Permit { .. } | Kind::Read | Kind::Write => Some(Permits {
-            count: u32::try_from(count).unwrap_or(0),
-            owners,
-        }),
+        Kind::Permit { .. } | Kind::Read | Kind::UpgradeableRead | Kind::Write => {
+            let mut upgrader = None;
+            let owners = (owners.into_iter())
+                .map(|owner| match owner.strip_prefix(UPGRADER_MARK) {
+                    Some(token) => {
+                        upgrader = Some(token.to_owned());
+                        token.to_owned()
+                    }
+                    None => owner,
+                })
+                .collect();
+            Some(Permits {
+                count: u32::try_from(count).unwrap_or(0),
+                owners,
+                upgrader,
+            })
+        }
     };
     Holder {
         found: found.key_kind(),
@@ -461,6 +483,7 @@ mod tests {
             ("FULL", acquired::FULL),
             ("OTHER_COUNT", acquired::OTHER_COUNT),
             ("OTHER_KIND", acquired::OTHER_KIND),
+            ("NOT_HELD", acquired::NOT_HELD),
             ("NOT_OURS", released::NOT_OURS),
             ("RELEASED", released::RELEASED),
             ("AGAIN_WITH_FENCE", released::AGAIN_WITH_FENCE),
@@ -471,6 +494,7 @@ mod tests {
         }
         assert_eq!(lua["PERMITS_MEMBER"], PERMITS_MEMBER);
         assert_eq!(lua["READ_WRITE_MEMBER"], READ_WRITE_MEMBER);
+        assert_eq!(lua["UPGRADER_MARK"], UPGRADER_MARK);
     }
 
     /// `calls/*.lua` name `ARGV[1..]` in the order the store writes them.

@@ -232,7 +232,7 @@ impl<D: Topology> Scripted<D> {
             None => AcquireMode::Once,
         };
         let beside = match lease.kind {
-            Kind::Read => ask.beside(lease.token),
+            Kind::Read | Kind::UpgradeableRead => ask.beside(lease.token),
             Kind::Lock | Kind::Permit { .. } | Kind::Write => None,
         };
         let acquire = acquire_call(lease, self.queue, ask.fence, beside, mode);
@@ -251,6 +251,7 @@ impl<D: Topology> Scripted<D> {
             AcquireReply::OtherKind(found) => Attempt::Misfit(Misfit::OtherKind {
                 found: found.key_kind().unwrap_or(KeyKind::Other),
             }),
+            AcquireReply::NotHeld => Attempt::Misfit(Misfit::NotHeld),
             AcquireReply::Busy { pttl, queued } => Attempt::Busy {
                 remaining: lease_left(pttl),
                 queued: queue.is_some() && queued,
@@ -406,7 +407,7 @@ pub(super) fn acquire_call(
 ) -> ScriptCall {
     let own = match lease.kind {
         Kind::Permit { permits, .. } => permits.to_string(),
-        Kind::Read => beside.unwrap_or_default(),
+        Kind::Read | Kind::UpgradeableRead => beside.unwrap_or_default(),
         Kind::Lock | Kind::Write => String::new(),
     };
     let mut acquire = keyed(&lease.kind.scripts().acquire, lease, queue);

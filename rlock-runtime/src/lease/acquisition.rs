@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Attempted, Engine, Grant, Hold, LeasePlan, Try};
-use crate::backend::{LeaseStore as _, QueueCall, QueueEntry};
+use crate::backend::{Kind, LeaseStore as _, QueueCall, QueueEntry};
 use crate::error::{LockError, Operation};
 use crate::key::LockKey;
 use crate::metrics::Count;
@@ -76,7 +76,7 @@ impl Acquisition<'_> {
         let deadline = self.started + self.budget;
         let mut ticket = engine
             .queues
-            .join(self.redis_key, engine.token_for(self.plan.kind));
+            .join(self.redis_key, engine.token_for(&self.plan));
         // When the holder's lease ends, as far as its last busy reply told.
         let mut holder_until: Option<Instant> = None;
         // Whether the waiter stands in the queue in Redis (not before its first attempt,
@@ -141,7 +141,7 @@ impl Acquisition<'_> {
                     self.failed(e, &mut failures, &mut last);
                     // The attempt may have landed or not: its token is withdrawn in the
                     // background, and this waiter queues again under a new one.
-                    ticket.change_token(engine.token_for(self.plan.kind));
+                    ticket.change_token(engine.token_for(&self.plan));
                     queued = false;
                 }
                 Err(e) => return Err(e),
@@ -335,23 +335,29 @@ fn pause(
     })
 }
 
-/// A read lease of `write`'s key beside it (a downgrade): granted at once while `write`
-/// holds, as nobody else's writer can be beside it then; the right to it travels with the
-/// write hold, whichever task has its guard. `Lost` when the write hold is lost.
-pub(crate) async fn read_beside(write: &Arc<Hold>) -> Result<Arc<Hold>, LockError> {
-    if write.is_lost() {
+/// A lease of `held`'s key as `kind` beside it, within `budget`: a read beside a write hold
+/// (a downgrade), granted at once while the write holds, as nobody else's writer can be
+/// beside it then; or the write beside an upgradeable read (an upgrade), granted once the
+/// other readers are gone, before any other writer. The right to it travels with the held
+/// hold, whichever task has its guard. `Lost` when that hold is lost.
+pub(crate) async fn take_beside(
+    held: &Arc<Hold>,
+    kind: Kind,
+    budget: Duration,
+) -> Result<Arc<Hold>, LockError> {
+    if held.is_lost() {
         return Err(LockError::Lost {
-            key: write.key().as_str().to_owned(),
+            key: held.key().as_str().to_owned(),
         });
     }
     Box::pin(
         Acquisition {
-            engine: write.engine(),
-            key: write.key(),
-            redis_key: write.redis_key(),
-            plan: write.read_beside_plan(),
+            engine: held.engine(),
+            key: held.key(),
+            redis_key: held.redis_key(),
+            plan: held.beside_plan(kind),
             started: Instant::now(),
-            budget: Duration::ZERO,
+            budget,
         }
         .acquire(),
     )

@@ -278,23 +278,24 @@ impl Hold {
         &self.engine
     }
 
-    /// The plan of a read lease of this write hold's key taken beside it (a downgrade):
-    /// this hold's ttl, renewal and cap, no fence, its own write token to read beside.
-    pub(crate) fn read_beside_plan(&self) -> LeasePlan {
+    /// The plan of a lease of this hold's key as `kind` taken beside it: a read beside
+    /// this write hold (a downgrade), or a write beside this upgradeable read (an upgrade,
+    /// always fenced); this hold's ttl, renewal and cap.
+    pub(crate) fn beside_plan(&self, kind: Kind) -> LeasePlan {
         let state = self.state();
         LeasePlan {
-            kind: Kind::Read,
+            kind,
             ttl: state.ttl,
             renew: state.renew,
             max_hold: state
                 .hold_until
                 .map(|cap| cap.saturating_duration_since(Instant::now())),
             min_hold: None,
-            fenced: false,
+            fenced: kind == Kind::Write,
             min_replicas: 0,
             fair: false,
             label: self.label.lock,
-            downgrade_of: Token::parse(&self.token).map(|token| token.number),
+            beside_of: Token::parse(&self.token).map(|token| token.number),
         }
     }
 
@@ -799,7 +800,7 @@ mod tests {
             fence: false,
             remaining: false,
             queue: None,
-            downgrade_of: None,
+            beside_of: None,
         };
         engine.backend.acquire(lease, ask).await.unwrap();
         let plan = LeasePlan {
@@ -812,7 +813,7 @@ mod tests {
             min_replicas: 0,
             fair: false,
             label: "k",
-            downgrade_of: None,
+            beside_of: None,
         };
         let key = LockKey::new("k").unwrap();
         let grant = Grant {

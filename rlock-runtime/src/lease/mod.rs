@@ -144,12 +144,15 @@ impl Engine {
         self.tokens.next()
     }
 
-    /// A fresh owner token for a lease of `kind`: a semaphore's hold of several permits
-    /// says how many in it.
-    pub(crate) fn token_for(&self, kind: Kind) -> String {
-        match kind {
-            Kind::Permit { take, .. } => self.tokens.next_taking(take),
-            Kind::Lock | Kind::Read | Kind::Write => self.tokens.next(),
+    /// A fresh owner token for a lease of `plan`: a semaphore's hold of several permits
+    /// says how many in it, and an upgrade which upgradeable read it upgrades.
+    pub(crate) fn token_for(&self, plan: &LeasePlan) -> String {
+        match (plan.kind, plan.beside_of) {
+            (Kind::Permit { take, .. }, _) => self.tokens.next_taking(take),
+            (Kind::Write, Some(of)) => self.tokens.next_upgrading(of),
+            (Kind::Lock | Kind::Read | Kind::UpgradeableRead | Kind::Write, _) => {
+                self.tokens.next()
+            }
         }
     }
 
@@ -168,7 +171,7 @@ impl Engine {
     ) -> Result<Attempted, LockError> {
         let token = match ask.queue {
             Some((_, token)) => token.to_owned(),
-            None => self.token_for(plan.kind),
+            None => self.token_for(&plan),
         };
         let sent_at = Instant::now();
         let lease = Lease {
@@ -181,7 +184,7 @@ impl Engine {
             fence: plan.fenced,
             remaining: ask.waiting,
             queue: ask.queue.map(|(queue, _)| queue),
-            downgrade_of: plan.downgrade_of,
+            beside_of: plan.beside_of,
         };
         let entry = QueueEntry {
             kind: plan.kind,
@@ -364,7 +367,10 @@ impl Engine {
             token: &token,
             ttl: plan.ttl,
         };
-        let successor = self.token_for(plan.kind);
+        let successor = self.token_for(&LeasePlan {
+            beside_of: None,
+            ..plan
+        });
         if !self.backend.succeed(lease, &successor).await? {
             return Err(LockError::Lost {
                 key: key.as_str().to_owned(),

@@ -39,9 +39,10 @@ pub(crate) struct LeasePlan {
     pub(crate) fair: bool,
     /// The lock's label in exported metrics: its key template.
     pub(crate) label: &'static str,
-    /// A reader's only: the number of the write token of the key beside which it reads (its
-    /// own scope's or guard's: a downgrade; see [`AttemptAsks::downgrade_of`]).
-    pub(crate) downgrade_of: Option<u64>,
+    /// A read-write lock's only: the number of this client's token of another role of the
+    /// key beside which the lease is taken: a reader's own writer (a downgrade), a writer's
+    /// own upgradeable reader (an upgrade); see [`AttemptAsks::beside_of`].
+    pub(crate) beside_of: Option<u64>,
 }
 
 impl LeasePlan {
@@ -83,10 +84,12 @@ impl LeasePlan {
             }
         }
         if kind.is_read_write() {
-            if kind == Kind::Read && self.fenced {
+            if kind.is_read() && self.fenced {
                 return Err(LockError::InvalidConfig(format!(
-                    "read lock `{key}`: a read lease carries no fencing token (readers hold it \
-                     together and have no order to fence); fence the write lock instead"
+                    "{} `{key}`: a read lease carries no fencing token (readers hold it \
+                     together and have no order to fence); fence the write lock instead (an \
+                     upgrade's always is)",
+                    kind.name()
                 )));
             }
             if let Some(e) = refused(Feature::ReadWrite) {

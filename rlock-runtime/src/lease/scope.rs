@@ -73,13 +73,16 @@ pub(crate) enum InScope {
     /// Redis command.
     Reenters(Arc<Hold>),
     /// The request takes its lease afresh. A read inside the chain's write scope of the same
-    /// key reads beside that writer: `downgrade_of` is the write token's number.
-    Fresh { downgrade_of: Option<u64> },
+    /// key reads beside that writer (a downgrade), and a write inside its upgradeable read
+    /// scope is taken beside that reader (an upgrade): `beside_of` is that token's number.
+    Fresh { beside_of: Option<u64> },
 }
 
 /// How a request by `client` for `key` (stored as `redis_key`) as `kind` stands with the
 /// call chain's holds; refused when it could only deadlock (the write lock inside a read
-/// scope of the same key) or ask for a fence that re-entering cannot give.
+/// scope of the same key) or ask for a fence that re-entering cannot give. A read inside an
+/// upgradeable read scope re-enters it (a read of its own beside it would hold its upgrade
+/// back for ever).
 pub(crate) fn in_scope(
     client: Uuid,
     kind: Kind,
@@ -87,7 +90,11 @@ pub(crate) fn in_scope(
     redis_key: &str,
     fenced: bool,
 ) -> Result<InScope, LockError> {
-    if let Some(held) = find(client, kind, redis_key) {
+    let held = find(client, kind, redis_key).or_else(|| match kind {
+        Kind::Read => find(client, Kind::UpgradeableRead, redis_key),
+        _ => None,
+    });
+    if let Some(held) = held {
         if fenced && held.fence().is_none() {
             return Err(LockError::InvalidConfig(format!(
                 "lock `{key}` is already held by this task without a fencing token, so \
@@ -96,15 +103,16 @@ pub(crate) fn in_scope(
         }
         return Ok(InScope::Reenters(held));
     }
-    let downgrade_of = match kind {
+    let number = |held: Arc<Hold>| Token::parse(held.token()).map(|token| token.number);
+    let beside_of = match kind {
         Kind::Write if find(client, Kind::Read, redis_key).is_some() => {
             return Err(LockError::WouldDeadlock {
                 key: key.as_str().to_owned(),
             });
         }
-        Kind::Read => find(client, Kind::Write, redis_key)
-            .and_then(|writer| Token::parse(writer.token()).map(|token| token.number)),
-        _ => None,
+        Kind::Write => find(client, Kind::UpgradeableRead, redis_key).and_then(number),
+        Kind::Read | Kind::UpgradeableRead => find(client, Kind::Write, redis_key).and_then(number),
+        Kind::Lock | Kind::Permit { .. } => None,
     };
-    Ok(InScope::Fresh { downgrade_of })
+    Ok(InScope::Fresh { beside_of })
 }

@@ -1,5 +1,6 @@
 //! Owner tokens: the value stored under a lock key that says who holds it, `<client>:<n>`,
-//! and `<client>:<n>*<take>` for a semaphore's hold of several permits at once.
+//! `<client>:<n>*<take>` for a semaphore's hold of several permits at once, and
+//! `<client>:<n>^<m>` for the upgrade of the client's upgradeable read `<client>:<m>`.
 //! [`TokenSource`] makes them and [`Token`] names their parts; the scripts read a token's
 //! client in one place of their own (`hand_off` in `queue.lua`, for the release channel).
 
@@ -39,6 +40,15 @@ impl TokenSource {
         self.next_taking(1)
     }
 
+    /// A token for the upgrade of this client's upgradeable read numbered `of`: `^<of>`
+    /// follows the number, which the scripts read (`upgrade_of` in `rw/common.lua`).
+    pub(crate) fn next_upgrading(&self, of: u64) -> String {
+        let mut token = self.next();
+        token.push('^');
+        token.push_str(&of.to_string());
+        token
+    }
+
     /// A token for a hold of `take` permits: `*<take>` follows the number when more than
     /// one, which the scripts read (`weight_of` in `state.lua`).
     pub(crate) fn next_taking(&self, take: u32) -> String {
@@ -66,20 +76,40 @@ pub(crate) struct Token<'a> {
     pub(crate) number: u64,
     /// The permits it holds: 1 but for a semaphore's hold of several.
     pub(crate) take: u32,
+    /// An upgrade's: the number of the client's upgradeable read it upgrades.
+    pub(crate) upgrading: Option<u64>,
 }
 
 impl<'a> Token<'a> {
+    /// A plain token: one permit, no upgrade.
+    pub(crate) fn plain(client: &'a str, number: u64) -> Self {
+        Self {
+            client,
+            number,
+            take: 1,
+            upgrading: None,
+        }
+    }
+
     /// The parts of `text`, when it is one of rlock's tokens.
     pub(crate) fn parse(text: &'a str) -> Option<Self> {
         let (client, rest) = text.split_once(':')?;
+        let (rest, upgrading) = match rest.split_once('^') {
+            Some((rest, of)) => (rest, Some(of.parse().ok()?)),
+            None => (rest, None),
+        };
         let (number, take) = match rest.split_once('*') {
-            Some((number, take)) => (number, take.parse().ok().filter(|&t| t > 1)?),
+            Some((number, take)) if upgrading.is_none() => {
+                (number, take.parse().ok().filter(|&t| t > 1)?)
+            }
+            Some(_) => return None,
             None => (rest, 1),
         };
         Some(Self {
             client,
             number: number.parse().ok()?,
             take,
+            upgrading,
         })
     }
 }
@@ -89,6 +119,9 @@ impl fmt::Display for Token<'_> {
         write!(f, "{}:{}", self.client, self.number)?;
         if self.take > 1 {
             write!(f, "*{}", self.take)?;
+        }
+        if let Some(of) = self.upgrading {
+            write!(f, "^{of}")?;
         }
         Ok(())
     }
@@ -125,7 +158,22 @@ mod tests {
         assert_eq!((token.client, token.take), (client.as_str(), 3));
         assert_eq!(token.to_string(), weighted);
         assert_eq!(Token::parse(&tokens.next_taking(1)).unwrap().take, 1);
-        for foreign in ["not-a-token", "a:b", "a:", ":", "a:1*", "a:1*1", "a:1*x"] {
+        let upgrade = tokens.next_upgrading(7);
+        let token = Token::parse(&upgrade).unwrap();
+        assert_eq!((token.client, token.upgrading), (client.as_str(), Some(7)));
+        assert_eq!(token.to_string(), upgrade);
+        for foreign in [
+            "not-a-token",
+            "a:b",
+            "a:",
+            ":",
+            "a:1*",
+            "a:1*1",
+            "a:1*x",
+            "a:1^",
+            "a:1^x",
+            "a:1*2^3",
+        ] {
             assert_eq!(Token::parse(foreign), None, "{foreign}");
         }
     }

@@ -16,7 +16,13 @@ use rlock_tests::locking::{
 };
 use rlock_tests::stall::StallWatch;
 
-const ALL: [Of; 4] = [Of::Lock, Of::Permit(PERMITS), Of::Read, Of::Write];
+const ALL: [Of; 5] = [
+    Of::Lock,
+    Of::Permit(PERMITS),
+    Of::Read,
+    Of::UpgradeableRead,
+    Of::Write,
+];
 
 /// A semaphore's count in these tests.
 const PERMITS: u32 = 2;
@@ -71,7 +77,7 @@ async fn assert_intact(holder: &LockGuard, of: Of, key: &str, others: &LockClien
     // Nobody is let in beside it where it excludes them.
     let exclusive = match of {
         Of::Lock => Some(Of::Lock),
-        Of::Write | Of::Read => Some(Of::Write),
+        Of::Write | Of::Read | Of::UpgradeableRead => Some(Of::Write),
         Of::Permit(_) => None,
     };
     if let Some(excluded) = exclusive {
@@ -205,18 +211,19 @@ async fn a_release_grants_only_its_own_kind() {
     // (holder, its waiter, the letters of other kinds' entries)
     // (A permit's entry carries its semaphore's count: a waiter of another count is never
     // handed a permit of this one.)
-    let cases: [(Of, Of, &[&str]); 4] = [
-        (Of::Lock, Of::Lock, &["p2", "r", "w"]),
+    let cases: [(Of, Of, &[&str]); 5] = [
+        (Of::Lock, Of::Lock, &["p2", "r", "u", "w"]),
         (
             Of::Permit(PERMITS),
             Of::Permit(PERMITS),
-            &["l", "r", "w", "p1", "p3", "p"],
+            &["l", "r", "u", "w", "p1", "p3", "p"],
         ),
         (Of::Write, Of::Read, &["l", "p2"]),
+        (Of::Write, Of::UpgradeableRead, &["l", "p2"]),
         (Of::Read, Of::Write, &["l", "p2"]),
     ];
     for (held, waiter, others) in cases {
-        let key = format!("grant:{held:?}");
+        let key = format!("grant:{held:?}:{waiter:?}");
         listener
             .subscribe(format!("rlock:released:{key}:intruder"))
             .await

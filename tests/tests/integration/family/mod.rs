@@ -4,6 +4,7 @@
 //! - [`semantics`]: the lock's contract on every backend;
 //! - [`semaphore`] and [`read_write`]: the semaphore's and the read-write lock's;
 //! - [`weighted`]: several permits of a semaphore at once;
+//! - [`upgradeable`]: the upgradeable read lock and its upgrade;
 //! - [`kinds`]: one name, one kind, every pair of kinds meeting on one name;
 //! - [`multi_key`]: `lock_all`, all of several keys or none;
 //! - [`admin`]: inspection and force-unlock;
@@ -20,4 +21,5 @@ mod redis_holes;
 mod scripts;
 mod semantics;
 mod semaphore;
+mod upgradeable;
 mod weighted;

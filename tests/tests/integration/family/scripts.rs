@@ -202,6 +202,25 @@ async fn every_key_a_script_touches_is_declared() {
             .await
             .unwrap();
         all.release().await.unwrap();
+        // The upgradeable reader, its upgrade waiting for a reader, and inspected.
+        let upgradeable = a
+            .upgradeable_read_lock(format!("{key}:rw"))
+            .acquire()
+            .await
+            .unwrap();
+        let reader = b.read_lock(format!("{key}:rw")).acquire().await.unwrap();
+        let upgrade = async {
+            let write = upgradeable.upgrade_within(Duration::from_secs(30)).await?;
+            let _ = b.inspect_read_write(format!("{key}:rw")).await?;
+            write.release().await
+        };
+        let (upgraded, released) = tokio::join!(upgrade, async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            reader.release().await
+        });
+        upgraded.unwrap();
+        released.unwrap();
+        upgradeable.release().await.unwrap();
         let held = a.read_lock(format!("{key}:rw")).acquire().await.unwrap();
         assert_eq!(
             b.force_unlock_read_write(format!("{key}:rw"))
