@@ -130,6 +130,20 @@ fn replayed() -> Vec<(&'static str, Config, usize)> {
             6,
         ),
         (
+            "upgradeable reads",
+            Config::new(
+                now,
+                &[
+                    Client::upgradeable_reader(),
+                    Client::upgrade(0),
+                    Client::reader(),
+                    Client::writer().fenced(),
+                ],
+            )
+            .faults(1, 1, 1),
+            6,
+        ),
+        (
             "a plain join and semaphores of two counts",
             Config::new(
                 now,
@@ -204,6 +218,7 @@ fn the_model_is_the_scripts() {
         "other kind: Semaphore",
         "other kind: ReadWrite",
         "other count",
+        "an upgrade's read not held",
         "released",
         "not ours",
         "again with the fence record",
@@ -272,6 +287,7 @@ impl Seen {
                 Answer::OtherKind(Holds::ReadWrite) => "other kind: ReadWrite",
                 Answer::OtherKind(Holds::Free) => "other kind: Free",
                 Answer::OtherCount => "other count",
+                Answer::NotHeld => "an upgrade's read not held",
                 Answer::Released => "released",
                 Answer::NotOurs => "not ours",
                 Answer::AgainWithFence => "again with the fence record",
@@ -318,19 +334,37 @@ fn client_id(client: usize) -> String {
     format!("c{client}")
 }
 
-/// Each client's one token, taking `take` permits (the runtime's form: `*<take>` after the
-/// number when more than one).
-fn token(client: usize, take: usize) -> String {
-    match take {
-        1 => format!("{}:1", client_id(client)),
-        take => format!("{}:1*{take}", client_id(client)),
+/// The number in an upgrade's token: this plus its client's index.
+const UPGRADE_NUMBERS: usize = 100;
+
+/// Client `c`'s one token, in the runtime's form: `*<take>` after the number for a hold of
+/// several permits; an upgrade's is its upgradeable reader's client's, `^` and that reader's
+/// number after its own.
+fn token(config: &Config, c: usize) -> String {
+    match (config.clients[c].kind, config.clients[c].take()) {
+        (Kind::Upgrade { of }, _) => format!("{}:{}^1", client_id(of), UPGRADE_NUMBERS + c),
+        (_, 1) => format!("{}:1", client_id(c)),
+        (_, take) => format!("{}:1*{take}", client_id(c)),
     }
 }
 
 /// Whose `token` is, by [`token`]'s form.
 fn client_of(token: &str) -> Option<usize> {
+    if let Some((own, _)) = token.split_once('^') {
+        let number: usize = own.split_once(':')?.1.parse().ok()?;
+        return number.checked_sub(UPGRADE_NUMBERS);
+    }
     let token = token.split_once('*').map_or(token, |(token, _)| token);
     token.strip_prefix('c')?.strip_suffix(":1")?.parse().ok()
+}
+
+/// The client whose channel announces to `c`: an upgrade's upgradeable reader's (one client
+/// in the runtime), else its own.
+fn channel_of(config: &Config, c: usize) -> usize {
+    match config.clients[c].kind {
+        Kind::Upgrade { of } => of,
+        _ => c,
+    }
 }
 
 impl Replay {
@@ -342,11 +376,20 @@ impl Replay {
                 Kind::Lock => ScriptCalls::lock(KEY, TTL),
                 Kind::Permit { permits, .. } => ScriptCalls::permit(KEY, u32::from(permits), TTL),
                 Kind::Read => ScriptCalls::reader(KEY, TTL),
-                Kind::Write => ScriptCalls::writer(KEY, TTL),
+                Kind::UpgradeableRead => ScriptCalls::upgradeable_reader(KEY, TTL),
+                Kind::Write | Kind::Upgrade { .. } => ScriptCalls::writer(KEY, TTL),
             })
             .collect();
+        // An upgrade is announced on its upgradeable reader's channel: its own subscription
+        // listens where nothing is said.
         let subscribers = (0..config.clients.len())
-            .map(|c| Subscriber::connect(server.port(), calls[c].channel(&client_id(c))))
+            .map(|c| {
+                let channel = match channel_of(&config, c) {
+                    own if own == c => client_id(c),
+                    _ => format!("silent{c}"),
+                };
+                Subscriber::connect(server.port(), calls[c].channel(&channel))
+            })
             .collect();
         Replay {
             model: KindsModel::new(config),
@@ -426,7 +469,7 @@ impl Replay {
         let config = &self.model.config;
         let acquire = |this: &mut Self, c: usize, check_in: bool| {
             let client = this.model.config.clients[c];
-            let token = token(c, client.take());
+            let token = token(&this.model.config, c);
             let call = this.calls[c].acquire(&token, client.fenced, client.fair, check_in);
             Reply::Acquire(ScriptCalls::acquired(
                 &call.query::<Vec<i64>>(&mut this.conn).unwrap(),
@@ -437,7 +480,7 @@ impl Replay {
             Action::Append(c) => {
                 let fenced = config.clients[c].fenced;
                 let (length,): (u64,) = self.calls[c]
-                    .append(&token(c, config.clients[c].take()), fenced)
+                    .append(&token(config, c), fenced)
                     .query(&mut self.conn)
                     .unwrap();
                 let mut replies = vec![Reply::Appended(length)];
@@ -449,7 +492,7 @@ impl Replay {
             Action::CheckIn(c) => vec![acquire(self, c, true)],
             Action::Adopt(c) => {
                 let renewed: Vec<i64> = self.calls[c]
-                    .renew(&token(c, config.clients[c].take()))
+                    .renew(&token(config, c))
                     .query(&mut self.conn)
                     .unwrap();
                 vec![Reply::Renewed(renewed.first() == Some(&1))]
@@ -457,7 +500,7 @@ impl Replay {
             Action::Decline(_) => Vec::new(),
             Action::Release(c) | Action::Withdraw(c) => {
                 let fenced = config.clients[c].fenced;
-                let token = token(c, config.clients[c].take());
+                let token = token(config, c);
                 let first = if matches!(action, Action::Release(_)) {
                     self.calls[c].release(&token, fenced)
                 } else {
@@ -479,7 +522,7 @@ impl Replay {
                     .arg(END_LEASE)
                     .arg(1)
                     .arg(KEY)
-                    .arg(token(c, config.clients[c].take()))
+                    .arg(token(config, c))
                     .query(&mut self.conn)
                     .unwrap();
                 Vec::new()
@@ -497,21 +540,23 @@ impl Replay {
         for subscriber in &mut self.subscribers {
             subscriber.ping();
         }
-        let clients = &self.model.config.clients;
+        let config = &self.model.config;
         for (c, subscriber) in self.subscribers.iter_mut().enumerate() {
             let heard = subscriber.heard();
-            let token = token(c, clients[c].take());
-            let expected: Vec<u8> = effect
+            let expected: Vec<(String, u8)> = effect
                 .announced
                 .iter()
-                .filter(|(to, _)| *to == c)
-                .map(|&(_, fence)| fence)
+                .filter(|(to, _)| channel_of(config, *to) == c)
+                .map(|&(to, fence)| (token(config, to), fence))
                 .collect();
             let agrees = heard.len() == expected.len()
-                && heard.iter().zip(&expected).all(|(message, &fence)| {
-                    let (to, real) = message.split_once(' ').unwrap_or_default();
-                    to == token && real.parse().is_ok_and(|real| fences.agree(fence, real))
-                });
+                && heard
+                    .iter()
+                    .zip(&expected)
+                    .all(|(message, (token, fence))| {
+                        let (to, real) = message.split_once(' ').unwrap_or_default();
+                        to == token && real.parse().is_ok_and(|real| fences.agree(*fence, real))
+                    });
             if !agrees {
                 return Err(format!(
                     "client {c} heard {heard:?}; the model announced fences {expected:?} to it"
@@ -560,8 +605,7 @@ impl Replay {
 
     /// A queue entry as the runtime writes it.
     fn entry(&self, e: Entry) -> String {
-        let take = self.model.config.clients[e.client].take();
-        self.calls[e.client].entry(&token(e.client, take), e.fenced)
+        self.calls[e.client].entry(&token(&self.model.config, e.client), e.fenced)
     }
 }
 
@@ -603,6 +647,7 @@ fn compare_answers(
                     Holds::ReadWrite => Found::ReadWrite,
                 }
         }
+        (Answer::NotHeld, Reply::Acquire(AcquireReply::NotHeld)) => true,
         (Answer::Released, Reply::Released(real)) => *real == released::RELEASED,
         (Answer::NotOurs, Reply::Released(real)) => *real == released::NOT_OURS,
         (Answer::AgainWithFence, Reply::Released(real)) => *real == released::AGAIN_WITH_FENCE,
@@ -664,12 +709,16 @@ fn read_name(kind: &str, members: &[String], now: i64) -> Result<Name, String> {
         "zset" => {
             let mut permits = None;
             let mut read_write = false;
+            let mut upgrader = None;
             let mut leases = Vec::new();
             for pair in members.chunks(2) {
                 let score: f64 = pair[1].parse().map_err(|_| format!("score {pair:?}"))?;
                 match pair[0].as_str() {
                     "#permits" => permits = Some(-score),
                     "#rw" => read_write = true,
+                    named if named.starts_with("#up:") && score == 0.0 => {
+                        upgrader = Some(holder(&named[4..])?);
+                    }
                     // A hold's further permits (`<token>/<n>`), scored as its token.
                     extra if extra.contains('/') => {}
                     token => leases.push((holder(token)?, score)),
@@ -702,6 +751,7 @@ fn read_name(kind: &str, members: &[String], now: i64) -> Result<Name, String> {
                             live: live(end),
                         })
                         .collect(),
+                    upgrader,
                 },
                 _ => return Err(format!("an unmarked sorted set {members:?}")),
             };

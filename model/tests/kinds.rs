@@ -102,6 +102,21 @@ fn now_keeps_every_kind_to_itself() {
         &FINDINGS,
     );
     assert_keeps(
+        "now, upgradeable reads",
+        Config::new(
+            now,
+            &[
+                Client::upgradeable_reader(),
+                Client::upgrade(0),
+                Client::reader(),
+                Client::writer().fenced(),
+                Client::upgradeable_reader(),
+            ],
+        )
+        .faults(2, 2, 1),
+        &[],
+    );
+    assert_keeps(
         "now, semaphores of two counts",
         Config::new(
             now,

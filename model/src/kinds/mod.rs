@@ -9,8 +9,11 @@
 //! one kept in its sorted set until a script purges it), the queue (entries of a client, a
 //! kind letter and a fence flag, head first) and the fence record (how many fences were
 //! issued). Each [`Client`] asks for one [`Kind`]: a lock, one or several permits of a
-//! semaphore of some count (held together, as `permits(n)` holds them), a reader or the
-//! writer; a lock or writer may be fenced, a lock or permit fair, and
+//! semaphore of some count (held together, as `permits(n)` holds them), a reader, the
+//! upgradeable reader, the writer, or the upgrade of an upgradeable reader's read (which it
+//! asks for once that reader holds; its token names that reader, and it is announced on
+//! that reader's channel); a lock or writer may be fenced (an upgrade always is), a lock or
+//! permit fair, and
 //! a lock client may join a queue with a plain `RPUSHX` as a client that already waits for
 //! the name does. Its side ([`Progress`]): where it is in its life, and whether an
 //! announcement handed it a lease.
@@ -47,7 +50,8 @@
 //!
 //! - **K1 one kind of holder**: the key's leases are all of the kind it holds, each held by a
 //!   client of that kind (so no waiter is ever granted another kind's lease); at most `count`
-//!   live permits, a hold of several counting each; a live writer alone.
+//!   live permits, a hold of several counting each; a live writer alone, but for an upgrade
+//!   beside its own upgradeable reader.
 //! - **K2 own count**: a permit waiter holds permits only of a semaphore of its own count.
 //! - **K3 other kinds refused**: an arrival through the acquire script on a key holding
 //!   another kind (or a semaphore of another count) is refused: never queued, never granted.
@@ -56,6 +60,7 @@
 //!   holding another kind.
 //! - **K6 lost leases told**: the release of a lease that ended unreleased answers that it
 //!   was not the caller's (the client's `LockError::Lost`).
+//! - **K7 one upgradeable reader**: at most one upgradeable reader holds a live lease.
 //! - **P1 membership**: a check in that answers busy leaves its caller's entry queued.
 //! - **P2 hand-off**: a release that gave a lease back leaves no live waiter of its kind
 //!   queued first that fits now (a hold of several permits that does not fit stops the
@@ -81,7 +86,7 @@ mod state;
 pub use scripts::MOST_ENTRIES;
 pub use state::{Answer, Broken, Budget, Effect, Entry, Held, Holds, Name, Phase, Progress, State};
 
-use scripts::Run;
+use scripts::{Fit, Run};
 use stateright::{Model, Property};
 
 /// What a client asks for.
@@ -98,8 +103,17 @@ pub enum Kind {
     },
     /// A reader of a read-write lock.
     Read,
+    /// The upgradeable reader of a read-write lock: a reader, at most one at a time.
+    UpgradeableRead,
     /// The writer of a read-write lock.
     Write,
+    /// The upgrade of client `of`'s upgradeable read: the writer's lease beside it, under a
+    /// token naming it (the same client's, announced on its channel). It comes once `of`
+    /// holds.
+    Upgrade {
+        /// The upgradeable reader's client.
+        of: usize,
+    },
 }
 
 impl Kind {
@@ -109,7 +123,8 @@ impl Kind {
             Kind::Lock => 'l',
             Kind::Permit { .. } => 'p',
             Kind::Read => 'r',
-            Kind::Write => 'w',
+            Kind::UpgradeableRead => 'u',
+            Kind::Write | Kind::Upgrade { .. } => 'w',
         }
     }
 
@@ -118,7 +133,9 @@ impl Kind {
         match self {
             Kind::Lock => Holds::Lock,
             Kind::Permit { .. } => Holds::Semaphore,
-            Kind::Read | Kind::Write => Holds::ReadWrite,
+            Kind::Read | Kind::UpgradeableRead | Kind::Write | Kind::Upgrade { .. } => {
+                Holds::ReadWrite
+            }
         }
     }
 }
@@ -167,7 +184,11 @@ impl Client {
     pub fn take(&self) -> usize {
         match self.kind {
             Kind::Permit { take, .. } => usize::from(take),
-            Kind::Lock | Kind::Read | Kind::Write => 1,
+            Kind::Lock
+            | Kind::Read
+            | Kind::UpgradeableRead
+            | Kind::Write
+            | Kind::Upgrade { .. } => 1,
         }
     }
 
@@ -181,9 +202,22 @@ impl Client {
         Self::of(Kind::Write)
     }
 
+    /// The upgradeable reader.
+    pub fn upgradeable_reader() -> Self {
+        Self::of(Kind::UpgradeableRead)
+    }
+
+    /// The upgrade of client `of`'s upgradeable read: fenced, as every upgrade is.
+    pub fn upgrade(of: usize) -> Self {
+        Self::of(Kind::Upgrade { of }).fenced()
+    }
+
     /// It asks for a fence.
     pub fn fenced(self) -> Self {
-        assert!(matches!(self.kind, Kind::Lock | Kind::Write), "{self:?}");
+        assert!(
+            matches!(self.kind, Kind::Lock | Kind::Write | Kind::Upgrade { .. }),
+            "{self:?}"
+        );
         Client {
             fenced: true,
             ..self
@@ -345,8 +379,16 @@ impl KindsModel {
         };
         let p = s.clients[client];
         let lease = s.name.live_lease_of(client);
+        let upgrade_of = match self.config.clients[client].kind {
+            Kind::Upgrade { of } => Some(of),
+            _ => None,
+        };
         match action {
-            Action::Arrive(_) => p.phase == Phase::Arriving,
+            // An upgrade is asked for through its upgradeable read's guard, while it holds.
+            Action::Arrive(_) => {
+                p.phase == Phase::Arriving
+                    && upgrade_of.is_none_or(|of| s.clients[of].phase == Phase::Holding)
+            }
             Action::Append(_) => p.phase == Phase::Arriving && self.config.clients[client].appends,
             Action::CheckIn(_) => p.phase == Phase::Waiting,
             Action::Adopt(_) => p.phase == Phase::Waiting && p.handed && lease.is_some(),
@@ -356,7 +398,11 @@ impl KindsModel {
                 p.withdraw_pending || (p.phase == Phase::Waiting && s.budget.withdrawals > 0)
             }
             Action::LeaseEnds(_) => s.budget.lease_ends > 0 && lease.is_some(),
-            Action::Dies(_) => p.phase == Phase::Waiting && s.budget.deaths > 0,
+            // An upgrade's process is its upgradeable reader's, which holds: it does not die
+            // alone.
+            Action::Dies(_) => {
+                p.phase == Phase::Waiting && s.budget.deaths > 0 && upgrade_of.is_none()
+            }
         }
     }
 
@@ -467,7 +513,7 @@ impl KindsModel {
                 p.phase = Phase::Holding;
                 p.handed = false;
             }
-            Answer::OtherKind(_) | Answer::OtherCount => {
+            Answer::OtherKind(_) | Answer::OtherCount | Answer::NotHeld => {
                 // `LockError::WrongKind` (or the count's): its ticket goes, withdrawing its
                 // token in the background if it was queued.
                 p.phase = Phase::Refused;
@@ -487,15 +533,16 @@ impl KindsModel {
         let served = |letter: char| match family {
             Holds::Lock => letter == 'l',
             Holds::Semaphore => letter == 'p',
-            Holds::ReadWrite => matches!(letter, 'r' | 'w'),
+            Holds::ReadWrite => matches!(letter, 'r' | 'u' | 'w'),
             Holds::Free => false,
         };
-        let Some(first) = run
-            .s
-            .queue
-            .iter()
-            .find(|e| served(e.letter) && run.s.clients[e.client].subscribed())
-        else {
+        // (An upgrade whose upgradeable reader is gone never fits: a release drops it.)
+        let Some(first) = run.s.queue.iter().find(|e| {
+            served(e.letter)
+                && run.s.clients[e.client].subscribed()
+                && !(matches!(run.s.name, Name::ReadWrite { .. })
+                    && run.fits(e.client) == Fit::Drop)
+        }) else {
             return;
         };
         let fits = match (&run.s.name, first.letter) {
@@ -504,8 +551,7 @@ impl KindsModel {
                 self.config.live_permits(&run.s.name) + self.config.clients[first.client].take()
                     <= usize::from(*permits)
             }
-            (Name::ReadWrite { writer, readers }, 'w') => writer.is_none() && readers.is_empty(),
-            (Name::ReadWrite { writer, .. }, 'r') => writer.is_none(),
+            (Name::ReadWrite { .. }, 'r' | 'u' | 'w') => run.fits(first.client) == Fit::Yes,
             _ => false,
         };
         if fits {
@@ -563,6 +609,7 @@ impl Model for KindsModel {
             Property::always("K6 lost leases told", |_, s: &State| {
                 !s.broken.lost_release_released
             }),
+            Property::always("K7 one upgradeable reader", one_upgrader),
             Property::always("P1 membership", |_, s: &State| !s.broken.out_after_checkin),
             Property::always("P2 hand-off", |_, s: &State| !s.broken.missed_handoff),
             Property::always("P4 safety", safe),
@@ -580,19 +627,35 @@ impl Model for KindsModel {
 /// permit by a permit client, the writer by a writer, a reader by a reader, the lock by a
 /// lock client); at most `count` live permits; a live writer alone.
 fn one_kind(m: &KindsModel, s: &State) -> bool {
-    let own = s
-        .name
-        .leases()
-        .iter()
-        .all(|&(held, letter)| m.config.clients[held.client].kind.letter() == letter);
+    // (An upgradeable reader's lease that ended is named by nothing: a reader's, ended.)
+    let own = s.name.leases().iter().all(|&(held, letter)| {
+        let kind = m.config.clients[held.client].kind;
+        kind.letter() == letter || (!held.live && letter == 'r' && kind == Kind::UpgradeableRead)
+    });
     let room = match &s.name {
         Name::Semaphore { permits, .. } => m.config.live_permits(&s.name) <= usize::from(*permits),
-        Name::ReadWrite { writer, readers } => {
-            !writer.is_some_and(|w| w.live) || !readers.iter().any(|r| r.live)
-        }
+        Name::ReadWrite {
+            writer, readers, ..
+        } => match writer.filter(|w| w.live) {
+            None => true,
+            // Beside a live writer, no live reader; beside an upgrade, its own alone.
+            Some(w) => readers
+                .iter()
+                .filter(|r| r.live)
+                .all(|r| m.config.clients[w.client].kind == Kind::Upgrade { of: r.client }),
+        },
         Name::Free | Name::Lock { .. } => true,
     };
     own && room
+}
+
+/// K7: at most one upgradeable reader holds a live lease.
+fn one_upgrader(m: &KindsModel, s: &State) -> bool {
+    let leases = s.name.leases();
+    let upgraders = leases.iter().filter(|(held, _)| {
+        held.live && m.config.clients[held.client].kind == Kind::UpgradeableRead
+    });
+    upgraders.count() <= 1
 }
 
 /// K2: a permit client holds permits only of a semaphore of its own count.

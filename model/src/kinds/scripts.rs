@@ -20,6 +20,17 @@ pub const MOST_ENTRIES: u32 = 10_100;
 /// needs more than a few dozen; a loop still going after this many turns goes on for ever.
 const ENDLESS: u32 = 1_000;
 
+/// What `rw/common.lua`'s `fits` answers for a waiter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Fit {
+    /// It can be granted now.
+    Yes,
+    /// Not now: it keeps its place.
+    No,
+    /// Never: an upgrade whose upgradeable reader no longer holds (`DROP`); its entry goes.
+    Drop,
+}
+
 /// What `hand_off` answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum HandOff {
@@ -70,9 +81,10 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// `queue.lua`'s `stand`: a newcomer joins at the end; a queued caller keeps its place,
-    /// and comes back at the end when its entry is gone. Its place (0: the head).
-    fn stand(&mut self, client: usize, queued: bool) -> usize {
+    /// `queue.lua`'s `stand`: a newcomer joins at the end (`first`: at the head); a queued
+    /// caller keeps its place, and comes back when its entry is gone. Its place (0: the
+    /// head).
+    fn stand(&mut self, client: usize, queued: bool, first: bool) -> usize {
         let mine = self.entry(client);
         let place = if queued {
             self.s.queue.iter().position(|&e| e == mine)
@@ -80,8 +92,13 @@ impl<'a> Run<'a> {
             None
         };
         place.unwrap_or_else(|| {
-            self.s.queue.push(mine);
-            self.s.queue.len() - 1
+            if first {
+                self.s.queue.insert(0, mine);
+                0
+            } else {
+                self.s.queue.push(mine);
+                self.s.queue.len() - 1
+            }
         })
     }
 
@@ -109,19 +126,39 @@ impl<'a> Run<'a> {
             // Before: only a read-write lock's entries had a role, and only its releases
             // asked `fits`; a lock's and a semaphore's releases took every entry without one.
             (Scripts::Before, Holds::Lock | Holds::Semaphore) => matches!(letter, 'l' | 'p'),
-            (_, Holds::ReadWrite) => matches!(letter, 'r' | 'w'),
+            (_, Holds::ReadWrite) => matches!(letter, 'r' | 'u' | 'w'),
             (_, Holds::Free) => false,
         }
     }
 
-    /// `rw/common.lua`'s `fits`: a writer when nobody holds, a reader when no writer does.
-    fn fits(&self, letter: char) -> bool {
+    /// `rw/common.lua`'s `upgrader`: the upgradeable reader whose lease is live.
+    fn upgrader(&self) -> Option<usize> {
         match &self.s.name {
-            Name::ReadWrite { writer, readers } if letter == 'w' => {
-                writer.is_none() && readers.is_empty()
-            }
-            Name::ReadWrite { writer, .. } => writer.is_none(),
-            _ => true,
+            Name::ReadWrite {
+                readers, upgrader, ..
+            } => upgrader.filter(|&u| readers.iter().any(|r| r.client == u && r.live)),
+            _ => None,
+        }
+    }
+
+    /// `rw/common.lua`'s `fits` for `client`'s entry: a writer when nobody holds; an upgrade
+    /// when its upgradeable reader is the only holder (never once that reader is gone); the
+    /// upgradeable reader when no writer and no other upgradeable reader holds; a reader when
+    /// no writer does. (Called after a purge: every lease in the set is live.)
+    pub(super) fn fits(&self, client: usize) -> Fit {
+        let yes = |fits: bool| if fits { Fit::Yes } else { Fit::No };
+        let Name::ReadWrite {
+            writer, readers, ..
+        } = &self.s.name
+        else {
+            return Fit::Yes;
+        };
+        match self.kind(client) {
+            Kind::Upgrade { of } if self.upgrader() != Some(of) => Fit::Drop,
+            Kind::Upgrade { of } => yes(writer.is_none() && readers.iter().all(|r| r.client == of)),
+            Kind::Write => yes(writer.is_none() && readers.is_empty()),
+            Kind::UpgradeableRead => yes(writer.is_none() && self.upgrader().is_none()),
+            Kind::Read | Kind::Lock | Kind::Permit { .. } => yes(writer.is_none()),
         }
     }
 
@@ -142,25 +179,33 @@ impl<'a> Run<'a> {
                     holders: vec![live],
                 }
             }
-            (Holds::ReadWrite, Name::ReadWrite { writer, readers }) => {
+            (
+                Holds::ReadWrite,
+                Name::ReadWrite {
+                    writer,
+                    readers,
+                    upgrader,
+                },
+            ) => {
                 if letter == 'w' {
                     *writer = Some(live);
                 } else {
                     readers.retain(|h| h.client != client);
                     readers.push(live);
+                    if letter == 'u' {
+                        *upgrader = Some(client);
+                    }
                 }
             }
             (Holds::ReadWrite, name) => {
-                *name = if letter == 'w' {
-                    Name::ReadWrite {
-                        writer: Some(live),
-                        readers: Vec::new(),
-                    }
-                } else {
-                    Name::ReadWrite {
-                        writer: None,
-                        readers: vec![live],
-                    }
+                *name = Name::ReadWrite {
+                    writer: (letter == 'w').then_some(live),
+                    readers: if letter == 'w' {
+                        Vec::new()
+                    } else {
+                        vec![live]
+                    },
+                    upgrader: (letter == 'u').then_some(client),
                 }
             }
             (Holds::Free, _) => {}
@@ -209,9 +254,15 @@ impl<'a> Run<'a> {
             if !self.serves(family, entry, permits) || !self.s.clients[entry.client].subscribed() {
                 continue;
             }
-            if family == Holds::ReadWrite && !self.fits(entry.letter) {
-                self.s.queue.insert(0, entry);
-                return HandOff::Nobody;
+            if family == Holds::ReadWrite {
+                match self.fits(entry.client) {
+                    Fit::Yes => {}
+                    Fit::Drop => continue,
+                    Fit::No => {
+                        self.s.queue.insert(0, entry);
+                        return HandOff::Nobody;
+                    }
+                }
             }
             // A semaphore's `fits`: the waiter's permits beside those in use (only now's
             // scripts ask it; a hold of several permits is theirs alone).
@@ -265,7 +316,9 @@ impl<'a> Run<'a> {
         match self.kind(client) {
             Kind::Lock => self.lock_acquire(client, queued),
             Kind::Permit { permits, .. } => self.semaphore_acquire(client, queued, permits),
-            Kind::Read | Kind::Write => self.read_write_acquire(client, queued),
+            Kind::Read | Kind::UpgradeableRead | Kind::Write | Kind::Upgrade { .. } => {
+                self.read_write_acquire(client, queued)
+            }
         }
     }
 
@@ -308,7 +361,7 @@ impl<'a> Run<'a> {
             }
         }
         // Busy: the head is told the holder's lease.
-        let place = self.stand(client, queued);
+        let place = self.stand(client, queued, false);
         Answer::Busy { told: place == 0 }
     }
 
@@ -376,11 +429,12 @@ impl<'a> Run<'a> {
             return Answer::Taken { fence: 0 };
         }
         // Busy: the head is told the earliest permit's lease.
-        let place = self.stand(client, queued);
+        let place = self.stand(client, queued, false);
         Answer::Busy { told: place == 0 }
     }
 
-    /// `rw/acquire.lua` in the queue's mode, as a reader or as the writer.
+    /// `rw/acquire.lua` in the queue's mode, as a reader, the upgradeable reader, the writer
+    /// or an upgrade.
     fn read_write_acquire(&mut self, client: usize, queued: bool) -> Answer {
         if !matches!(self.s.name.holds(), Holds::Free | Holds::ReadWrite) {
             return Answer::OtherKind(self.s.name.holds());
@@ -395,6 +449,18 @@ impl<'a> Run<'a> {
             let fence = if fenced { self.s.fences } else { 0 };
             return Answer::Handed { fence };
         }
+        let upgrading = match self.kind(client) {
+            Kind::Upgrade { of } if self.upgrader() != Some(of) => return Answer::NotHeld,
+            Kind::Upgrade { .. } => true,
+            _ => false,
+        };
+        if upgrading && self.fits(client) == Fit::Yes {
+            // An upgrade passes every waiter: none could be granted before it.
+            self.remove_entry(self.entry(client));
+            self.grant(Holds::ReadWrite, client, letter, 0);
+            let fence = if fenced { self.issue_fence() } else { 0 };
+            return Answer::Taken { fence };
+        }
         if !self.s.queue.is_empty() {
             // Whoever at the head fits is granted first, as a release would have.
             self.repeat(|run| Some(run.hand_off(Holds::ReadWrite, true, None, 0)));
@@ -403,18 +469,18 @@ impl<'a> Run<'a> {
                 return Answer::Handed { fence };
             }
         }
-        if self.s.queue.is_empty() && self.fits(letter) {
+        if self.s.queue.is_empty() && self.fits(client) == Fit::Yes {
             self.grant(Holds::ReadWrite, client, letter, 0);
             let fence = if fenced { self.issue_fence() } else { 0 };
             return Answer::Taken { fence };
         }
         // Busy: the head is told how long until its role could be granted, when a lease
         // tells (a writer waits for every holder, a reader for the writer).
-        let place = self.stand(client, queued);
+        let place = self.stand(client, queued, upgrading);
         let known = match &self.s.name {
-            Name::ReadWrite { writer, readers } => {
-                writer.is_some() || (writing && !readers.is_empty())
-            }
+            Name::ReadWrite {
+                writer, readers, ..
+            } => writer.is_some() || (writing && !readers.is_empty()),
             _ => false,
         };
         Answer::Busy {
@@ -431,7 +497,10 @@ impl<'a> Run<'a> {
         // release and any read-write lock's; a lock's other releases declare it when asked.
         let declared = leaving
             || self.config.clients[client].fenced
-            || matches!(kind, Kind::Read | Kind::Write);
+            || matches!(
+                kind,
+                Kind::Read | Kind::UpgradeableRead | Kind::Write | Kind::Upgrade { .. }
+            );
         let mut answer = self.release_call(client, leaving, declared);
         self.effect.answers.push(answer);
         if answer == Answer::AgainWithFence && !self.s.stuck {
@@ -445,7 +514,9 @@ impl<'a> Run<'a> {
         match self.kind(client) {
             Kind::Lock => self.lock_release(client, leaving, declared),
             Kind::Permit { .. } => self.semaphore_release(client, leaving),
-            Kind::Read | Kind::Write => self.read_write_release(client, leaving),
+            Kind::Read | Kind::UpgradeableRead | Kind::Write | Kind::Upgrade { .. } => {
+                self.read_write_release(client, leaving)
+            }
         }
     }
 
@@ -565,7 +636,9 @@ impl<'a> Run<'a> {
                     h.live = false;
                 }
             }
-            Name::ReadWrite { writer, readers } => {
+            Name::ReadWrite {
+                writer, readers, ..
+            } => {
                 for h in writer
                     .iter_mut()
                     .chain(readers.iter_mut())

@@ -42,12 +42,17 @@ pub enum Name {
         /// The permits, sorted by client.
         holders: Vec<Held>,
     },
-    /// A read-write lock: its writer, or its readers (sorted by client).
+    /// A read-write lock: its writer, or its readers (sorted by client), one of whom may be
+    /// the upgradeable reader; or the upgrade of the upgradeable reader, beside it.
     ReadWrite {
         /// The writer, if one holds.
         writer: Option<Held>,
         /// The readers.
         readers: Vec<Held>,
+        /// The reader the set names as its upgradeable one (`UPGRADER_MARK`), while that
+        /// reader's lease is live: a name whose lease ended names nobody (the scripts drop
+        /// it when they next read it), so it is forgotten here.
+        upgrader: Option<usize>,
     },
 }
 
@@ -63,7 +68,7 @@ impl Name {
     }
 
     /// Every lease in it, live or ended, with the letter of the place it holds (`l` the lock,
-    /// `p` a permit, `r` a reader, `w` the writer).
+    /// `p` a permit, `r` a reader, `u` the upgradeable reader, `w` the writer).
     pub fn leases(&self) -> Vec<(Held, char)> {
         match self {
             Name::Free => Vec::new(),
@@ -75,10 +80,21 @@ impl Name {
                 'l',
             )],
             Name::Semaphore { holders, .. } => holders.iter().map(|&h| (h, 'p')).collect(),
-            Name::ReadWrite { writer, readers } => writer
+            Name::ReadWrite {
+                writer,
+                readers,
+                upgrader,
+            } => writer
                 .iter()
                 .map(|&w| (w, 'w'))
-                .chain(readers.iter().map(|&r| (r, 'r')))
+                .chain(readers.iter().map(|&r| {
+                    let letter = if Some(r.client) == *upgrader {
+                        'u'
+                    } else {
+                        'r'
+                    };
+                    (r, letter)
+                }))
                 .collect(),
         }
     }
@@ -100,7 +116,9 @@ impl Name {
     pub fn purge(&mut self) {
         match self {
             Name::Semaphore { holders, .. } => holders.retain(|h| h.live),
-            Name::ReadWrite { writer, readers } => {
+            Name::ReadWrite {
+                writer, readers, ..
+            } => {
                 readers.retain(|h| h.live);
                 if writer.is_some_and(|w| !w.live) {
                     *writer = None;
@@ -118,9 +136,16 @@ impl Name {
                 holders.retain(|h| h.client != client);
                 holders.len() < before
             }
-            Name::ReadWrite { writer, readers } => {
+            Name::ReadWrite {
+                writer,
+                readers,
+                upgrader,
+            } => {
                 let before = readers.len();
                 readers.retain(|h| h.client != client);
+                if *upgrader == Some(client) {
+                    *upgrader = None;
+                }
                 if writer.is_some_and(|w| w.client == client) {
                     *writer = None;
                     return true;
@@ -139,11 +164,19 @@ impl Name {
         }
     }
 
-    /// Keeps the sets sorted, so that one Redis state is one model state.
+    /// Keeps the sets sorted, and forgets a name of an upgradeable reader whose lease is
+    /// not live, so that one Redis state is one model state.
     pub fn normalize(&mut self) {
         match self {
             Name::Semaphore { holders, .. } => holders.sort(),
-            Name::ReadWrite { readers, .. } => readers.sort(),
+            Name::ReadWrite {
+                readers, upgrader, ..
+            } => {
+                readers.sort();
+                if !upgrader.is_some_and(|u| readers.iter().any(|r| r.client == u && r.live)) {
+                    *upgrader = None;
+                }
+            }
             Name::Free | Name::Lock { .. } => {}
         }
     }
@@ -154,7 +187,7 @@ impl Name {
 pub struct Entry {
     /// The waiter (the client's index).
     pub client: usize,
-    /// Its kind's letter: `l`, `p`, `r` or `w`.
+    /// Its kind's letter: `l`, `p`, `r`, `u` or `w`.
     pub letter: char,
     /// It asked for a fence.
     pub fenced: bool,
@@ -288,6 +321,8 @@ pub enum Answer {
     OtherCount,
     /// An acquire found another kind's state.
     OtherKind(Holds),
+    /// An upgrade's acquire found its upgradeable reader gone.
+    NotHeld,
     /// A release gave its lease back (or handed it on).
     Released,
     /// A release found nothing of its caller's.

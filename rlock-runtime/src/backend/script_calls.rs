@@ -47,7 +47,13 @@ impl ScriptCalls {
         Self::of(Kind::Read, key, ttl)
     }
 
-    /// The writer's calls on the read-write lock at `key`.
+    /// The upgradeable reader's calls on the read-write lock at `key`.
+    pub fn upgradeable_reader(key: &str, ttl: Duration) -> Self {
+        Self::of(Kind::UpgradeableRead, key, ttl)
+    }
+
+    /// The writer's calls on the read-write lock at `key` (an upgrade's too: its token names
+    /// the upgradeable reader it upgrades).
     pub fn writer(key: &str, ttl: Duration) -> Self {
         Self::of(Kind::Write, key, ttl)
     }
