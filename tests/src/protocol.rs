@@ -10,7 +10,7 @@
 //! FINISHED                              body: the body ran to its end
 //! RESULT ok|lost|error <message>        body: what the locked call returned
 //! SECTION <key> <fence> <start_us> <end_us> <lost_us> <write> <sent_us> <done_us> <release>
-//!         [permits=<n> [take=<k>]|rw=read|rw=write]
+//!         [permits=<n> [take=<k>]|rw=read|rw=write|rw=upgradeable|rw=upgrade]
 //!                                       contend, soak: one critical section; `permits=<n>`
 //!                                       when it held a permit of a semaphore of n permits
 //!                                       (`take=<k>`: k of them at once),
@@ -91,6 +91,12 @@ pub enum SectionKind {
     Read,
     /// The write lock of its key's read-write lock (`rw=write`).
     Write,
+    /// The upgradeable read lock of its key's read-write lock (`rw=upgradeable`): one piece
+    /// of its hold, before or after its upgrade (so that no section of it spans its own
+    /// upgrade).
+    UpgradeableRead,
+    /// The upgrade of an upgradeable read lock: the write lock beside it (`rw=upgrade`).
+    Upgrade,
 }
 
 /// One critical section as a worker recorded it (a `SECTION` line).
@@ -317,6 +323,8 @@ impl fmt::Display for Line {
                     }
                     SectionKind::Read => write!(f, " rw=read"),
                     SectionKind::Write => write!(f, " rw=write"),
+                    SectionKind::UpgradeableRead => write!(f, " rw=upgradeable"),
+                    SectionKind::Upgrade => write!(f, " rw=upgrade"),
                 }
             }
             Line::Waits { key, waits: w } => write!(
@@ -437,6 +445,8 @@ impl FromStr for Line {
                     None => SectionKind::Lock,
                     Some("rw=read") => SectionKind::Read,
                     Some("rw=write") => SectionKind::Write,
+                    Some("rw=upgradeable") => SectionKind::UpgradeableRead,
+                    Some("rw=upgrade") => SectionKind::Upgrade,
                     Some(word) => {
                         let permits = word.strip_prefix("permits=").and_then(|n| n.parse().ok());
                         let take = match w.words.next() {

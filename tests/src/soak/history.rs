@@ -45,14 +45,22 @@ impl Record {
     pub fn take(&self) -> u32 {
         match self.kind {
             SectionKind::Semaphore { take, .. } => take,
-            SectionKind::Lock | SectionKind::Read | SectionKind::Write => 1,
+            SectionKind::Lock
+            | SectionKind::Read
+            | SectionKind::Write
+            | SectionKind::UpgradeableRead
+            | SectionKind::Upgrade => 1,
         }
     }
 
     /// The permit count of its semaphore; `None` for a lock's or a read-write lock's section.
     pub fn permits(&self) -> Option<u32> {
         match self.kind {
-            SectionKind::Lock | SectionKind::Read | SectionKind::Write => None,
+            SectionKind::Lock
+            | SectionKind::Read
+            | SectionKind::Write
+            | SectionKind::UpgradeableRead
+            | SectionKind::Upgrade => None,
             SectionKind::Semaphore { permits, .. } => Some(permits),
         }
     }

@@ -92,6 +92,8 @@ pub(super) fn report(
          | fences granted twice (on a leader's seat: two leaders of one term) | {} |\n\
          | semaphore sections | {} |\n\
          | read-write lock sections (their overlaps with a writer counted above) | {} |\n\
+         | of which upgrades of an upgradeable read (two upgradeable readers counted above) \
+         | {} |\n\
          | permit excesses, enough holders told late | {} |\n\
          | permit excesses, too few holders ever told | {} |\n\
          | overlaps or permit excesses never told, across a failover without replica \
@@ -109,6 +111,7 @@ pub(super) fn report(
         verdict.repeated_fences.len(),
         verdict.semaphore_sections,
         verdict.read_write_sections,
+        verdict.upgrade_sections,
         verdict.signalled_excesses.len(),
         verdict.silent_excesses.len(),
         verdict.across_failovers.len(),

@@ -382,6 +382,9 @@ pub(super) fn orchestrate(config: Config) -> Result<(), String> {
     if config.quick && !missing.is_empty() {
         problems.push(format!("faults never injected: {missing:?}"));
     }
+    if config.quick && verdict.upgrade_sections == 0 {
+        problems.push("no upgradeable read was upgraded: the run did not cover upgrades".into());
+    }
 
     let mut report = report(&config, &history, &verdict, &nemesis, &orphans, elapsed);
     let _ = writeln!(

@@ -170,6 +170,10 @@ pub struct Verdict {
     /// Of `sections`, those that held a read-write lock's read or write lock (their
     /// overlaps with a writer are counted with the locks').
     pub read_write_sections: u64,
+    /// Of those, the upgrades of an upgradeable read (a write beside it): each between two
+    /// sections of its upgradeable read, which an overlap of two upgradeable readers or of a
+    /// writer with one is counted with the locks'.
+    pub upgrade_sections: u64,
     /// Of the overlaps (signalled or silent), those of two kinds on one name (a lock and a
     /// permit, a reader and a permit, ...): a name is one kind at a time, so each is an
     /// incompatible grant.
@@ -253,11 +257,17 @@ pub fn check(history: &History) -> Verdict {
         match r.kind {
             SectionKind::Lock => locks.push(*r),
             SectionKind::Semaphore { .. } => permits.push(*r),
-            SectionKind::Read | SectionKind::Write => read_write.push(*r),
+            SectionKind::Read
+            | SectionKind::Write
+            | SectionKind::UpgradeableRead
+            | SectionKind::Upgrade => read_write.push(*r),
         }
     }
     verdict.semaphore_sections = permits.len() as u64;
     verdict.read_write_sections = read_write.len() as u64;
+    verdict.upgrade_sections = (read_write.iter())
+        .filter(|r| r.kind == SectionKind::Upgrade)
+        .count() as u64;
     for excess in crate::history::count_sweep(&permits, |r| r.permits().unwrap_or(1), Record::take)
     {
         match read_excess(&excess) {
@@ -269,8 +279,17 @@ pub fn check(history: &History) -> Verdict {
     // read-write lock's overlaps are those with a writer.
     let found = crate::history::sweep(&locks);
     verdict.fence_regressions = found.fence_regressions;
-    let with_writers =
-        crate::history::exclusion_sweep(&read_write, |r| r.kind == SectionKind::Write);
+    // (An upgrade is a writer; its upgradeable read's sections stop where it begins and start
+    // again where it ends, so the two never overlap.)
+    let with_writers = crate::history::exclusion_sweep(&read_write, |r| {
+        matches!(r.kind, SectionKind::Write | SectionKind::Upgrade)
+    });
+    // Two upgradeable readers of one key at once.
+    let upgradeable: Vec<Record> = (read_write.iter())
+        .filter(|r| r.kind == SectionKind::UpgradeableRead)
+        .copied()
+        .collect();
+    let two_upgraders = crate::history::exclusion_sweep(&upgradeable, |_| true);
     // A name used as several kinds: two kinds' sections of one key held at once.
     let across_kinds: Vec<Overlap> = crate::history::kinds_sweep(&history.records, held)
         .into_iter()
@@ -281,6 +300,7 @@ pub fn check(history: &History) -> Verdict {
         .overlaps
         .into_iter()
         .chain(with_writers)
+        .chain(two_upgraders)
         .chain(across_kinds)
     {
         // Told late: by `lost()`, or by its release answering `Lost`.
@@ -328,8 +348,8 @@ fn held(r: &Record) -> history::Held {
     match r.kind {
         SectionKind::Lock => history::Held::Lock,
         SectionKind::Semaphore { permits, .. } => history::Held::Permit { permits },
-        SectionKind::Read => history::Held::Read,
-        SectionKind::Write => history::Held::Write,
+        SectionKind::Read | SectionKind::UpgradeableRead => history::Held::Read,
+        SectionKind::Write | SectionKind::Upgrade => history::Held::Write,
     }
 }
 
@@ -338,7 +358,10 @@ fn kind_of(r: &Record) -> u8 {
     match r.kind {
         SectionKind::Lock => 0,
         SectionKind::Semaphore { .. } => 1,
-        SectionKind::Read | SectionKind::Write => 2,
+        SectionKind::Read
+        | SectionKind::Write
+        | SectionKind::UpgradeableRead
+        | SectionKind::Upgrade => 2,
     }
 }
 
@@ -795,6 +818,53 @@ mod tests {
         assert_eq!((v.kind_overlaps, v.silent_overlaps.len()), (0, 0), "{v:?}");
         let after = history(&[permit(0, 10, 0), rec(0, 10, 30, 0, (0, 0, Write::None))]);
         assert_eq!(check(&after).kind_overlaps, 0);
+    }
+
+    /// A section of `kind` of a read-write lock, with no fence and no write.
+    fn rw(kind: SectionKind, grant: u64, end: u64) -> Record {
+        Record {
+            kind,
+            ..rec(0, grant, end, 0, (0, 0, Write::None))
+        }
+    }
+
+    /// An upgradeable read's pieces around its upgrade pass beside readers; an upgrade
+    /// beside another's read, a writer beside an upgradeable read, and two upgradeable reads
+    /// at once are silent overlaps.
+    #[test]
+    fn upgrades_and_upgradeable_reads_are_checked() {
+        use SectionKind::{Read, Upgrade, UpgradeableRead, Write as Writer};
+        let upgraded = [
+            rw(UpgradeableRead, 0, 10),
+            rw(Upgrade, 10, 20),
+            rw(UpgradeableRead, 20, 30),
+            rw(Read, 2, 8),
+            rw(Read, 25, 40),
+            rw(UpgradeableRead, 30, 50),
+        ];
+        let v = check(&history(&upgraded));
+        assert_eq!(v.upgrade_sections, 1);
+        assert!(v.silent_overlaps.is_empty(), "{v:?}");
+        for wrong in [
+            [
+                rw(UpgradeableRead, 0, 10),
+                rw(Upgrade, 10, 20),
+                rw(Read, 5, 15),
+            ],
+            [
+                rw(UpgradeableRead, 0, 10),
+                rw(Writer, 5, 15),
+                rw(Read, 20, 30),
+            ],
+            [
+                rw(UpgradeableRead, 0, 10),
+                rw(UpgradeableRead, 5, 15),
+                rw(Read, 0, 30),
+            ],
+        ] {
+            let v = check(&history(&wrong));
+            assert_eq!(v.silent_overlaps.len(), 1, "{wrong:?}: {v:?}");
+        }
     }
 
     #[test]

@@ -410,9 +410,11 @@ async fn section(
     // A lock's section waits for its write; the others' hold to their end.
     let until = match kind {
         SectionKind::Lock => write_at,
-        SectionKind::Semaphore { .. } | SectionKind::Read | SectionKind::Write => {
-            Duration::from_millis(hold_ms)
-        }
+        SectionKind::Semaphore { .. }
+        | SectionKind::Read
+        | SectionKind::Write
+        | SectionKind::UpgradeableRead
+        | SectionKind::Upgrade => Duration::from_millis(hold_ms),
     };
     tokio::select! {
         biased;
@@ -459,6 +461,91 @@ async fn section(
     record.line(key)
 }
 
+/// Holds an upgradeable read under `guard` for `hold_ms`, and in one section of two upgrades
+/// it partway (waiting up to two ttl for the readers in), holds the write a while and gives
+/// it back, reading on. Its lines: the read's pieces before and after the upgrade (each a
+/// section of its own, so that none spans the write beside it), and the upgrade's.
+async fn upgradeable_section(
+    shared: &Shared,
+    held: Held<'_>,
+    guard: LockGuard,
+    hold_ms: u64,
+    rng: &mut fastrand::Rng,
+    errors: &mut BTreeMap<&'static str, u64>,
+) -> Vec<Line> {
+    let Held { client, key, .. } = held;
+    shared.acquired.fetch_add(1, Ordering::Relaxed);
+    let mut piece = Record {
+        worker: 0,
+        key: 0,
+        fence: 0,
+        grant_us: now_us(),
+        end_us: 0,
+        lost_us: 0,
+        write_sent_us: 0,
+        write_done_us: 0,
+        write: Write::None,
+        release: Release::Ok,
+        kind: SectionKind::UpgradeableRead,
+    };
+    let mut lines = Vec::new();
+    let before = Duration::from_millis(rng.u64(0..=hold_ms / 2));
+    tokio::select! {
+        biased;
+        () = guard.lost() => piece.lost_us = now_us(),
+        () = tokio::time::sleep(before) => {}
+    }
+    if piece.lost_us == 0 && rng.bool() {
+        let upgrade = tokio::select! {
+            biased;
+            () = guard.lost() => {
+                piece.lost_us = now_us();
+                None
+            }
+            upgrade = guard.upgrade_within(shared.args.ttl * 2) => Some(upgrade),
+        };
+        match upgrade {
+            Some(Ok(write)) => {
+                // The read's first piece ends where the write begins.
+                piece.end_us = now_us();
+                lines.push(piece.line(key));
+                let write_ms = rng.u64(1..=5);
+                let held = Held {
+                    client,
+                    key,
+                    kind: SectionKind::Upgrade,
+                };
+                let holding = Holding::Guard(write);
+                lines.push(section(shared, held, holding, write_ms, rng, errors).await);
+                piece.grant_us = now_us();
+                piece.lost_us = 0;
+            }
+            Some(Err(e)) => *errors.entry(variant_name(&e)).or_default() += 1,
+            None => {}
+        }
+    }
+    if piece.lost_us == 0 {
+        let rest = Duration::from_millis(hold_ms).saturating_sub(before);
+        tokio::select! {
+            biased;
+            () = guard.lost() => piece.lost_us = now_us(),
+            () = tokio::time::sleep(rest) => {}
+        }
+    }
+    piece.end_us = now_us();
+    piece.release = match guard.release().await {
+        Ok(()) if piece.lost_us == 0 => Release::Ok,
+        Ok(()) => Release::Lost,
+        Err(LockError::Lost { .. }) => Release::Lost,
+        Err(e) => {
+            *errors.entry(variant_name(&e)).or_default() += 1;
+            Release::Failed
+        }
+    };
+    lines.push(piece.line(key));
+    lines
+}
+
 async fn task(shared: Arc<Shared>, t: u64) -> Output {
     let args = &shared.args;
     let mut rng = fastrand::Rng::with_seed(args.seed ^ (t << 32));
@@ -468,7 +555,7 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
         let c = rng.usize(..shared.clients.len());
         let (on, client) = &shared.clients[c];
         // Half the sections hold a lock, a quarter a permit, a quarter a read-write lock's
-        // read (three in four of those) or write lock.
+        // read (two in four of those), upgradeable read (one in four) or write lock.
         let kind = match rng.u64(..16) {
             // One permit section in four holds two of the three at once.
             0 => SectionKind::Semaphore {
@@ -479,7 +566,8 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
                 permits: PERMITS,
                 take: 1,
             },
-            4..7 => SectionKind::Read,
+            4..6 => SectionKind::Read,
+            6 => SectionKind::UpgradeableRead,
             7 => SectionKind::Write,
             _ => SectionKind::Lock,
         };
@@ -490,7 +578,10 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
             SectionKind::Semaphore { .. } => {
                 format!("soak:{on}:sem:{}", rng.u64(..SEMAPHORE_KEYS))
             }
-            SectionKind::Read | SectionKind::Write => {
+            SectionKind::Read
+            | SectionKind::Write
+            | SectionKind::UpgradeableRead
+            | SectionKind::Upgrade => {
                 format!("soak:{on}:rw:{}", rng.u64(..READ_WRITE_KEYS))
             }
             SectionKind::Lock if rng.bool() => format!("soak:{on}:hot:{}", rng.u64(..HOT_KEYS)),
@@ -508,7 +599,9 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
                 client.semaphore(key.as_str(), permits).permits(take)
             }
             SectionKind::Read => client.read_lock(key.as_str()),
-            SectionKind::Write => client.write_lock(key.as_str()),
+            SectionKind::UpgradeableRead => client.upgradeable_read_lock(key.as_str()),
+            // (Taken only through an upgradeable read, never asked for on its own.)
+            SectionKind::Write | SectionKind::Upgrade => client.write_lock(key.as_str()),
         };
         let attempt = request
             .ttl(args.ttl)
@@ -531,15 +624,23 @@ async fn task(shared: Arc<Shared>, t: u64) -> Output {
         let hold_ms = match kind {
             _ if rng.u64(..400) == 0 => rng.u64(ttl_ms / 2..=ttl_ms * 3),
             SectionKind::Lock => rng.u64(0..=1),
-            SectionKind::Semaphore { .. } | SectionKind::Read | SectionKind::Write => {
-                rng.u64(1..=10)
-            }
+            SectionKind::Semaphore { .. }
+            | SectionKind::Read
+            | SectionKind::Write
+            | SectionKind::UpgradeableRead
+            | SectionKind::Upgrade => rng.u64(1..=10),
         };
         let held = Held {
             client: c,
             key: &key,
             kind,
         };
+        if kind == SectionKind::UpgradeableRead {
+            let lines =
+                upgradeable_section(&shared, held, guard, hold_ms, &mut rng, &mut out.errors);
+            out.lines.extend(lines.await);
+            continue;
+        }
         let guard = Holding::Guard(guard);
         let line = section(&shared, held, guard, hold_ms, &mut rng, &mut out.errors).await;
         out.lines.push(line);
