@@ -708,7 +708,10 @@ impl Args {
                  one holder); write `#[semaphore(key = \"…\", permits = 5)]` to let that many \
                  hold it at once, or remove `permits`",
             )),
-            (Attribute::ReadLock | Attribute::WriteLock, Some((_, span))) => {
+            (
+                Attribute::ReadLock | Attribute::UpgradeableReadLock | Attribute::WriteLock,
+                Some((_, span)),
+            ) => {
                 push(syn::Error::new(
                     span,
                     format!(
@@ -758,12 +761,15 @@ impl Args {
                  holders at once have no order to fence); remove `fence`",
             ));
         }
-        if let (Attribute::ReadLock, Some(fence)) = (attribute, &self.fence) {
+        if let (true, Some(fence)) = (attribute.reads(), &self.fence) {
             push(syn::Error::new(
                 fence.span(),
-                "`fence` does not apply to #[read_lock]: a read lease carries no fencing token \
-                 (readers hold it together and have no order to fence); fence the writes, with \
-                 `#[write_lock(…, fence = token)]`, or remove `fence`",
+                format!(
+                    "`fence` does not apply to {}: a read lease carries no fencing token \
+                     (readers hold it together and have no order to fence); fence the writes, \
+                     with `#[write_lock(…, fence = token)]`, or remove `fence`",
+                    attribute.name()
+                ),
             ));
         }
         if attribute == Attribute::SingleFlight {

@@ -1,5 +1,5 @@
 //! Which attribute is expanded. `#[distributed_lock]`, `#[semaphore]`, `#[read_lock]`,
-//! `#[write_lock]` and `#[single_flight]` share the options, the key template, the checks of
+//! `#[upgradeable_read_lock]`, `#[write_lock]` and `#[single_flight]` share the options, the key template, the checks of
 //! the signature and the code they generate; the attribute decides the name its messages
 //! give it, which options apply and what the lease is of.
 
@@ -15,6 +15,8 @@ pub(crate) enum Attribute {
     Semaphore,
     /// `#[read_lock]`: a reader's share of a read-write lock.
     ReadLock,
+    /// `#[upgradeable_read_lock]`: the upgradeable reader of a read-write lock.
+    UpgradeableReadLock,
     /// `#[write_lock]`: a read-write lock's writer.
     WriteLock,
     /// `#[single_flight]`: once-only work, its result shared.
@@ -28,9 +30,15 @@ impl Attribute {
             Self::DistributedLock => "#[distributed_lock]",
             Self::Semaphore => "#[semaphore]",
             Self::ReadLock => "#[read_lock]",
+            Self::UpgradeableReadLock => "#[upgradeable_read_lock]",
             Self::WriteLock => "#[write_lock]",
             Self::SingleFlight => "#[single_flight]",
         }
+    }
+
+    /// Whether it reads a read-write lock (its lease carries no fencing token).
+    pub(crate) fn reads(self) -> bool {
+        matches!(self, Self::ReadLock | Self::UpgradeableReadLock)
     }
 
     /// What its key names, for messages.
@@ -38,7 +46,7 @@ impl Attribute {
         match self {
             Self::DistributedLock => "the lock",
             Self::Semaphore => "the semaphore",
-            Self::ReadLock | Self::WriteLock => "the read-write lock",
+            Self::ReadLock | Self::UpgradeableReadLock | Self::WriteLock => "the read-write lock",
             Self::SingleFlight => "the work",
         }
     }
@@ -49,6 +57,7 @@ impl Attribute {
             Self::DistributedLock => "the lock",
             Self::Semaphore => "a permit",
             Self::ReadLock => "the read lock",
+            Self::UpgradeableReadLock => "the upgradeable read lock",
             Self::WriteLock => "the write lock",
             Self::SingleFlight => "the work's turn",
         }
@@ -60,6 +69,7 @@ impl Attribute {
             Self::DistributedLock => "#[distributed_lock(key = \"order:<user_id>\")]",
             Self::Semaphore => "#[semaphore(key = \"export:<tenant>\", permits = 5)]",
             Self::ReadLock => "#[read_lock(key = \"config:<id>\")]",
+            Self::UpgradeableReadLock => "#[upgradeable_read_lock(key = \"config:<id>\")]",
             Self::WriteLock => "#[write_lock(key = \"config:<id>\")]",
             Self::SingleFlight => "#[single_flight(key = \"report:<id>\", ttl = \"30s\")]",
         }
@@ -78,6 +88,7 @@ impl Attribute {
                 quote!(#private::Taking::Permit(#permits, #take))
             }
             (Self::ReadLock, _) => quote!(#private::Taking::Read),
+            (Self::UpgradeableReadLock, _) => quote!(#private::Taking::UpgradeableRead),
             (Self::WriteLock, _) => quote!(#private::Taking::Write),
             _ => quote!(#private::Taking::Lock),
         }

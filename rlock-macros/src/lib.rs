@@ -528,6 +528,49 @@ pub fn read_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::attribute(attribute::Attribute::ReadLock, args.into(), item.into()).into()
 }
 
+/// Runs an `async fn` holding the upgradeable read lock of a Redis read-write lock
+/// (DistributedLock's `UpgradeableReadLock`): it reads beside any readers, one such call at a
+/// time across every instance, and may become the writer without letting another writer in
+/// between: a `#[write_lock]` call of the same key made inside its body is its upgrade, which
+/// waits for the readers already in (none come in meanwhile), and is always fenced. After the
+/// write, the body reads on.
+///
+/// ```
+/// # use rlock_runtime::{LockClient, LockError, upgradeable_read_lock, write_lock};
+/// #[write_lock(key = "config:<id>", fence = token)]
+/// async fn write_config(id: u64, value: &str) -> Result<u64, LockError> {
+///     let _ = (id, value); // store the value with `token`
+///     Ok(token)
+/// }
+///
+/// #[upgradeable_read_lock(key = "config:<id>", wait = "2s")]
+/// async fn migrate_config(id: u64) -> Result<bool, LockError> {
+///     let outdated = true; // read it, beside other readers
+///     if outdated {
+///         write_config(id, "v2").await?; // the upgrade: no writer came between
+///     }
+///     Ok(outdated)
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # rlock_runtime::install(LockClient::in_memory());
+/// assert!(migrate_config(42).await.unwrap());
+/// # }
+/// ```
+///
+/// It takes [`macro@read_lock`]'s options. (An upgradeable read guard upgrades with
+/// `LockGuard::upgrade`.)
+///
+/// Without the macro: `client.upgradeable_read_lock(key).wait(Duration::from_secs(2)).run(body).await`.
+#[proc_macro_attribute]
+pub fn upgradeable_read_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(
+        attribute::Attribute::UpgradeableReadLock,
+        args.into(),
+        item.into(),
+    )
+    .into()
+}
+
 /// Runs an `async fn` holding the write lock of a Redis read-write lock: one call at a time
 /// across every instance, with no reader beside it (Redisson's
 /// `RReadWriteLock.writeLock()`).

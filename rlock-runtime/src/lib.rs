@@ -212,7 +212,7 @@ pub use util::fence::Fence;
 #[doc(inline)]
 pub use rlock_macros::single_flight;
 #[doc(inline)]
-pub use rlock_macros::{distributed_lock, read_lock, semaphore, write_lock};
+pub use rlock_macros::{distributed_lock, read_lock, semaphore, upgradeable_read_lock, write_lock};
 
 // The README's tour is compiled as a doc test, so that it stays true.
 #[doc = include_str!("../README.md")]

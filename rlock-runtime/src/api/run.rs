@@ -113,6 +113,8 @@ pub enum Taking {
     Permit(u32, u32),
     /// `#[read_lock]`.
     Read,
+    /// `#[upgradeable_read_lock]`.
+    UpgradeableRead,
     /// `#[write_lock]`.
     Write,
 }
@@ -142,6 +144,9 @@ where
             Taking::Lock => client.lock_checked(key),
             Taking::Permit(permits, take) => client.semaphore_checked(key, permits).permits(take),
             Taking::Read => LockRequest::new(client, Kind::Read, key, LockOptions::default()),
+            Taking::UpgradeableRead => {
+                LockRequest::new(client, Kind::UpgradeableRead, key, LockOptions::default())
+            }
             Taking::Write => LockRequest::new(client, Kind::Write, key, LockOptions::default()),
         },
         options,
