@@ -309,7 +309,15 @@ impl LockGuard {
         // it at the next check in anyway); a waiter dropped here is withdrawn as any is.
         let write = tokio::select! {
             biased;
-            write = take_beside(&self.lock, Kind::Write, wait.min(WAIT_FOREVER)) => write?,
+            write = take_beside(&self.lock, Kind::Write, wait.min(WAIT_FOREVER)) => match write {
+                // The script found this read no longer held: it is lost, whatever the
+                // watchdog has seen yet.
+                Err(e) if e.is_lost() => {
+                    self.lock.lose();
+                    return Err(e);
+                }
+                write => write?,
+            },
             () = self.lock.lost() => {
                 return Err(LockError::Lost {
                     key: self.key().as_str().to_owned(),

@@ -5,7 +5,7 @@
 //! write fenced, and the read still held after it; an upgrade inside the read's scope; a
 //! read lost while its upgrade waits, a forged upgrade entry and a cancelled upgrade, none of
 //! which holds the queue back; a crashed upgradeable reader; a hold handed over; an
-//! operator's force-unlock; and a cluster.
+//! operator's force-unlock; a restart; and a cluster.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -358,9 +358,9 @@ async fn a_handed_over_upgradeable_read_upgrades() {
     assert_eq!(keys_left(&mut raw, &[key]).await, 0);
 }
 
-/// An operator's force-unlock ends the upgradeable reader's lease and its right: its guard
-/// is told, another client becomes the upgradeable reader, and the old guard's upgrade is
-/// lost.
+/// An operator's force-unlock ends the upgradeable reader's lease and its right: another
+/// client becomes the upgradeable reader, and the old guard's upgrade is refused, which
+/// marks the old guard lost at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_force_unlock_ends_the_upgradeable_right() {
     let server = RedisServer::start();
@@ -371,7 +371,50 @@ async fn a_force_unlock_ends_the_upgradeable_right() {
     let next = ops.upgradeable_read_lock(key).acquire().await.unwrap();
     let lost = held.upgrade_within(PATIENCE).await.unwrap_err();
     assert!(lost.is_lost(), "{lost:?}");
+    assert!(held.is_lost(), "the refused upgrade tells its read it was lost");
     next.release().await.unwrap();
+}
+
+/// A restart that loses the data set takes the upgradeable read with it while its upgrade
+/// waits for a reader: the read is lost, the upgrade with it (never granted on the empty
+/// server), and the name is free for a new upgradeable read, which upgrades.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_loses_the_read_and_its_waiting_upgrade() {
+    let server = RedisServer::start();
+    let key = "config:u9";
+    let a = client(&server).await;
+    let ttl = Duration::from_millis(600);
+    let upgradeable = Arc::new(
+        a.upgradeable_read_lock(key)
+            .ttl(ttl)
+            .acquire()
+            .await
+            .unwrap(),
+    );
+    let reader = a.sibling().read_lock(key).ttl(ttl).acquire().await.unwrap();
+    let upgrade = tokio::spawn({
+        let upgradeable = upgradeable.clone();
+        async move { upgradeable.upgrade().await.map(drop) }
+    });
+    queued_and_listening(&server, key, 1, 1).await;
+    server.restart();
+    let lost = tokio::time::timeout(PATIENCE, upgrade)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert!(lost.is_lost(), "{lost:?}");
+    assert!(upgradeable.is_lost());
+    assert!(reader.release().await.unwrap_err().is_lost());
+    let fresh = a
+        .upgradeable_read_lock(key)
+        .wait(PATIENCE)
+        .acquire()
+        .await
+        .unwrap();
+    let write = fresh.upgrade_within(PATIENCE).await.unwrap();
+    write.release().await.unwrap();
+    fresh.release().await.unwrap();
 }
 
 /// On a cluster: the upgradeable reader beside a reader, its upgrade waiting for it while a
