@@ -243,6 +243,9 @@ pub enum Held {
     Lock,
     /// A read-write lock's reader: beside other readers only.
     Read,
+    /// A read-write lock's upgradeable reader: beside plain readers only (its upgrade is a
+    /// writer; a section of it ends where its upgrade begins).
+    Upgradeable,
     /// A read-write lock's writer: alone.
     Write,
     /// A permit of a semaphore of `permits`: beside at most `permits - 1` other permits only.
@@ -258,7 +261,9 @@ impl Held {
     fn shares_with(self, other: Held) -> bool {
         matches!(
             (self, other),
-            (Held::Read, Held::Read) | (Held::Permit { .. }, Held::Permit { .. })
+            (Held::Read, Held::Read | Held::Upgradeable)
+                | (Held::Upgradeable, Held::Read)
+                | (Held::Permit { .. }, Held::Permit { .. })
         )
     }
 }
@@ -418,6 +423,13 @@ mod tests {
             sweep(&[Item(at(0, 10), Held::Read), Item(at(5, 15), Held::Read)]),
             0
         );
+        assert_eq!(
+            sweep(&[
+                Item(at(0, 10), Held::Upgradeable),
+                Item(at(5, 15), Held::Read)
+            ]),
+            0
+        );
         assert_eq!(sweep(&[Item(at(0, 10), two), Item(at(5, 15), two)]), 0);
         assert_eq!(
             sweep(&[
@@ -431,6 +443,8 @@ mod tests {
             (Held::Lock, two),
             (two, Held::Read),
             (Held::Read, Held::Write),
+            (Held::Upgradeable, Held::Upgradeable),
+            (Held::Upgradeable, Held::Write),
             (Held::Write, Held::Lock),
             (Held::Lock, Held::Lock),
         ] {

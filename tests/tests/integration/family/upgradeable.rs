@@ -371,7 +371,10 @@ async fn a_force_unlock_ends_the_upgradeable_right() {
     let next = ops.upgradeable_read_lock(key).acquire().await.unwrap();
     let lost = held.upgrade_within(PATIENCE).await.unwrap_err();
     assert!(lost.is_lost(), "{lost:?}");
-    assert!(held.is_lost(), "the refused upgrade tells its read it was lost");
+    assert!(
+        held.is_lost(),
+        "the refused upgrade tells its read it was lost"
+    );
     next.release().await.unwrap();
 }
 

@@ -1,7 +1,8 @@
 //! Cancellation fuzz: many tasks on four client handles (two clients and a sibling of each)
-//! take locks, read and write locks, semaphore permits and `lock_all`s of two locks, with the
-//! closure form and through guards, and cut every step at random: the wait, the body (which
-//! often takes its key again: a re-entry, or a read beside its write), the release. One name
+//! take locks, read, upgradeable read and write locks, semaphore permits and `lock_all`s of
+//! two locks, with the closure form and through guards, and cut every step at random: the
+//! wait, the body (which often takes its key again: a re-entry, a read beside its write, or
+//! an upgradeable read's upgrade), the upgrade of a guard, the release. One name
 //! is used as every kind at once (a misuse: the other kinds are refused). Once every task has
 //! ended and the clients' background work had a moment, no key may exist: a key nobody holds
 //! is an orphan, blocking its key until its lease ends. Every body is recorded with what it
@@ -103,10 +104,11 @@ impl Ask {
     /// of the single ones on the mixed name.
     fn pick(rng: &mut fastrand::Rng) -> Ask {
         let permit = Held::Permit { permits: PERMITS };
-        let (held, name) = match rng.u8(0..20) {
+        let (held, name) = match rng.u8(0..21) {
             0..=7 => (Held::Lock, Name::Lock(rng.u32(0..LOCKS))),
-            8..=10 => (Held::Read, Name::ReadWrite(rng.u32(0..READ_WRITES))),
-            11..=13 => (Held::Write, Name::ReadWrite(rng.u32(0..READ_WRITES))),
+            8..=9 => (Held::Read, Name::ReadWrite(rng.u32(0..READ_WRITES))),
+            10..=11 => (Held::Upgradeable, Name::ReadWrite(rng.u32(0..READ_WRITES))),
+            12..=13 => (Held::Write, Name::ReadWrite(rng.u32(0..READ_WRITES))),
             14..=16 => (permit, Name::Semaphore(rng.u32(0..SEMAPHORES))),
             _ => {
                 let first = rng.u32(0..LOCKS);
@@ -128,12 +130,21 @@ impl Ask {
                     Held::Lock if fenced => client.lock(key).fenced(),
                     Held::Lock => client.lock(key),
                     Held::Read => client.read_lock(key),
+                    Held::Upgradeable => client.upgradeable_read_lock(key),
                     Held::Write if fenced => client.write_lock(key).fenced(),
                     Held::Write => client.write_lock(key),
                     Held::Permit { permits } => client.semaphore(key, permits),
                 }
             }
             Ask::Both(a, b) => client.lock_all([Name::Lock(a).key(), Name::Lock(b).key()]),
+        }
+    }
+
+    /// What its upgrade holds, for an upgradeable read.
+    fn upgraded(self) -> Option<Ask> {
+        match self {
+            Ask::One(Held::Upgradeable, name) => Some(Ask::One(Held::Write, name)),
+            _ => None,
         }
     }
 
@@ -146,10 +157,11 @@ impl Ask {
     }
 
     /// Inside its body, the same thing taken again (a re-entry; for a writer, a read beside
-    /// its write).
+    /// its write; for an upgradeable reader, its upgrade).
     fn again(self, client: &LockClient) -> LockRequest<'_> {
         match self {
             Ask::One(Held::Write, name) => client.read_lock(name.key()),
+            Ask::One(Held::Upgradeable, name) => client.write_lock(name.key()),
             Ask::One(..) => self.request(client, false),
             Ask::Both(a, _) => client.lock(Name::Lock(a).key()),
         }
@@ -235,6 +247,7 @@ struct Tally {
     other_kind: AtomicU64,
     guards: AtomicU64,
     dropped: AtomicU64,
+    upgraded: AtomicU64,
 }
 
 fn count(counter: &AtomicU64) {
@@ -281,20 +294,31 @@ async fn locker(
         let body: Body = {
             let (client, recorder, tally) = (client.clone(), recorder.clone(), tally.clone());
             Box::pin(async move {
-                let _sections = recorder.open(ask, owner, None);
+                let mut sections = recorder.open(ask, owner, None);
                 count(&tally.ran);
                 if !reenter {
                     return pause(body_us).await;
                 }
                 // Re-enters the hold around it (unless that was found lost: then it is an
-                // acquisition of its own, busy while the outer lease lasts in Redis).
+                // acquisition of its own, busy while the outer lease lasts in Redis), or
+                // upgrades it.
                 let Ok(inner) = ask.again(&client).acquire().await else {
                     return;
                 };
                 if inner.is_reentrant() {
                     count(&tally.reentered);
                 }
-                pause(body_us).await;
+                if let Some(write) = ask.upgraded() {
+                    // The read's section ends where its upgrade's begins, and the upgrade's
+                    // before its release (the read held on after it is not recorded).
+                    count(&tally.upgraded);
+                    drop(sections);
+                    sections = recorder.open(write, owner, inner.fence().map(|f| f.get()));
+                    pause(body_us).await;
+                    drop(sections);
+                } else {
+                    pause(body_us).await;
+                }
                 if release_inner {
                     let _ = inner.release().await;
                 }
@@ -343,8 +367,25 @@ async fn guard_taker(
         };
         count(&tally.guards);
         {
-            let _sections = recorder.open(ask, owner, guard.fence().map(|f| f.get()));
+            let sections = recorder.open(ask, owner, guard.fence().map(|f| f.get()));
             pause(rng.u64(0..=1000)).await;
+            // An upgradeable read upgrades one time in two, cut at random too.
+            if let Some(write) = ask.upgraded().filter(|_| rng.bool()) {
+                let limit = Duration::from_millis(rng.u64(0..=3));
+                let upgrade = guard.upgrade_within(Duration::from_millis(200));
+                if let Ok(Ok(upgraded)) = tokio::time::timeout(limit, upgrade).await {
+                    count(&tally.upgraded);
+                    drop(sections);
+                    {
+                        let _sections =
+                            recorder.open(write, owner, upgraded.fence().map(|f| f.get()));
+                        pause(rng.u64(0..=500)).await;
+                    }
+                    if rng.bool() {
+                        let _ = upgraded.release().await;
+                    }
+                }
+            }
         }
         if rng.bool() {
             let _ = guard.release().await;
