@@ -36,3 +36,6 @@ local MOST_ENTRIES = 10100
 -- The most permits one hold of a semaphore takes at once (`permits(n)`): each is a member of
 -- the set, and all of them are written in one command.
 local MOST_TAKEN = 1000
+-- The most holders an inspection lists (a semaphore's, a read-write lock's readers): it
+-- counts them all, and names this many.
+local MOST_LISTED = 64

@@ -184,7 +184,7 @@ mod wait;
 
 use std::sync::RwLock;
 
-pub use api::admin::{LockInfo, LockList, ReadWriteInfo, SemaphoreInfo};
+pub use api::admin::{LockInfo, LockList, PermitHolder, ReadWriteInfo, SemaphoreInfo};
 pub use api::client::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_TTL, LockClient, LockClientBuilder, MAX_COMMAND_TIMEOUT,
 };

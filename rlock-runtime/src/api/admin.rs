@@ -137,8 +137,14 @@ pub struct ReadWriteInfo {
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
 /// let client = LockClient::in_memory();
 /// let permit = client.semaphore("export:acme", 5).acquire().await?;
+/// let export = client.semaphore("export:acme", 5).permits(3).acquire().await?;
 /// let info = client.inspect_semaphore("export:acme").await?;
-/// assert_eq!((info.permits, info.in_use, info.held_here), (5, 1, 1));
+/// assert_eq!((info.permits, info.in_use, info.available, info.held_here), (5, 4, 1, 4));
+/// // Its holds, named: who holds how many.
+/// let mut taken: Vec<u32> = info.holders.iter().map(|holder| holder.permits).collect();
+/// taken.sort();
+/// assert_eq!(taken, [1, 3]);
+/// drop(export);
 /// permit.release().await?;
 /// assert_eq!(client.inspect_semaphore("export:acme").await?.in_use, 0);
 /// # Ok(()) }
@@ -151,6 +157,12 @@ pub struct SemaphoreInfo {
     pub permits: u32,
     /// Permits in use now, by every instance (a hold of several permits counts each).
     pub in_use: u32,
+    /// Permits free now (Redisson's `availablePermits`): the count less those in use; 0
+    /// when none is in use, since the count is then unknown (every caller names it).
+    pub available: u32,
+    /// The holds whose first permit is among the first 64 to end, each named, in the order
+    /// their leases end (a bounded list: `in_use` counts every permit).
+    pub holders: Vec<PermitHolder>,
     /// Of those, the ones this client holds.
     pub held_here: usize,
     /// What is left of the lease of the permit that ends first: when one comes free at the
@@ -158,6 +170,22 @@ pub struct SemaphoreInfo {
     pub next_end: Option<Duration>,
     /// Entries in its queue in Redis (see [`LockInfo::waiters`]).
     pub waiters: Option<u32>,
+}
+
+/// One hold of a semaphore's permits, as [`LockClient::inspect_semaphore`] names it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct PermitHolder {
+    /// Its owner token.
+    pub token: String,
+    /// The permits it holds (more than one with `permits(n)`).
+    pub permits: u32,
+    /// This client holds it.
+    pub held_here: bool,
+    /// Who holds it, from its client's holder card, as [`LockInfo::holder`].
+    pub holder: Option<Identity>,
+    /// When it was granted, from the same card, as [`LockInfo::granted_at`].
+    pub granted_at: Option<SystemTime>,
 }
 
 impl LockClient {
@@ -284,18 +312,34 @@ impl LockClient {
     ) -> Result<SemaphoreInfo, LockError> {
         let (redis_key, holder) = self.semaphore_holders(key).await?;
         let permits = holder.permits.unwrap_or_default();
-        let ours = self.shared().engine.holds_of(&redis_key);
-        let held_here = ours
-            .iter()
-            .filter(|hold| !hold.is_lost() && permits.owners.iter().any(|t| t == hold.token()))
+        let ours: Vec<_> = (self.shared().engine.holds_of(&redis_key).into_iter())
+            .filter(|hold| !hold.is_lost())
+            .collect();
+        let listed: u64 = (permits.owners.iter())
+            .map(|token| u64::from(permits_taken(token)))
+            .sum();
+        let listed_all = listed >= u64::from(permits.in_use);
+        // This client's holds the inspection found (every one, when it listed them all).
+        let held_here = (ours.iter())
+            .filter(|hold| !listed_all || permits.owners.iter().any(|t| t == hold.token()))
             .map(|hold| permits_taken(hold.token()) as usize)
             .sum();
-        let in_use: u64 = (permits.owners.iter())
-            .map(|t| u64::from(permits_taken(t)))
-            .sum();
+        let cards = permits.owners.iter().map(|token| self.read_card(token));
+        let cards = futures_util::future::try_join_all(cards).await?;
+        let holders = (permits.owners.iter().zip(cards))
+            .map(|(token, card)| PermitHolder {
+                token: token.clone(),
+                permits: permits_taken(token),
+                held_here: ours.iter().any(|hold| hold.token() == token),
+                holder: card.holder,
+                granted_at: card.granted_at,
+            })
+            .collect();
         Ok(SemaphoreInfo {
             permits: permits.count,
-            in_use: u32::try_from(in_use).unwrap_or(u32::MAX),
+            in_use: permits.in_use,
+            available: permits.count.saturating_sub(permits.in_use),
+            holders,
             held_here,
             next_end: holder.remaining,
             waiters: holder.queued,

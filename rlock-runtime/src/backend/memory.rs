@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::protocol::MOST_LISTED;
 use super::{
     AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, Holder, KeepKey, Kind, Lease,
     LeaseStore, Misfit, Permits, ReleaseListener, Scanned,
@@ -585,15 +586,26 @@ impl LeaseStore for MemoryBackend {
             (Kind::Permit { .. }, Some(State::Semaphore(semaphore))) => {
                 let count = semaphore.count;
                 let held = semaphore.live(now);
-                let first = held.iter().min_by_key(|(_, ends)| **ends);
+                let mut holds: Vec<(&String, &Instant)> = held.iter().collect();
+                holds.sort_by_key(|&(token, ends)| (*ends, token));
+                let in_use: u64 = held.keys().map(|t| u64::from(permits_taken(t))).sum();
                 Holder {
                     found,
-                    token: first.map(|(token, _)| token.clone()),
-                    remaining: first.map(|(_, ends)| *ends - now),
+                    token: holds.first().map(|(token, _)| (*token).clone()),
+                    remaining: holds.first().map(|(_, ends)| **ends - now),
                     queued: None,
                     permits: Some(Permits {
                         count,
-                        owners: held.keys().cloned().collect(),
+                        in_use: u32::try_from(in_use).unwrap_or(u32::MAX),
+                        // The holds of the first MOST_LISTED permits, as the script lists
+                        // them.
+                        owners: (holds.iter())
+                            .scan(0, |listed, (token, _)| {
+                                let first = *listed;
+                                *listed += permits_taken(token) as usize;
+                                (first < MOST_LISTED).then(|| (*token).clone())
+                            })
+                            .collect(),
                         upgrader: None,
                     }),
                 }
@@ -614,7 +626,17 @@ impl LeaseStore for MemoryBackend {
                     queued: None,
                     permits: Some(Permits {
                         count: u32::try_from(rw.readers.len()).unwrap_or(u32::MAX),
-                        owners: rw.readers.keys().cloned().collect(),
+                        in_use: 0,
+                        // The upgradeable reader first, as the script lists them.
+                        owners: (rw.upgrader.iter())
+                            .chain(
+                                rw.readers
+                                    .keys()
+                                    .filter(|t| Some(*t) != rw.upgrader.as_ref()),
+                            )
+                            .take(MOST_LISTED)
+                            .cloned()
+                            .collect(),
                         upgrader: rw.upgrader.clone(),
                     }),
                 }

@@ -211,7 +211,11 @@ impl Scanned {
 pub(crate) struct Permits {
     /// A semaphore's stored count; a read-write lock's number of readers.
     pub(crate) count: u32,
-    /// Every permit's (reader's) owner token.
+    /// A semaphore's permits in use (a hold of several counting each).
+    pub(crate) in_use: u32,
+    /// The owner tokens of the first holds (readers), at most
+    /// [`MOST_LISTED`](protocol::MOST_LISTED) of them; of a read-write lock, its upgradeable
+    /// reader's first.
     pub(crate) owners: Vec<String>,
     /// A read-write lock's upgradeable reader (one of `owners`), if one holds.
     pub(crate) upgrader: Option<String>,

@@ -107,6 +107,10 @@ pub mod released {
 /// there. At least the queue's bound ([`WAITERS_QUEUE_MAX`](crate::util::tuning::WAITERS_QUEUE_MAX)).
 pub(crate) const MOST_ENTRIES: u32 = 10_100;
 
+/// The most holders an inspection names (a semaphore's holds, a read-write lock's readers):
+/// it counts them all.
+pub(crate) const MOST_LISTED: usize = 64;
+
 /// The most permits one hold of a semaphore takes at once: each is a member of the set, all
 /// written in one command.
 pub(crate) const MOST_TAKEN: u32 = rlock_macros::__limit!(MAX_TAKE);
@@ -334,13 +338,14 @@ impl AllReply {
 /// An inspect script's reply (`scripts/<kind>/inspect.lua`): the code of what the key holds,
 /// the holder's token (a lock's, a semaphore's first permit's, the writer's), the lease left
 /// in ms (-1 none, -2 gone), the waiters queued, the count (a semaphore's; a read-write lock's
-/// readers) and the owners of the set's leases.
-pub(crate) type InspectReply = (i64, Option<String>, i64, i64, i64, Vec<String>);
+/// readers), the owners of the set's first [`MOST_LISTED`] leases, and a semaphore's permits
+/// in use.
+pub(crate) type InspectReply = (i64, Option<String>, i64, i64, i64, Vec<String>, i64);
 
 /// Who holds a key inspected as `kind`, from its inspect script's `reply`. Another kind's
 /// state is named and not read.
 pub(crate) fn inspected(kind: Kind, reply: InspectReply) -> Holder {
-    let (found, token, pttl, queued, count, owners) = reply;
+    let (found, token, pttl, queued, count, owners, in_use) = reply;
     let found = Found::from_code(found);
     if !found.admits(kind) {
         return Holder {
@@ -363,6 +368,7 @@ pub(crate) fn inspected(kind: Kind, reply: InspectReply) -> Holder {
                 .collect();
             Some(Permits {
                 count: u32::try_from(count).unwrap_or(0),
+                in_use: u32::try_from(in_use).unwrap_or(0),
                 owners,
                 upgrader,
             })
@@ -393,13 +399,16 @@ mod tests {
 
     #[test]
     fn an_inspection_reads_its_own_kind_and_names_another() {
-        let lock = inspected(Kind::Lock, (LOCK, Some("c:1".into()), 1500, 2, 0, vec![]));
+        let lock = inspected(
+            Kind::Lock,
+            (LOCK, Some("c:1".into()), 1500, 2, 0, vec![], 0),
+        );
         assert_eq!(lock.found, Some(KeyKind::Lock));
         assert_eq!(lock.token.as_deref(), Some("c:1"));
         assert_eq!(lock.remaining, Some(Duration::from_millis(1500)));
         assert_eq!(lock.queued, Some(2));
         assert_eq!(lock.permits, None);
-        let free = inspected(Kind::Lock, (FREE, None, -2, 0, 0, vec![]));
+        let free = inspected(Kind::Lock, (FREE, None, -2, 0, 0, vec![], 0));
         assert_eq!((free.found, free.token, free.remaining), (None, None, None));
         let readers = inspected(
             Kind::Read,
@@ -409,17 +418,20 @@ mod tests {
                 900,
                 0,
                 2,
-                vec!["a:1".into(), "b:2".into()],
+                vec!["#up:a:1".into(), "b:2".into()],
+                0,
             ),
         );
         assert_eq!(readers.remaining, Some(Duration::from_millis(900)));
-        assert_eq!(readers.permits.unwrap().owners, ["a:1", "b:2"]);
+        let readers = readers.permits.unwrap();
+        assert_eq!(readers.owners, ["a:1", "b:2"]);
+        assert_eq!(readers.upgrader.as_deref(), Some("a:1"));
         let other = inspected(
             Kind::Permit {
                 permits: 2,
                 take: 1,
             },
-            (LOCK, Some("c:1".into()), 1500, 0, 0, vec![]),
+            (LOCK, Some("c:1".into()), 1500, 0, 0, vec![], 0),
         );
         assert_eq!(other.found, Some(KeyKind::Lock));
         assert_eq!(
@@ -489,6 +501,7 @@ mod tests {
             ("AGAIN_WITH_FENCE", released::AGAIN_WITH_FENCE),
             ("MOST_ENTRIES", i64::from(MOST_ENTRIES)),
             ("MOST_TAKEN", i64::from(MOST_TAKEN)),
+            ("MOST_LISTED", MOST_LISTED as i64),
         ] {
             assert_eq!(number(name), value, "{name}");
         }

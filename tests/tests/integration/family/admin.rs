@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rlock_runtime::{KeyKind, LockClient, LockError};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::{client_for, inspect_and_force_unlock};
+use rlock_tests::locking::{PATIENCE, client_for, inspect_and_force_unlock};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -75,7 +75,6 @@ async fn a_foreign_holder_is_seen_and_can_be_broken() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_names_a_holder_in_another_process_and_when_it_was_granted() {
     use rlock_tests::child::LineChild;
-    use rlock_tests::locking::PATIENCE;
     use rlock_tests::protocol::{Command, Line, Outcome};
     use rlock_tests::worker::{Hold, HoldKind};
 
@@ -152,4 +151,61 @@ async fn inspect_names_a_holder_in_another_process_and_when_it_was_granted() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(!card_left, "the card outlived its client");
+}
+
+/// A semaphore of 200 with 70 holds of one permit and one of three, from two clients:
+/// `inspect_semaphore` counts every permit in use and those free, and names the first 64
+/// holds (the script lists no more), each with its permits and, once its client's card lists
+/// it, who holds it; a read-write lock's 70 readers are all counted though 64 are listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_counts_every_holder_and_names_a_bounded_few() {
+    let server = RedisServer::start();
+    let (a, b) = (
+        client_for(&server, TIMEOUT).await,
+        client_for(&server, TIMEOUT).await,
+    );
+    let key = "admin:many";
+    let heavy = a.semaphore(key, 200).permits(3).acquire().await.unwrap();
+    let mut held = Vec::new();
+    for i in 0..70 {
+        let client = if i % 2 == 0 { &a } else { &b };
+        held.push(client.semaphore(key, 200).acquire().await.unwrap());
+    }
+    let mut readers = Vec::new();
+    for _ in 0..70 {
+        readers.push(b.read_lock("admin:readers").acquire().await.unwrap());
+    }
+    // Named once every listed hold has lasted a pass of its client's card keeper.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let info = loop {
+        let info = a.inspect_semaphore(key).await.unwrap();
+        if info.holders.iter().all(|holder| holder.holder.is_some()) {
+            break info;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never named: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!((info.permits, info.in_use, info.available), (200, 73, 127));
+    assert_eq!(info.held_here, 38, "35 single permits and the hold of 3");
+    let listed: u32 = info.holders.iter().map(|holder| holder.permits).sum();
+    assert_eq!(
+        listed, 64,
+        "the holds of the first 64 permits: a bounded list"
+    );
+    // The hold of 3 was granted first, so its permits end first: it heads the list.
+    let first = &info.holders[0];
+    assert_eq!((first.token.as_str(), first.permits), (heavy.token(), 3));
+    assert!(first.held_here && first.granted_at.is_some());
+    let named = first.holder.clone().unwrap();
+    assert_eq!(
+        (named.pid, &named.host),
+        (std::process::id(), &a.identity().host)
+    );
+    assert_eq!(info.holders.len(), 62);
+    let rw = a.inspect_read_write("admin:readers").await.unwrap();
+    assert_eq!((rw.readers, rw.writer), (70, false));
+    drop((heavy, held, readers));
 }
