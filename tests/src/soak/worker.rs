@@ -387,26 +387,13 @@ async fn section(
 ) -> Line {
     let Held { client, key, kind } = held;
     shared.acquired.fetch_add(1, Ordering::Relaxed);
-    let grant_us = now_us();
+    let fence = guard.fence().unwrap_or(0);
+    let mut record = opened(kind, fence);
     if let Some((id, _)) = guard.token().split_once(':') {
         let _ = shared.client_ids[client].set(id.to_owned());
     }
     let write_at = Duration::from_millis(rng.u64(0..=hold_ms));
     let rest = Duration::from_millis(hold_ms) - write_at;
-    let fence = guard.fence().unwrap_or(0);
-    let mut record = Record {
-        worker: 0,
-        key: 0,
-        fence,
-        grant_us,
-        end_us: 0,
-        lost_us: 0,
-        write_sent_us: 0,
-        write_done_us: 0,
-        write: Write::None,
-        release: Release::Ok,
-        kind,
-    };
     // A lock's section waits for its write; the others' hold to their end.
     let until = match kind {
         SectionKind::Lock => write_at,
@@ -416,11 +403,7 @@ async fn section(
         | SectionKind::UpgradeableRead
         | SectionKind::Upgrade => Duration::from_millis(hold_ms),
     };
-    tokio::select! {
-        biased;
-        () = guard.lost() => record.lost_us = now_us(),
-        () = tokio::time::sleep(until) => {}
-    }
+    record.lost_us = lost_within(guard.lost(), until).await;
     if record.lost_us == 0 && kind == SectionKind::Lock {
         // The write itself is never cut short: its outcome must be known.
         record.write_sent_us = now_us();
@@ -438,27 +421,59 @@ async fn section(
             Ok(_) => Write::Rejected,
             Err(_) => Write::None,
         };
-        if guard.is_lost() {
-            record.lost_us = record.write_done_us;
+        record.lost_us = if guard.is_lost() {
+            record.write_done_us
         } else {
-            tokio::select! {
-                biased;
-                () = guard.lost() => record.lost_us = now_us(),
-                () = tokio::time::sleep(rest) => {}
-            }
-        }
+            lost_within(guard.lost(), rest).await
+        };
     }
     record.end_us = now_us();
-    record.release = match guard.release().await {
-        Ok(()) if record.lost_us == 0 => Release::Ok,
+    record.release = release_outcome(guard.release().await, record.lost_us, errors);
+    record.line(key)
+}
+
+/// How a section's release ended, `lost_us` telling whether `lost()` had fired in it; an
+/// error other than `Lost` is counted in `errors`.
+fn release_outcome(
+    released: Result<(), LockError>,
+    lost_us: u64,
+    errors: &mut BTreeMap<&'static str, u64>,
+) -> Release {
+    match released {
+        Ok(()) if lost_us == 0 => Release::Ok,
         Ok(()) => Release::Lost,
         Err(LockError::Lost { .. }) => Release::Lost,
         Err(e) => {
             *errors.entry(variant_name(&e)).or_default() += 1;
             Release::Failed
         }
-    };
-    record.line(key)
+    }
+}
+
+/// Waits `hold` unless `lost` fires first: when it fired (0: it did not).
+async fn lost_within(lost: impl std::future::Future<Output = ()>, hold: Duration) -> u64 {
+    tokio::select! {
+        biased;
+        () = lost => now_us(),
+        () = tokio::time::sleep(hold) => 0,
+    }
+}
+
+/// A section of `kind` granted now with `fence`, its end and outcomes still to come.
+fn opened(kind: SectionKind, fence: u64) -> Record {
+    Record {
+        worker: 0,
+        key: 0,
+        fence,
+        grant_us: now_us(),
+        end_us: 0,
+        lost_us: 0,
+        write_sent_us: 0,
+        write_done_us: 0,
+        write: Write::None,
+        release: Release::Ok,
+        kind,
+    }
 }
 
 /// Holds an upgradeable read under `guard` for `hold_ms`, and in one section of two upgrades
@@ -475,26 +490,10 @@ async fn upgradeable_section(
 ) -> Vec<Line> {
     let Held { client, key, .. } = held;
     shared.acquired.fetch_add(1, Ordering::Relaxed);
-    let mut piece = Record {
-        worker: 0,
-        key: 0,
-        fence: 0,
-        grant_us: now_us(),
-        end_us: 0,
-        lost_us: 0,
-        write_sent_us: 0,
-        write_done_us: 0,
-        write: Write::None,
-        release: Release::Ok,
-        kind: SectionKind::UpgradeableRead,
-    };
+    let mut piece = opened(SectionKind::UpgradeableRead, 0);
     let mut lines = Vec::new();
     let before = Duration::from_millis(rng.u64(0..=hold_ms / 2));
-    tokio::select! {
-        biased;
-        () = guard.lost() => piece.lost_us = now_us(),
-        () = tokio::time::sleep(before) => {}
-    }
+    piece.lost_us = lost_within(guard.lost(), before).await;
     if piece.lost_us == 0 && rng.bool() {
         let upgrade = tokio::select! {
             biased;
@@ -526,22 +525,10 @@ async fn upgradeable_section(
     }
     if piece.lost_us == 0 {
         let rest = Duration::from_millis(hold_ms).saturating_sub(before);
-        tokio::select! {
-            biased;
-            () = guard.lost() => piece.lost_us = now_us(),
-            () = tokio::time::sleep(rest) => {}
-        }
+        piece.lost_us = lost_within(guard.lost(), rest).await;
     }
     piece.end_us = now_us();
-    piece.release = match guard.release().await {
-        Ok(()) if piece.lost_us == 0 => Release::Ok,
-        Ok(()) => Release::Lost,
-        Err(LockError::Lost { .. }) => Release::Lost,
-        Err(e) => {
-            *errors.entry(variant_name(&e)).or_default() += 1;
-            Release::Failed
-        }
-    };
+    piece.release = release_outcome(guard.release().await, piece.lost_us, errors);
     lines.push(piece.line(key));
     lines
 }

@@ -316,16 +316,21 @@ async fn a_crashed_upgradeable_readers_right_ends_with_its_lease() {
         .await
         .unwrap();
     std::mem::forget(crashed);
-    let next = a
-        .sibling()
+    upgrade_once(&a.sibling(), key).await;
+}
+
+/// Takes `key`'s upgradeable read (waiting for it), upgrades it, and releases both: proof
+/// that the right is free.
+async fn upgrade_once(client: &LockClient, key: &str) {
+    let upgradeable = client
         .upgradeable_read_lock(key)
         .wait(PATIENCE)
         .acquire()
         .await
         .unwrap();
-    let write = next.upgrade_within(PATIENCE).await.unwrap();
+    let write = upgradeable.upgrade_within(PATIENCE).await.unwrap();
     write.release().await.unwrap();
-    next.release().await.unwrap();
+    upgradeable.release().await.unwrap();
 }
 
 /// An upgradeable read handed to another client keeps its right: the taker upgrades, and
@@ -409,15 +414,7 @@ async fn a_restart_loses_the_read_and_its_waiting_upgrade() {
     assert!(lost.is_lost(), "{lost:?}");
     assert!(upgradeable.is_lost());
     assert!(reader.release().await.unwrap_err().is_lost());
-    let fresh = a
-        .upgradeable_read_lock(key)
-        .wait(PATIENCE)
-        .acquire()
-        .await
-        .unwrap();
-    let write = fresh.upgrade_within(PATIENCE).await.unwrap();
-    write.release().await.unwrap();
-    fresh.release().await.unwrap();
+    upgrade_once(&a, key).await;
 }
 
 /// On a cluster: the upgradeable reader beside a reader, its upgrade waiting for it while a
