@@ -270,6 +270,9 @@ pub enum Operation {
     ReadResult,
     /// Storing the shared result of once-only work.
     StoreResult,
+    /// Changing a semaphore's count at run time (`set_permits`, `add_permits`,
+    /// `clear_permits`).
+    SetPermits,
 }
 
 impl std::fmt::Display for Operation {
@@ -286,6 +289,7 @@ impl std::fmt::Display for Operation {
             Self::PostCard => "post the holder card",
             Self::ReadResult => "read a shared result",
             Self::StoreResult => "store a shared result",
+            Self::SetPermits => "set a semaphore's permits",
         })
     }
 }

@@ -303,6 +303,15 @@ impl<'a> Companion<'a> {
         }
     }
 
+    /// A semaphore's count set at run time (`set_permits`), kept without expiry; absent
+    /// while its callers' count applies.
+    pub(crate) fn permits(lock_key: &'a str) -> Self {
+        Self {
+            lock_key,
+            suffix: "permits",
+        }
+    }
+
     /// Redlock: the mark of `lock_key` as awaited; a release announces itself to every
     /// waiter only while it lives.
     pub(crate) fn awaited(lock_key: &'a str) -> Self {

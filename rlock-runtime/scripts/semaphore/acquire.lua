@@ -6,7 +6,9 @@
 -- holder's lease (ms, Redis's clock): the holder's token, and for a hold of n permits n - 1
 -- more (state.lua's `members_of`), so the set's positive members count the permits in use;
 -- PERMITS_MEMBER is scored by minus the permit count, so the count lives and ends with the
--- permits, every caller must name the same one, and the set is told from any other by it. A
+-- permits, every caller must name the same one, and the set is told from any other by it.
+-- A count set at run time (`set_permits`, kept in the count record) is the count instead,
+-- whatever the caller names: the set follows it. A
 -- permit whose lease ended is removed by the next call that looks, which frees it: a crashed
 -- holder's permits come back at their own lease's end.
 --
@@ -15,13 +17,15 @@
 -- kept for it, and nobody arriving later takes them (a stream of single permits never
 -- starves it). A caller of one permit may otherwise take a free one past the queue, unless
 -- it is `fair`.
--- KEYS: as the lock's (the fence record is declared, never written: permits carry no fence)
--- own: the permit count. (The fence flag is ignored; mode 'm' is not used: Redlock refuses
+-- KEYS: the set, its waiters' queue, and its count record (the count set at run time, if any)
+-- own: the permit count the caller names. (The fence flag is ignored; mode 'm' is not used: Redlock refuses
 -- semaphores.)
 -- Returns as the lock's acquire.lua (with the earliest permit's remaining lease for pttl), or
 -- {OTHER_COUNT, stored count}, or {OTHER_KIND, what the key holds}.
 local sem, queue = KEYS[1], KEYS[2]
-local permits = tonumber(own)
+-- pcall: a record of another type (not rlock's) counts as no count set.
+local set_count = tonumber(redis.pcall('GET', KEYS[3]))
+local permits = set_count or tonumber(own)
 local want = weight_of(token)
 
 local found, scores = kind_of(sem, token)
@@ -29,7 +33,10 @@ if found ~= SEMAPHORE and found ~= FREE then
   return {OTHER_KIND, found}
 end
 if found == SEMAPHORE and -tonumber(scores[1]) ~= permits then
-  return {OTHER_COUNT, -tonumber(scores[1])}
+  if not set_count then
+    return {OTHER_COUNT, -tonumber(scores[1])}
+  end
+  redis.call('ZADD', sem, 'XX', -permits, PERMITS_MEMBER)
 end
 local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', sem, 0, string.format('%.0f', now))

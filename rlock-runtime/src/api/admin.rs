@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::api::client::LockClient;
 use crate::api::identity::Identity;
-use crate::backend::{Feature, Holder, Kind, Lease};
+use crate::backend::{CountChange, Feature, Holder, Kind, Lease, Recounted};
 use crate::error::LockError;
 use crate::key::{IntoLockKey, LockKey};
 use crate::lease::card;
@@ -439,6 +439,77 @@ impl LockClient {
             }
         }
         Ok(ended)
+    }
+
+    /// Sets the count of the semaphore `key` at run time (Redisson's `setPermits`, redis-semaphore's
+    /// resizable count): from now on it is the count for every caller, whatever count they
+    /// name (no `InvalidConfig` for another), until [`clear_permits`](Self::clear_permits).
+    /// Holders keep their permits: a count lowered below the permits in use admits nobody
+    /// until enough are given back; a raised one admits the queued waiters that now fit at
+    /// once, in arrival order (each told on its own channel, as by a release). `0` admits
+    /// nobody. The count is kept in Redis beside the semaphore (`{key}:permits`) with no
+    /// expiry, as Redisson keeps its count; Redlock keeps no semaphores (an error).
+    ///
+    /// ```
+    /// use rlock_runtime::LockClient;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rlock_runtime::LockError> {
+    /// let client = LockClient::in_memory();
+    /// let a = client.semaphore("export:acme", 2).acquire().await?;
+    /// let b = client.semaphore("export:acme", 2).acquire().await?;
+    /// // The tenant's plan changes: one export at a time from now on.
+    /// client.set_permits("export:acme", 1).await?;
+    /// drop(a); // both holders kept their permits; nobody new until one is left
+    /// # tokio::task::yield_now().await;
+    /// assert!(client.semaphore("export:acme", 2).acquire().await.unwrap_err().is_busy());
+    /// assert_eq!(client.add_permits("export:acme", 2).await?, 3);
+    /// let c = client.semaphore("export:acme", 2).acquire().await?; // any count named
+    /// assert_eq!(client.inspect_semaphore("export:acme").await?.permits, 3);
+    /// client.clear_permits("export:acme").await?;
+    /// # drop((b, c)); Ok(()) }
+    /// ```
+    pub async fn set_permits(&self, key: impl IntoLockKey, permits: u32) -> Result<(), LockError> {
+        self.recount(key, CountChange::Set(permits)).await.map(drop)
+    }
+
+    /// Changes the count of the semaphore `key` by `delta` (Redisson's `addPermits`; negative
+    /// lowers it, to at least 0), as [`set_permits`](Self::set_permits) would set it; returns
+    /// the count now. It adds to the count set, or, with none set, to the count in use;
+    /// [`LockError::InvalidConfig`] when there is neither (nothing says what to add to).
+    pub async fn add_permits(&self, key: impl IntoLockKey, delta: i64) -> Result<u32, LockError> {
+        self.recount(key, CountChange::Add(delta)).await
+    }
+
+    /// Forgets the count set by [`set_permits`](Self::set_permits): callers' counts apply
+    /// again, once the permits taken under the set count are given back (the count lives
+    /// with the permits in use, and a caller naming another is refused meanwhile).
+    pub async fn clear_permits(&self, key: impl IntoLockKey) -> Result<(), LockError> {
+        self.recount(key, CountChange::Clear).await.map(drop)
+    }
+
+    /// Changes the semaphore `key`'s count: the count after it.
+    async fn recount(&self, key: impl IntoLockKey, change: CountChange) -> Result<u32, LockError> {
+        let key = key.into_lock_key()?;
+        let engine = &self.shared().engine;
+        if let Some(why) = engine.refuses(Feature::Semaphores) {
+            return Err(LockError::InvalidConfig(format!(
+                "semaphore `{key}`: {why}"
+            )));
+        }
+        match engine.recount(&self.redis_key(&key), change).await? {
+            Recounted::Count(permits) => Ok(permits),
+            Recounted::NoCount => Err(LockError::InvalidConfig(format!(
+                "semaphore `{key}` has no count to add to: none was set and no permit is in \
+                 use; set one with `set_permits`"
+            ))),
+            Recounted::Misfit(misfit) => Err(misfit.error(
+                Kind::Permit {
+                    permits: 1,
+                    take: 1,
+                },
+                &key,
+            )),
+        }
     }
 
     /// The Redis key of the read-write lock `key`, and its holders as the backend reads them.

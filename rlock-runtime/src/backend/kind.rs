@@ -101,20 +101,18 @@ impl Kind {
         }
     }
 
-    /// The companion keys its acquire and release scripts declare after the key itself, in
-    /// this order: where waiters stand (the queue in Redis, or Redlock's awaited mark), then
-    /// the fence record.
+    /// The companion keys its acquire, release and inspect scripts declare after the key
+    /// itself, in this order: where waiters stand (the queue in Redis, or Redlock's awaited
+    /// mark), then the fence record, or a semaphore's count record (permits carry no fence).
     pub(crate) fn companions(self, key: &str, queue: bool) -> [Companion<'_>; 2] {
-        // A semaphore declares the lock's companions: its queue, and a fence record that
-        // it never writes (permits carry no fence), so that every kind's scripts take the
-        // same keys.
+        let waiters = if queue {
+            Companion::waiters(key)
+        } else {
+            Companion::awaited(key)
+        };
         match self {
-            Self::Lock | Self::Permit { .. } | Self::Read | Self::UpgradeableRead | Self::Write => {
-                let waiters = if queue {
-                    Companion::waiters(key)
-                } else {
-                    Companion::awaited(key)
-                };
+            Self::Permit { .. } => [waiters, Companion::permits(key)],
+            Self::Lock | Self::Read | Self::UpgradeableRead | Self::Write => {
                 [waiters, Companion::fence(key)]
             }
         }
@@ -213,6 +211,17 @@ pub(crate) static LOCK_ALL: LazyLock<Lua> = LazyLock::new(|| {
         include_str!("../../scripts/protocol.lua"),
         include_str!("../../scripts/state.lua"),
         include_str!("../../scripts/lock/acquire_all.lua")
+    ))
+});
+
+/// Changes a semaphore's count at run time, keeping its holders (`set_permits`).
+pub(crate) static RECOUNT: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        "local ME, SERVED = 'p', 'p'\n",
+        include_str!("../../scripts/protocol.lua"),
+        include_str!("../../scripts/state.lua"),
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/semaphore/resize.lua")
     ))
 });
 

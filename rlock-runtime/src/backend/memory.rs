@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use super::protocol::MOST_LISTED;
 use super::{
-    AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, Holder, KeepKey, Kind, Lease,
-    LeaseStore, Misfit, Permits, ReleaseListener, Scanned,
+    AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, CountChange, Holder, KeepKey, Kind,
+    Lease, LeaseStore, Misfit, Permits, Recounted, ReleaseListener, Scanned,
 };
 use crate::error::{KeyKind, LockError};
 use crate::util::token::{Token, permits_taken};
@@ -45,6 +45,8 @@ const VALUES_SWEPT_PAST: usize = 1024;
 struct Locks {
     /// What each name holds: one kind of thing at a time, as in Redis.
     states: HashMap<String, State>,
+    /// Semaphores' counts set at run time, by name (no expiry, as their records in Redis).
+    counts: HashMap<String, u32>,
     /// Names after the last sweep of ended states; the next sweep waits until they double.
     swept_at: usize,
 }
@@ -211,21 +213,31 @@ impl MemoryBackend {
                     }
                 }
             },
-            Kind::Permit { permits, .. } => match locks.live(lease.key, now) {
-                Some(State::Semaphore(semaphore)) => take_permit(semaphore, lease, permits, now),
-                Some(other) => misfit(other),
-                None => {
-                    let mut semaphore = Semaphore {
-                        count: permits,
-                        held: HashMap::new(),
-                    };
-                    let taken = take_permit(&mut semaphore, lease, permits, now);
-                    locks
-                        .states
-                        .insert(lease.key.to_owned(), State::Semaphore(semaphore));
-                    taken
+            Kind::Permit { permits, .. } => {
+                // A count set at run time is the count, whatever the caller names.
+                let set = locks.counts.get(lease.key).copied();
+                let permits = set.unwrap_or(permits);
+                match locks.live(lease.key, now) {
+                    Some(State::Semaphore(semaphore)) => {
+                        if set.is_some() {
+                            semaphore.count = permits;
+                        }
+                        take_permit(semaphore, lease, permits, now)
+                    }
+                    Some(other) => misfit(other),
+                    None => {
+                        let mut semaphore = Semaphore {
+                            count: permits,
+                            held: HashMap::new(),
+                        };
+                        let taken = take_permit(&mut semaphore, lease, permits, now);
+                        locks
+                            .states
+                            .insert(lease.key.to_owned(), State::Semaphore(semaphore));
+                        taken
+                    }
                 }
-            },
+            }
             Kind::Read | Kind::UpgradeableRead | Kind::Write => {
                 let beside = ask.beside(lease.token);
                 let fence = || self.next_fence(ask.fence);
@@ -280,10 +292,7 @@ impl MemoryBackend {
             released
         };
         if released {
-            let listeners = self.listeners().clone();
-            for listener in listeners.iter().filter_map(Weak::upgrade) {
-                listener.released(key, None);
-            }
+            self.announce(key);
         }
         released
     }
@@ -294,6 +303,14 @@ impl MemoryBackend {
             .listeners
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Tells every client's waiters that `key` may have room: they try again.
+    fn announce(&self, key: &str) {
+        let listeners = self.listeners().clone();
+        for listener in listeners.iter().filter_map(Weak::upgrade) {
+            listener.released(key, None);
+        }
     }
 
     /// Tells `listener` of every release from now on.
@@ -458,6 +475,40 @@ fn take_read_write(
 }
 
 impl LeaseStore for MemoryBackend {
+    async fn recount(&self, key: &str, change: CountChange) -> Result<Recounted, LockError> {
+        let now = Instant::now();
+        let recounted = {
+            let mut locks = self.locks();
+            let stored = match locks.live(key, now) {
+                Some(State::Semaphore(semaphore)) => Some(semaphore.count),
+                Some(other) => return Ok(Recounted::Misfit(other_kind(other))),
+                None => None,
+            };
+            let current = locks.counts.get(key).copied().or(stored);
+            let permits = match change {
+                CountChange::Clear => {
+                    locks.counts.remove(key);
+                    return Ok(Recounted::Count(stored.unwrap_or(0)));
+                }
+                CountChange::Set(permits) => permits,
+                CountChange::Add(delta) => match current {
+                    Some(current) => {
+                        u32::try_from((i64::from(current) + delta).max(0)).unwrap_or(u32::MAX)
+                    }
+                    None => return Ok(Recounted::NoCount),
+                },
+            };
+            locks.counts.insert(key.to_owned(), permits);
+            if let Some(State::Semaphore(semaphore)) = locks.live(key, now) {
+                semaphore.count = permits;
+            }
+            Recounted::Count(permits)
+        };
+        // Waiters here try again when told: a raised count may let them in.
+        self.announce(key);
+        Ok(recounted)
+    }
+
     async fn post_card(&self, post: CardPost<'_>) -> Result<bool, LockError> {
         let mut cards = self
             .inner
@@ -565,6 +616,7 @@ impl LeaseStore for MemoryBackend {
     async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {
         let now = Instant::now();
         let mut locks = self.locks();
+        let set = locks.counts.get(key).copied();
         let state = locks.live(key, now);
         let found = state.as_ref().map(|state| state.key_kind());
         let empty = match kind {
@@ -584,7 +636,7 @@ impl LeaseStore for MemoryBackend {
             },
             // A semaphore is told by the permit that ends first, and all of them.
             (Kind::Permit { .. }, Some(State::Semaphore(semaphore))) => {
-                let count = semaphore.count;
+                let count = set.unwrap_or(semaphore.count);
                 let held = semaphore.live(now);
                 let mut holds: Vec<(&String, &Instant)> = held.iter().collect();
                 holds.sort_by_key(|&(token, ends)| (*ends, token));
@@ -641,6 +693,15 @@ impl LeaseStore for MemoryBackend {
                     }),
                 }
             }
+            // A free semaphore's count set at run time, read as Redis's script reads it.
+            (Kind::Permit { .. }, None) if set.is_some() => Holder {
+                found: Some(KeyKind::Semaphore),
+                permits: Some(Permits {
+                    count: set.unwrap_or(0),
+                    ..Permits::default()
+                }),
+                ..Holder::default()
+            },
             // Free, or another kind's: not read.
             _ => Holder { found, ..empty },
         })

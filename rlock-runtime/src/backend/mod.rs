@@ -104,6 +104,29 @@ impl Misfit {
     }
 }
 
+/// A change to a semaphore's count at run time (`scripts/semaphore/resize.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CountChange {
+    /// The count is this from now on, whatever callers name.
+    Set(u32),
+    /// The count set (or, with none set, the one in use) changes by this, to at least 0.
+    Add(i64),
+    /// No count is set any more: callers' counts apply again.
+    Clear,
+}
+
+/// What a change to a semaphore's count found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Recounted {
+    /// Done: the count now (for [`CountChange::Clear`], the one the permits in use were
+    /// taken under, 0 when none are).
+    Count(u32),
+    /// [`CountChange::Add`] found no count, neither set nor in use.
+    NoCount,
+    /// The key holds another kind: nothing was done.
+    Misfit(Misfit),
+}
+
 /// The outcome of one attempt at several lock keys at once, all or none (`lock_all`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AllAttempt {
@@ -359,6 +382,14 @@ pub(crate) trait LeaseStore {
         key: &str,
     ) -> impl Future<Output = Result<Holder, LockError>> + Send;
 
+    /// Changes the count of the semaphore at `key` at run time, keeping its holders, and
+    /// grants the waiters a raised count lets in (Redlock keeps no semaphores: an error).
+    fn recount(
+        &self,
+        key: &str,
+        change: CountChange,
+    ) -> impl Future<Output = Result<Recounted, LockError>> + Send;
+
     /// Posts a change to a holder card; `Ok(false)` when the card had expired before it (the
     /// caller posts it whole again). Redlock: to every master, at least one answering.
     fn post_card(&self, post: CardPost<'_>)
@@ -510,6 +541,10 @@ impl LeaseStore for Backend {
 
     async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {
         each!(self, b => b.inspect(kind, key).await)
+    }
+
+    async fn recount(&self, key: &str, change: CountChange) -> Result<Recounted, LockError> {
+        each!(self, b => b.recount(key, change).await)
     }
 
     async fn confirm_replicas(&self, lease: Lease<'_>, replicas: u32) -> Result<u32, LockError> {

@@ -24,8 +24,8 @@ use tokio::time::Instant;
 use super::endpoint::Endpoint;
 use super::scripted::RedisNode;
 use super::{
-    Attempt, AttemptAsks, CardFields, CardPost, Feature, Holder, KeepKey, Kind, Lease, LeaseStore,
-    ReleaseFeed, ReleaseListener, Scanned,
+    Attempt, AttemptAsks, CardFields, CardPost, CountChange, Feature, Holder, KeepKey, Kind, Lease,
+    LeaseStore, Recounted, ReleaseFeed, ReleaseListener, Scanned,
 };
 use crate::error::{LockError, Operation};
 use crate::util::tuning::{REDLOCK_NODE_TIMEOUT_DIVISOR, lease_margin};
@@ -419,6 +419,13 @@ impl LeaseStore for Redlock {
         _ttl: Duration,
     ) -> Result<(), LockError> {
         Err(no_shared_values())
+    }
+
+    async fn recount(&self, _key: &str, _change: CountChange) -> Result<Recounted, LockError> {
+        let why = self
+            .refuses(Feature::Semaphores)
+            .unwrap_or("Redlock keeps no semaphores");
+        Err(LockError::InvalidConfig(why.into()))
     }
 
     /// From the first master that has the card.

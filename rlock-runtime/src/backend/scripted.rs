@@ -16,17 +16,17 @@ use futures_util::future::join_all;
 
 use super::connection::Connection;
 use super::endpoint::Endpoint;
-use super::kind::LOCK_ALL;
+use super::kind::{LOCK_ALL, RECOUNT};
 use super::protocol::{
-    AcquireArgs, AcquireMode, AcquireReply, AllReply, InspectReply, QueueArgs, entry, entry_kind,
-    flag, inspected, lease_left, released,
+    AcquireArgs, AcquireMode, AcquireReply, AllReply, Found, InspectReply, QueueArgs, acquired,
+    entry, entry_kind, flag, inspected, lease_left, released,
 };
 use super::pubsub::{Connector, Feed};
 use super::scripts::{Lua, ScriptCall, Waiters, query};
 use super::topology::{Announcing, Topology};
 use super::{
-    AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, Holder, KeepKey, Kind, Lease,
-    LeaseStore, Misfit, QueueAsk, QueueCall, ReleaseListener, Scanned, millis,
+    AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, CountChange, Holder, KeepKey, Kind,
+    Lease, LeaseStore, Misfit, QueueAsk, QueueCall, Recounted, ReleaseListener, Scanned, millis,
 };
 use crate::error::{KeyKind, LockError, Operation};
 use crate::key::Companion;
@@ -616,10 +616,11 @@ impl<D: Topology> LeaseStore for Scripted<D> {
     }
 
     async fn inspect(&self, kind: Kind, key: &str) -> Result<Holder, LockError> {
-        let queue = Companion::waiters(key);
         let call = if self.queue {
-            let mut call = kind.scripts().inspect.start(2, key.len() + queue.len());
-            call.arg(key).arg(queue);
+            let [queue, record] = kind.companions(key, true);
+            let mut call =
+                (kind.scripts().inspect).start(3, key.len() + queue.len() + record.len());
+            call.arg(key).arg(queue).arg(record);
             call
         } else {
             kind.scripts().inspect.call(&[key])
@@ -628,6 +629,37 @@ impl<D: Topology> LeaseStore for Scripted<D> {
             .invoke(Operation::Inspect, self.conn.timeout(), &call)
             .await?;
         Ok(inspected(kind, reply))
+    }
+
+    async fn recount(&self, key: &str, change: CountChange) -> Result<Recounted, LockError> {
+        let [queue, record] = Kind::Permit {
+            permits: 1,
+            take: 1,
+        }
+        .companions(key, true);
+        let announcing = D::announcing(key);
+        let (change, amount) = match change {
+            CountChange::Set(permits) => ("set", i64::from(permits)),
+            CountChange::Add(delta) => ("add", delta),
+            CountChange::Clear => ("clear", 0),
+        };
+        let mut call = RECOUNT.start(3, key.len() + queue.len() + record.len() + 64);
+        call.arg(key).arg(queue).arg(record);
+        call.arg(change)
+            .arg(amount)
+            .arg(announcing.script_channel())
+            .arg(announcing.command());
+        let reply: Vec<i64> = self
+            .invoke(Operation::SetPermits, self.conn.timeout(), &call)
+            .await?;
+        let at = |i: usize| reply.get(i).copied().unwrap_or(0);
+        Ok(match at(0) {
+            0 => Recounted::Count(u32::try_from(at(1)).unwrap_or(u32::MAX)),
+            acquired::OTHER_KIND => Recounted::Misfit(Misfit::OtherKind {
+                found: Found::from_code(at(1)).key_kind().unwrap_or(KeyKind::Other),
+            }),
+            _ => Recounted::NoCount,
+        })
     }
 
     async fn post_card(&self, post: CardPost<'_>) -> Result<bool, LockError> {

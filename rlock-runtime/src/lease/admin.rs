@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use super::Engine;
 use super::hold::Hold;
-use crate::backend::{CardFields, Feature, Holder, KeepKey, Kind, Lease, LeaseStore, Scanned};
+use crate::backend::{
+    CardFields, CountChange, Feature, Holder, KeepKey, Kind, Lease, LeaseStore, Recounted, Scanned,
+};
 use crate::error::LockError;
 use crate::metrics::Count;
 
@@ -31,6 +33,15 @@ impl Engine {
     /// Who holds `redis_key` as `kind` sees it, in one atomic read.
     pub(crate) async fn inspect(&self, kind: Kind, redis_key: &str) -> Result<Holder, LockError> {
         self.backend.inspect(kind, redis_key).await
+    }
+
+    /// Changes the count of the semaphore at `redis_key` at run time, keeping its holders.
+    pub(crate) async fn recount(
+        &self,
+        redis_key: &str,
+        change: CountChange,
+    ) -> Result<Recounted, LockError> {
+        self.backend.recount(redis_key, change).await
     }
 
     /// This client's live hold of `redis_key` under `token`, if it has one.

@@ -110,6 +110,20 @@ async fn the_documented_least_privilege_user_is_enough() {
         "a taken-over hold's renewals were refused"
     );
     assert_eq!(a.inspect_semaphore("export:2").await.unwrap().in_use, 2);
+    // Its count changed at run time while a waiter waits, which the raised count admits.
+    a.set_permits("export:2", 2).await.unwrap();
+    let waiting = tokio::spawn({
+        let b = b.clone();
+        async move {
+            b.semaphore("export:2", 3)
+                .wait(Duration::from_secs(30))
+                .acquire()
+                .await
+        }
+    });
+    assert_eq!(a.add_permits("export:2", 1).await.unwrap(), 3);
+    waiting.await.unwrap().unwrap().release().await.unwrap();
+    a.clear_permits("export:2").await.unwrap();
     taken.release().await.unwrap();
 
     // A read-write lock: a fenced writer renewed, readers admitted by its release,

@@ -4,6 +4,7 @@
 //! - [`semantics`]: the lock's contract on every backend;
 //! - [`semaphore`] and [`read_write`]: the semaphore's and the read-write lock's;
 //! - [`weighted`]: several permits of a semaphore at once;
+//! - [`counts`]: a semaphore's count changed at run time;
 //! - [`upgradeable`]: the upgradeable read lock and its upgrade;
 //! - [`kinds`]: one name, one kind, every pair of kinds meeting on one name;
 //! - [`multi_key`]: `lock_all`, all of several keys or none;
@@ -13,6 +14,7 @@
 //! - [`scripts`]: every key a script touches is one it declared.
 
 mod admin;
+mod counts;
 mod hand_over;
 mod kinds;
 mod multi_key;

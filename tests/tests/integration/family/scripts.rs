@@ -40,6 +40,8 @@ const KEYED: &[&str] = &[
     "LPOS",
     "LLEN",
     "LINDEX",
+    "LRANGE",
+    "LSET",
     "ZADD",
     "ZREM",
     "ZSCORE",
@@ -192,6 +194,9 @@ async fn every_key_a_script_touches_is_declared() {
         writer.extend(Duration::from_secs(5)).await.unwrap();
         let _ = a.inspect_semaphore(format!("{key}:s")).await.unwrap();
         let _ = a.inspect_read_write(format!("{key}:rw")).await.unwrap();
+        // The permit's count raised at run time, which admits the waiter, then forgotten.
+        assert_eq!(a.add_permits(format!("{key}:s"), 1).await.unwrap(), 2);
+        a.clear_permits(format!("{key}:s")).await.unwrap();
         permit.release().await.unwrap();
         writer.release().await.unwrap();
         permit_waiter.await.unwrap().unwrap();
