@@ -129,6 +129,7 @@ pub fn start_holder(program: &str, url: &str, key: &str, ttl_ms: u64) -> (LineCh
         renew: false,
         kind: HoldKind::Lock,
         permits: 1,
+        take_over: None,
     };
     let mut holder = LineChild::start(program, &hold.args());
     match holder.line() {

@@ -156,6 +156,9 @@ pub enum Line {
     Released(Outcome),
     /// `hold`: whether the lease is known lost.
     Lost(bool),
+    /// `hold`: the hold was handed over (`hand-over`): the token another process takes it
+    /// over with, as `HoldToken`'s text.
+    Handed(String),
     /// `body`: the locked body began, with this fence.
     Started(Option<u64>),
     /// `body`: the body ran to its end.
@@ -237,6 +240,10 @@ pub enum Command {
     IsLost,
     /// Wait until the lease is known lost (answered `LOST yes`).
     WaitLost,
+    /// Hand the hold over, unreleased (answered `HANDED <token>`), and hold nothing from
+    /// then on: the worker lives on until killed or told `release` (answered `RELEASED
+    /// lost`).
+    HandOver,
 }
 
 /// The name of `e`'s `LockError` variant, as `ERRORS` lines carry it.
@@ -290,6 +297,7 @@ impl fmt::Display for Line {
             Line::Acquired { token, fence } => write!(f, "ACQUIRED {token} {}", Maybe(*fence)),
             Line::Released(outcome) => write!(f, "RELEASED {outcome}"),
             Line::Lost(lost) => write!(f, "LOST {}", if *lost { "yes" } else { "no" }),
+            Line::Handed(token) => write!(f, "HANDED {token}"),
             Line::Started(fence) => write!(f, "STARTED {}", Maybe(*fence)),
             Line::Finished => f.write_str("FINISHED"),
             Line::Result(outcome) => write!(f, "RESULT {outcome}"),
@@ -420,6 +428,7 @@ impl FromStr for Line {
                 "no" => Line::Lost(false),
                 _ => return Err(w.bad()),
             },
+            "HANDED" => Line::Handed(w.rest()),
             "STARTED" => Line::Started(w.maybe()?),
             "FINISHED" => Line::Finished,
             "RESULT" => Line::Result(w.rest().parse()?),
@@ -522,6 +531,7 @@ impl fmt::Display for Command {
             Command::Release => "release",
             Command::IsLost => "lost?",
             Command::WaitLost => "wait-lost",
+            Command::HandOver => "hand-over",
         })
     }
 }
@@ -534,6 +544,7 @@ impl FromStr for Command {
             "release" => Ok(Command::Release),
             "lost?" => Ok(Command::IsLost),
             "wait-lost" => Ok(Command::WaitLost),
+            "hand-over" => Ok(Command::HandOver),
             other => Err(format!("unknown command {other:?}")),
         }
     }
@@ -614,6 +625,7 @@ mod tests {
             },
             Line::Released(Outcome::Lost),
             Line::Lost(true),
+            Line::Handed("rlock-hold/1 lock 500 7 c1:4 order:42".into()),
             Line::Started(Some(3)),
             Line::Finished,
             Line::Result(Outcome::Error("Redis is unreachable: refused".into())),
@@ -696,13 +708,18 @@ mod tests {
         }
         let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
         assert_eq!(parse_output(&text).unwrap(), lines);
-        assert!(lines[8].to_string().ends_with(" permits=3"), "{}", lines[8]);
+        assert!(lines[9].to_string().ends_with(" permits=3"), "{}", lines[9]);
         assert!(
-            lines[9].to_string().ends_with(" permits=3 take=2"),
+            lines[10].to_string().ends_with(" permits=3 take=2"),
             "{}",
-            lines[9]
+            lines[10]
         );
-        for command in [Command::Release, Command::IsLost, Command::WaitLost] {
+        for command in [
+            Command::Release,
+            Command::IsLost,
+            Command::WaitLost,
+            Command::HandOver,
+        ] {
             assert_eq!(command.to_string().parse::<Command>().unwrap(), command);
         }
     }

@@ -4,7 +4,7 @@
 //! Every role speaks the line protocol of [`crate::protocol`].
 //!
 //! ```text
-//! worker hold    --redis URL --key K --ttl-ms T [--renew] [--kind lock|read|write|permit] [--permits N]
+//! worker hold    --redis URL --key K --ttl-ms T [--renew] [--kind lock|read|write|permit] [--permits N] [--take-over TOKEN]
 //! worker body    --redis URL --id N --body-ms B [--renew] [--on-lost abort|continue]
 //! worker contend --redis URL --key K --ttl-ms T --wait-ms W [--tasks N] [--iterations M] …
 //! ```
@@ -55,6 +55,10 @@ pub struct Hold {
     /// The semaphore's permits, for `--kind permit`.
     #[arg(long, default_value_t = 1)]
     pub permits: u32,
+    /// Take over the hold another process handed over (`HoldToken`'s text) instead of
+    /// acquiring one: its kind, key and lease are the token's.
+    #[arg(long)]
+    pub take_over: Option<String>,
 }
 
 /// What a `hold` worker holds of its key.
@@ -94,6 +98,9 @@ impl Hold {
             "--permits",
             &self.permits.to_string(),
         ]));
+        if let Some(token) = &self.take_over {
+            args.extend(strings(&["--take-over", token]));
+        }
         args
     }
 }
@@ -297,6 +304,7 @@ mod tests {
                 renew: true,
                 kind,
                 permits: 2,
+                take_over: None,
             };
             let Role::Hold(back) = parse(hold.args()) else {
                 panic!("not hold")

@@ -62,6 +62,7 @@ fn start_leader(server: &RedisServer, name: &str, ttl_ms: u64) -> (LineChild, St
         renew: true,
         kind: HoldKind::Leader,
         permits: 1,
+        take_over: None,
     };
     let mut leader = LineChild::start(WORKER, &hold.args());
     match leader.line() {

@@ -1,11 +1,11 @@
 //! `hold`: the manual API, one lease (a lock, a reader's or the writer's lease of a
-//! read-write lock, a semaphore's permit, or a leadership) held until the test says
-//! `release`.
+//! read-write lock, a semaphore's permit, or a leadership, or one another process handed
+//! over) held until the test says `release`, or handed over when it says `hand-over`.
 
 use std::io::BufRead;
 use std::time::Duration;
 
-use rlock_runtime::{LockClient, LockError};
+use rlock_runtime::{HoldToken, LockClient, LockError};
 use rlock_tests::holding::Holding as Held;
 use rlock_tests::protocol::{Command, Line, Outcome};
 use rlock_tests::worker::{Hold, HoldKind};
@@ -21,7 +21,10 @@ pub(crate) async fn run(args: Hold) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let key = args.key.as_str();
     let ttl = Duration::from_millis(args.ttl_ms);
-    let held = if args.kind == HoldKind::Leader {
+    let held = if let Some(token) = &args.take_over {
+        let token = token.parse::<HoldToken>().map_err(|e| e.to_string())?;
+        Held::Guard(client.take_over(token).await.map_err(|e| e.to_string())?)
+    } else if args.kind == HoldKind::Leader {
         let lead = client.leader(key).ttl(ttl).campaign().await;
         Held::Leader(lead.map_err(|e| e.to_string())?)
     } else {
@@ -49,15 +52,33 @@ pub(crate) async fn run(args: Hold) -> Result<(), String> {
             }
         }
     });
+    // `None` once handed over: nothing is held, and only `release` is answered.
+    let mut held = Some(held);
     while let Some(command) = rx.recv().await {
-        match command.parse::<Command>()? {
-            Command::IsLost => say(&Line::Lost(held.is_lost())),
-            Command::WaitLost => {
-                held.lost().await;
-                say(&Line::Lost(true));
+        match (command.parse::<Command>()?, held.take()) {
+            (Command::Release, None) => {
+                say(&Line::Released(Outcome::Lost));
+                return Ok(());
             }
-            Command::Release => {
-                let outcome = match held.release().await {
+            (_, None) => {}
+            (Command::HandOver, Some(Held::Guard(guard))) => {
+                let token = guard.hand_over().map_err(|e| e.to_string())?;
+                say(&Line::Handed(token.to_string()));
+            }
+            (Command::HandOver, Some(Held::Leader(_))) => {
+                return Err("a leadership is not handed over".into());
+            }
+            (Command::IsLost, Some(holding)) => {
+                say(&Line::Lost(holding.is_lost()));
+                held = Some(holding);
+            }
+            (Command::WaitLost, Some(holding)) => {
+                holding.lost().await;
+                say(&Line::Lost(true));
+                held = Some(holding);
+            }
+            (Command::Release, Some(holding)) => {
+                let outcome = match holding.release().await {
                     Ok(()) => Outcome::Ok,
                     Err(LockError::Lost { .. }) => Outcome::Lost,
                     Err(e) => return Err(e.to_string()),

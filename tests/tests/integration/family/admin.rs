@@ -88,6 +88,7 @@ async fn inspect_names_a_holder_in_another_process_and_when_it_was_granted() {
         renew: true,
         kind: HoldKind::Lock,
         permits: 1,
+        take_over: None,
     };
     let mut holder = LineChild::start(env!("CARGO_BIN_EXE_worker"), &hold.args());
     let Some(Line::Acquired { token, .. }) = holder.line() else {

@@ -1,14 +1,19 @@
 //! Handing a hold to another process (`hand_over`, `take_over`) against a real
 //! `redis-server`: the taker renews the same lease under a token of its own and is told when
-//! it is lost; a token is taken over once; a hold nobody takes over ends with its lease; every kind, a hold of several permits and a fence carry
-//! over; and tokens that are not a live hold's are refused.
+//! it is lost; a token is taken over once; a hold nobody takes over ends with its lease; every
+//! kind, a hold of several permits and a fence carry over; tokens that are not a live hold's
+//! are refused; the process that handed a hold over, or the one that took it, killed; and a
+//! cluster.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 
 use rlock_runtime::{HoldToken, LockClient, LockError};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::client;
+use rlock_tests::child::LineChild;
+use rlock_tests::locking::{PATIENCE, client};
+use rlock_tests::protocol::{Command, Line};
+use rlock_tests::worker::{Hold, HoldKind};
 
 /// A handler takes the lock with a short lease and hands it over; a worker (another client,
 /// as another process would) takes it over and holds it across many leases, renewed by its
@@ -209,4 +214,149 @@ async fn what_is_not_a_live_hold_is_refused() {
     assert!(err.is_lost(), "{err:?}");
     assert!(!held.is_lost());
     held.release().await.unwrap();
+}
+
+/// A worker of its own takes `key` (a fenced lock, renewed) in another process.
+fn worker_holding(server: &RedisServer, key: &str, take_over: Option<String>) -> LineChild {
+    let hold = Hold {
+        redis: server.url(),
+        key: key.to_owned(),
+        ttl_ms: 600,
+        renew: true,
+        kind: HoldKind::Lock,
+        permits: 1,
+        take_over,
+    };
+    let mut worker = LineChild::start(env!("CARGO_BIN_EXE_worker"), &hold.args());
+    match worker.line() {
+        Some(Line::Acquired { .. }) => worker,
+        other => panic!("the worker did not hold {key}: {other:?}"),
+    }
+}
+
+/// The process that handed a hold over is killed (SIGKILL) once it is taken over: the
+/// taker holds on, renewing by its own watchdog across many leases, and nobody else gets
+/// the key until it releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_giver_killed_after_the_hand_over_takes_nothing_with_it() {
+    let server = RedisServer::start();
+    let key = "export:giver";
+    let mut giver = worker_holding(&server, key, None);
+    let Some(Line::Handed(text)) = giver.ask(Command::HandOver) else {
+        panic!("the worker did not hand its hold over");
+    };
+    let taker = client(&server).await;
+    let taken = taker
+        .take_over(text.parse::<HoldToken>().unwrap())
+        .await
+        .unwrap();
+    giver.signal("-KILL");
+    drop(giver);
+    // Three of its 600 ms leases.
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    assert!(!taken.is_lost(), "renewed by the taker alone");
+    let other = client(&server).await;
+    assert!(other.lock(key).acquire().await.unwrap_err().is_busy());
+    taken.release().await.unwrap();
+    other
+        .lock(key)
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+/// The process that took a hold over is killed (SIGKILL): nothing renews the lease any more,
+/// so it ends by itself within its ttl, and a client waiting for the key gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_taker_killed_leaves_a_lease_that_ends_by_itself() {
+    let server = RedisServer::start();
+    let key = "export:taker";
+    let giver = client(&server).await;
+    let guard = giver
+        .lock(key)
+        .ttl(Duration::from_millis(600))
+        .fenced()
+        .acquire()
+        .await
+        .unwrap();
+    let text = guard.hand_over().unwrap().to_string();
+    let taker = worker_holding(&server, key, Some(text));
+    let waiter = client(&server).await;
+    assert!(waiter.lock(key).acquire().await.unwrap_err().is_busy());
+    taker.signal("-KILL");
+    drop(taker);
+    let next = waiter
+        .lock(key)
+        .wait(PATIENCE)
+        .fenced()
+        .acquire()
+        .await
+        .unwrap();
+    next.release().await.unwrap();
+}
+
+/// On a cluster, keys spread over its masters: each hold (a fenced lock, and 2 permits of a
+/// semaphore of 3) is taken over by another client, renewed there past several leases,
+/// taken over once only, seen held by a third client, and freed by the taker's release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_are_handed_over_on_a_cluster() {
+    let cluster = rlock_tests::deploy::ClusterDeployment::start();
+    let url = cluster.url();
+    let a = LockClient::connect(&url).await.unwrap();
+    let b = LockClient::connect(&url).await.unwrap();
+    let c = LockClient::connect(&url).await.unwrap();
+    for key in ["order:c1", "order:c2", "order:c3"] {
+        let guard = a
+            .lock(key)
+            .ttl(Duration::from_millis(400))
+            .fenced()
+            .acquire()
+            .await
+            .unwrap();
+        let fence = guard.fence();
+        let text = guard.hand_over().unwrap().to_string();
+        let taken = b
+            .take_over(text.parse::<HoldToken>().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(taken.fence(), fence);
+        let again = c.take_over(text.parse::<HoldToken>().unwrap()).await;
+        assert!(again.unwrap_err().is_lost());
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        assert!(!taken.is_lost());
+        let info = c.inspect(key).await.unwrap();
+        assert!(info.held && !info.held_here, "{info:?}");
+        taken.release().await.unwrap();
+        c.lock(key)
+            .acquire()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+    let two = a
+        .semaphore("export:c", 3)
+        .permits(2)
+        .ttl(Duration::from_millis(400))
+        .acquire()
+        .await
+        .unwrap();
+    let taken = b.take_over(two.hand_over().unwrap()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let info = c.inspect_semaphore("export:c").await.unwrap();
+    assert_eq!((info.in_use, info.held_here), (2, 0), "{info:?}");
+    assert!(
+        c.semaphore("export:c", 3)
+            .permits(2)
+            .acquire()
+            .await
+            .unwrap_err()
+            .is_busy()
+    );
+    taken.release().await.unwrap();
+    assert_eq!(c.inspect_semaphore("export:c").await.unwrap().in_use, 0);
 }

@@ -476,6 +476,7 @@ async fn a_permit_holder_stopped_past_its_lease_is_told_it_lost_it() {
         renew: true,
         kind: HoldKind::Permit,
         permits: 1,
+        take_over: None,
     };
     let mut holder = LineChild::start(env!("CARGO_BIN_EXE_worker"), &hold.args());
     assert!(matches!(holder.line(), Some(Line::Acquired { .. })));

@@ -1,7 +1,7 @@
 //! Several permits of a semaphore at once (`permits(n)`) against a real `redis-server`: held,
 //! renewed, given back and lost together, handed to a queued waiter only when they all fit,
 //! waited for in arrival order (a stream of single permits never starves a hold of several),
-//! counted by `inspect_semaphore`, and the requests that are refused.
+//! counted by `inspect_semaphore`, on a cluster too, and the requests that are refused.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -330,4 +330,49 @@ async fn impossible_numbers_of_permits_are_refused() {
         );
     }
     assert_eq!(members_in_use(&server, "export:c").await, 0);
+}
+
+/// On a cluster, keys spread over its masters: several permits taken and given back
+/// together, as on one server; and on each key, a request for 3 of 10 queued behind 9 held,
+/// which a later single request does not pass, is handed its 3 by their release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_permits_on_a_cluster() {
+    let cluster = rlock_tests::deploy::ClusterDeployment::start();
+    let a = LockClient::connect(&cluster.url()).await.unwrap();
+    several_permits_are_taken_and_given_back_together(&a).await;
+    let b = LockClient::connect(&cluster.url()).await.unwrap();
+    for key in ["render:c1", "render:c2", "render:c3"] {
+        let nine = a
+            .semaphore(key, 10)
+            .permits(9)
+            .ttl(Duration::from_secs(60))
+            .acquire()
+            .await
+            .unwrap();
+        let waiter = tokio::spawn({
+            let b = b.clone();
+            async move {
+                b.semaphore(key, 10)
+                    .permits(3)
+                    .wait(PATIENCE)
+                    .acquire()
+                    .await
+            }
+        });
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while a.inspect_semaphore(key).await.unwrap().waiters != Some(1) {
+            assert!(tokio::time::Instant::now() < deadline, "never queued");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let single = a.sibling().semaphore(key, 10).acquire().await.unwrap_err();
+        assert!(
+            single.is_busy(),
+            "took a permit kept for the queue's head: {single:?}"
+        );
+        nine.release().await.unwrap();
+        let three = waiter.await.unwrap().unwrap();
+        let info = a.inspect_semaphore(key).await.unwrap();
+        assert_eq!((info.in_use, info.held_here), (3, 0), "{info:?}");
+        three.release().await.unwrap();
+    }
 }
