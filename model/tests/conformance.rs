@@ -144,6 +144,16 @@ fn replayed() -> Vec<(&'static str, Config, usize)> {
             6,
         ),
         (
+            "a count set at run time",
+            Config::new(
+                now,
+                &[Client::permit(2), Client::permit(2), Client::permits(2, 2)],
+            )
+            .set_counts(&[1, 3], 2)
+            .faults(1, 1, 0),
+            6,
+        ),
+        (
             "a plain join and semaphores of two counts",
             Config::new(
                 now,
@@ -219,6 +229,7 @@ fn the_model_is_the_scripts() {
         "other kind: ReadWrite",
         "other count",
         "an upgrade's read not held",
+        "a count set at run time",
         "released",
         "not ours",
         "again with the fence record",
@@ -295,6 +306,7 @@ impl Seen {
                 Answer::Renewed(false) => "not renewed",
                 Answer::Appended(0) => "appended to no queue",
                 Answer::Appended(_) => "appended",
+                Answer::Recounted(_) => "a count set at run time",
             });
         }
         for &(_, fence) in &effect.announced {
@@ -527,6 +539,20 @@ impl Replay {
                     .unwrap();
                 Vec::new()
             }
+            Action::SetPermits(_) | Action::ClearPermits => {
+                let count = match action {
+                    Action::SetPermits(i) => Some(u32::from(config.set_counts[i])),
+                    _ => None,
+                };
+                let permit = (config.clients.iter())
+                    .position(|client| matches!(client.kind, Kind::Permit { .. }))
+                    .expect("a configuration that sets a count has a permit client");
+                let reply: Vec<i64> = self.calls[permit]
+                    .set_permits(count)
+                    .query(&mut self.conn)
+                    .unwrap();
+                vec![Reply::Recounted(ScriptCalls::recounted(&reply))]
+            }
             Action::Dies(c) => {
                 let late = self.subscribers[c].unsubscribe();
                 assert!(late.is_empty(), "{late:?} heard after its step ({s:?})");
@@ -569,15 +595,22 @@ impl Replay {
     /// What Redis holds, against the model's `s`.
     fn compare_held(&mut self, s: &State, fences: &Fences) -> Result<(), String> {
         let calls = &self.calls[0];
-        let (kind, members, queue, record, now): (String, Vec<String>, Vec<String>, String, i64) =
-            redis::cmd("EVAL")
-                .arg(OBSERVE)
-                .arg(3)
-                .arg(KEY)
-                .arg(calls.queue_key())
-                .arg(calls.fence_key())
-                .query(&mut self.conn)
-                .unwrap();
+        let count_key = ScriptCalls::permit(KEY, 1, TTL).count_key();
+        let (kind, members, queue, record, now, count): Observed = redis::cmd("EVAL")
+            .arg(OBSERVE)
+            .arg(4)
+            .arg(KEY)
+            .arg(calls.queue_key())
+            .arg(calls.fence_key())
+            .arg(count_key)
+            .query(&mut self.conn)
+            .unwrap();
+        let expected = s.record.map(|count| count.to_string()).unwrap_or_default();
+        if count != expected {
+            return Err(format!(
+                "the count record is {count:?}; the model says {expected:?}"
+            ));
+        }
         let name = read_name(&kind, &members, now)?;
         if name != s.name {
             return Err(format!(
@@ -603,9 +636,15 @@ impl Replay {
         Ok(())
     }
 
-    /// A queue entry as the runtime writes it.
+    /// A queue entry as the runtime writes it (a permit's with the count it carries).
     fn entry(&self, e: Entry) -> String {
-        self.calls[e.client].entry(&token(&self.model.config, e.client), e.fenced)
+        let token = token(&self.model.config, e.client);
+        match self.model.config.clients[e.client].kind {
+            Kind::Permit { .. } => {
+                self.calls[e.client].entry_under(&token, e.fenced, u32::from(e.count))
+            }
+            _ => self.calls[e.client].entry(&token, e.fenced),
+        }
     }
 }
 
@@ -616,6 +655,7 @@ enum Reply {
     Released(i64),
     Renewed(bool),
     Appended(u64),
+    Recounted(Option<u32>),
 }
 
 /// Each call's reply against the model's answer, `s` the state the step started from.
@@ -636,7 +676,10 @@ fn compare_answers(
             *queued && *told == (*pttl >= 0)
         }
         (Answer::OtherCount, Reply::Acquire(AcquireReply::OtherCount { stored })) => {
+            // The count stored with the permits, or the one set at run time (which a hold
+            // of more permits exceeds).
             matches!(&s.name, Name::Semaphore { permits, .. } if i64::from(*permits) == *stored)
+                || s.record.is_some_and(|count| i64::from(count) == *stored)
         }
         (Answer::OtherKind(holds), Reply::Acquire(AcquireReply::OtherKind(found))) => {
             *found
@@ -653,6 +696,8 @@ fn compare_answers(
         (Answer::AgainWithFence, Reply::Released(real)) => *real == released::AGAIN_WITH_FENCE,
         (Answer::Renewed(renewed), Reply::Renewed(real)) => renewed == real,
         (Answer::Appended(length), Reply::Appended(real)) => u64::from(*length) == *real,
+        (Answer::Recounted(count), Reply::Recounted(Some(real))) => u32::from(*count) == *real,
+        (Answer::OtherKind(_), Reply::Recounted(None)) => true,
         _ => false,
     };
     let agrees = effect.answers.len() == replies.len()
@@ -762,8 +807,13 @@ fn read_name(kind: &str, members: &[String], now: i64) -> Result<Name, String> {
     }
 }
 
+/// What [`OBSERVE`] reads: the key's type, its value or members with scores, the queue's
+/// entries, the fence record, Redis's clock and the count record.
+type Observed = (String, Vec<String>, Vec<String>, String, i64, String);
+
 /// Reads the name back in one atomic look: its type, its value or members with scores, the
-/// queue's entries, the fence record ('' when none) and Redis's clock in ms.
+/// queue's entries, the fence record ('' when none), Redis's clock in ms and the semaphore's
+/// count record ('' when none).
 const OBSERVE: &str = r"
 local kind = redis.call('TYPE', KEYS[1])['ok']
 local held = {}
@@ -778,7 +828,8 @@ if redis.call('TYPE', KEYS[2])['ok'] == 'list' then
 end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-return {kind, held, queue, redis.call('GET', KEYS[3]) or '', now}
+return {kind, held, queue, redis.call('GET', KEYS[3]) or '', now,
+  redis.call('GET', KEYS[4]) or ''}
 ";
 
 /// Ends the lease of ARGV[1] on KEYS[1] as the passing of time would have: a lock's key goes;

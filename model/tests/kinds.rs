@@ -37,8 +37,8 @@ fn assert_keeps(name: &str, config: Config, except: &[&str]) {
     }
 }
 
-/// The client who took `action`.
-fn actor(action: &Action) -> usize {
+/// The client who took `action` (`None`: the operator).
+fn actor(action: &Action) -> Option<usize> {
     match *action {
         Action::Arrive(c)
         | Action::Append(c)
@@ -48,7 +48,8 @@ fn actor(action: &Action) -> usize {
         | Action::Release(c)
         | Action::Withdraw(c)
         | Action::LeaseEnds(c)
-        | Action::Dies(c) => c,
+        | Action::Dies(c) => Some(c),
+        Action::SetPermits(_) | Action::ClearPermits => None,
     }
 }
 
@@ -114,6 +115,22 @@ fn now_keeps_every_kind_to_itself() {
             ],
         )
         .faults(2, 2, 1),
+        &[],
+    );
+    assert_keeps(
+        "now, a count set at run time",
+        Config::new(
+            now,
+            &[
+                Client::permit(2),
+                Client::permit(2),
+                Client::permits(2, 2),
+                Client::permit(3).fair(),
+                Client::lock(),
+            ],
+        )
+        .set_counts(&[1, 3], 2)
+        .faults(1, 1, 1),
         &[],
     );
     assert_keeps(
@@ -271,7 +288,7 @@ fn before_told_a_late_release_of_an_ended_permit_it_gave_it_back() {
         assert!(matches!(release, Action::Release(_)));
         let ended = path
             .iter()
-            .any(|a| matches!(a, Action::LeaseEnds(c) if *c == actor(release)));
+            .any(|a| matches!(a, Action::LeaseEnds(c) if Some(*c) == actor(release)));
         assert!(ended, "{path:?}");
     }
     for client in [

@@ -266,6 +266,10 @@ pub struct Config {
     pub withdrawals: u8,
     /// How many waiting processes may die.
     pub deaths: u8,
+    /// The counts an operator may set the semaphore to at run time (`set_permits`).
+    pub set_counts: Vec<u8>,
+    /// How many changes of the count (sets and clears) may happen per run.
+    pub recounts: u8,
 }
 
 impl Config {
@@ -289,6 +293,18 @@ impl Config {
             lease_ends: 0,
             withdrawals: 0,
             deaths: 0,
+            set_counts: Vec::new(),
+            recounts: 0,
+        }
+    }
+
+    /// With the semaphore's count set at run time to any of `counts`, or cleared, at most
+    /// `recounts` times per run.
+    pub fn set_counts(self, counts: &[u8], recounts: u8) -> Self {
+        Config {
+            set_counts: counts.to_vec(),
+            recounts,
+            ..self
         }
     }
 
@@ -330,6 +346,11 @@ pub enum Action {
     /// A waiting client's process dies: unsubscribed, its entry is dropped by the next
     /// release that meets it.
     Dies(usize),
+    /// An operator sets the semaphore's count to the `i`th of [`Config::set_counts`]
+    /// (`set_permits`, the resize script).
+    SetPermits(usize),
+    /// An operator clears the count set (`clear_permits`).
+    ClearPermits,
 }
 
 /// The model checked: clients of several kinds on one name under a [`Config`].
@@ -367,6 +388,8 @@ impl KindsModel {
             return false;
         }
         let client = match action {
+            Action::SetPermits(_) => return s.budget.recounts > 0,
+            Action::ClearPermits => return s.budget.recounts > 0 && s.record.is_some(),
             Action::Arrive(c)
             | Action::Append(c)
             | Action::CheckIn(c)
@@ -403,6 +426,7 @@ impl KindsModel {
             Action::Dies(_) => {
                 p.phase == Phase::Waiting && s.budget.deaths > 0 && upgrade_of.is_none()
             }
+            Action::SetPermits(_) | Action::ClearPermits => false,
         }
     }
 
@@ -476,6 +500,20 @@ impl KindsModel {
                 run.s.budget.deaths -= 1;
                 run.s.clients[c].phase = Phase::Dead;
             }
+            Action::SetPermits(i) => {
+                run.s.budget.recounts -= 1;
+                let answer = run.recount(Some(self.config.set_counts[i]));
+                run.effect.answers.push(answer);
+                // A free name's count is only recorded: nobody is served.
+                if matches!(run.s.name, Name::Semaphore { .. }) {
+                    self.check_served(&mut run, Holds::Semaphore);
+                }
+            }
+            Action::ClearPermits => {
+                run.s.budget.recounts -= 1;
+                let answer = run.recount(None);
+                run.effect.answers.push(answer);
+            }
         }
         if run.s.stuck {
             // The step never ends: nothing is answered or announced.
@@ -489,10 +527,21 @@ impl KindsModel {
     fn arrive(&self, run: &mut Run<'_>, c: usize) {
         let kind = self.config.clients[c].kind;
         let other = match (&run.s.name, kind) {
-            (Name::Free, _) => false,
-            (Name::Semaphore { permits, .. }, Kind::Permit { permits: mine, .. }) => {
-                *permits != mine
+            // (A count set at run time is every caller's; a hold of more than it is refused.)
+            (
+                Name::Semaphore { permits, .. },
+                Kind::Permit {
+                    permits: mine,
+                    take,
+                },
+            ) => {
+                let count = run.s.record.unwrap_or(mine);
+                *permits != count && run.s.record.is_none() || take > count && count > 0
             }
+            (Name::Free, Kind::Permit { take, .. }) => {
+                run.s.record.is_some_and(|c| take > c && c > 0)
+            }
+            (Name::Free, _) => false,
             (name, kind) => name.holds() != kind.holds(),
         };
         let before = (run.s.name.clone(), run.s.queue.clone());
@@ -526,19 +575,32 @@ impl KindsModel {
     /// P2: after a release by `c` that gave a lease back (`answer`), the first live waiter
     /// of its kind's letters, if any, does not fit.
     fn check_handoff(&self, run: &mut Run<'_>, c: usize, answer: Answer) {
-        if answer != Answer::Released || run.s.stuck {
+        if answer != Answer::Released {
             return;
         }
-        let family = self.config.clients[c].kind.holds();
-        let served = |letter: char| match family {
-            Holds::Lock => letter == 'l',
-            Holds::Semaphore => letter == 'p',
-            Holds::ReadWrite => matches!(letter, 'r' | 'u' | 'w'),
+        self.check_served(run, self.config.clients[c].kind.holds());
+    }
+
+    /// P2: after a step that served the queue of `family` (a release, a raised count), the
+    /// first live waiter it serves, if any, does not fit.
+    fn check_served(&self, run: &mut Run<'_>, family: Holds) {
+        if run.s.stuck {
+            return;
+        }
+        let count = match run.s.name {
+            Name::Semaphore { permits, .. } => permits,
+            _ => 0,
+        };
+        // (A permit's entry of another count is dropped, not served.)
+        let served = |e: &Entry| match family {
+            Holds::Lock => e.letter == 'l',
+            Holds::Semaphore => e.letter == 'p' && e.count == count,
+            Holds::ReadWrite => matches!(e.letter, 'r' | 'u' | 'w'),
             Holds::Free => false,
         };
         // (An upgrade whose upgradeable reader is gone never fits: a release drops it.)
         let Some(first) = run.s.queue.iter().find(|e| {
-            served(e.letter)
+            served(e)
                 && run.s.clients[e.client].subscribed()
                 && !(matches!(run.s.name, Name::ReadWrite { .. })
                     && run.fits(e.client) == Fit::Drop)
@@ -571,10 +633,13 @@ impl Model for KindsModel {
             queue: Vec::new(),
             fences: 0,
             clients: vec![Progress::default(); c.clients.len()],
+            record: None,
+            counts_set: false,
             budget: Budget {
                 lease_ends: c.lease_ends,
                 withdrawals: c.withdrawals,
                 deaths: c.deaths,
+                recounts: c.recounts,
             },
             stuck: false,
             broken: Broken::default(),
@@ -589,6 +654,10 @@ impl Model for KindsModel {
                     .filter(|&a| self.enabled(s, a)),
             );
         }
+        let operator = (0..self.config.set_counts.len())
+            .map(Action::SetPermits)
+            .chain([Action::ClearPermits]);
+        actions.extend(operator.filter(|&a| self.enabled(s, a)));
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
@@ -632,8 +701,13 @@ fn one_kind(m: &KindsModel, s: &State) -> bool {
         let kind = m.config.clients[held.client].kind;
         kind.letter() == letter || (!held.live && letter == 'r' && kind == Kind::UpgradeableRead)
     });
+    // (A count lowered at run time leaves holders above it: each grant is checked against
+    // the count it was made under.)
     let room = match &s.name {
-        Name::Semaphore { permits, .. } => m.config.live_permits(&s.name) <= usize::from(*permits),
+        Name::Semaphore { permits, .. } => {
+            !s.broken.over_count
+                && (s.counts_set || m.config.live_permits(&s.name) <= usize::from(*permits))
+        }
         Name::ReadWrite {
             writer, readers, ..
         } => match writer.filter(|w| w.live) {
@@ -663,6 +737,10 @@ fn own_count(m: &KindsModel, s: &State) -> bool {
     let Name::Semaphore { permits, holders } = &s.name else {
         return true;
     };
+    // A count set at run time is every caller's.
+    if s.counts_set {
+        return true;
+    }
     holders.iter().all(|h| {
         !matches!(m.config.clients[h.client].kind, Kind::Permit { permits: mine, .. } if mine != *permits)
     })

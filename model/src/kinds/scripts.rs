@@ -71,7 +71,17 @@ impl<'a> Run<'a> {
             client,
             letter: self.kind(client).letter(),
             fenced: self.config.clients[client].fenced,
+            count: match self.kind(client) {
+                Kind::Permit { permits, .. } => self.count_of(permits),
+                _ => 0,
+            },
         }
+    }
+
+    /// The count a permit client naming `permits` acquires under: the count set at run time,
+    /// if one is (`semaphore/acquire.lua` reads its record).
+    fn count_of(&self, permits: u8) -> u8 {
+        self.s.record.unwrap_or(permits)
     }
 
     /// `LREM queue 1 entry`: its first copy goes.
@@ -116,13 +126,7 @@ impl<'a> Run<'a> {
             // `SERVED`: each kind's own letters; a semaphore's, its own count's permits (the
             // entry carries the count: `p3`).
             (Scripts::Now, Holds::Lock) => letter == 'l',
-            (Scripts::Now, Holds::Semaphore) => {
-                letter == 'p'
-                    && matches!(
-                        self.config.clients[entry.client].kind,
-                        Kind::Permit { permits: theirs, .. } if theirs == permits
-                    )
-            }
+            (Scripts::Now, Holds::Semaphore) => letter == 'p' && entry.count == permits,
             // Before: only a read-write lock's entries had a role, and only its releases
             // asked `fits`; a lock's and a semaphore's releases took every entry without one.
             (Scripts::Before, Holds::Lock | Holds::Semaphore) => matches!(letter, 'l' | 'p'),
@@ -172,6 +176,9 @@ impl<'a> Run<'a> {
             (Holds::Semaphore, Name::Semaphore { holders, .. }) => {
                 holders.retain(|h| h.client != client);
                 holders.push(live);
+                if self.config.live_permits(&self.s.name) > usize::from(permits) {
+                    self.s.broken.over_count = true;
+                }
             }
             (Holds::Semaphore, name) => {
                 *name = Name::Semaphore {
@@ -222,10 +229,10 @@ impl<'a> Run<'a> {
     /// `semaphore/acquire.lua`'s `kept`: the permits kept for the queue's head, another
     /// client's hold of several permits (whatever it asked for: the script reads the
     /// entry's token alone).
-    fn kept(&self, client: usize) -> usize {
+    fn kept(&self, client: usize, permits: u8) -> usize {
         match self.s.queue.first() {
             Some(head) if head.client != client => match self.config.clients[head.client].take() {
-                1 => 0,
+                take if take == 1 || take > usize::from(permits) => 0,
                 take => take,
             },
             _ => 0,
@@ -265,13 +272,16 @@ impl<'a> Run<'a> {
                 }
             }
             // A semaphore's `fits`: the waiter's permits beside those in use (only now's
-            // scripts ask it; a hold of several permits is theirs alone).
-            if family == Holds::Semaphore
-                && self.config.scripts == Scripts::Now
-                && !self.permits_fit(entry.client, permits)
-            {
-                self.s.queue.insert(0, entry);
-                return HandOff::Nobody;
+            // scripts ask it; a hold of several permits is theirs alone). A hold of more than
+            // the count (lowered at run time) never fits: its entry goes.
+            if family == Holds::Semaphore && self.config.scripts == Scripts::Now {
+                if self.config.clients[entry.client].take() > usize::from(permits) && permits > 0 {
+                    continue;
+                }
+                if !self.permits_fit(entry.client, permits) {
+                    self.s.queue.insert(0, entry);
+                    return HandOff::Nobody;
+                }
             }
             let mut fence = 0;
             if entry.fenced {
@@ -315,7 +325,9 @@ impl<'a> Run<'a> {
     pub(super) fn acquire(&mut self, client: usize, queued: bool) -> Answer {
         match self.kind(client) {
             Kind::Lock => self.lock_acquire(client, queued),
-            Kind::Permit { permits, .. } => self.semaphore_acquire(client, queued, permits),
+            Kind::Permit { permits, .. } => {
+                self.semaphore_acquire(client, queued, self.count_of(permits))
+            }
             Kind::Read | Kind::UpgradeableRead | Kind::Write | Kind::Upgrade { .. } => {
                 self.read_write_acquire(client, queued)
             }
@@ -365,15 +377,28 @@ impl<'a> Run<'a> {
         Answer::Busy { told: place == 0 }
     }
 
-    /// `semaphore/acquire.lua` in the queue's mode, for a semaphore of `permits`.
+    /// `semaphore/acquire.lua` in the queue's mode, for a semaphore of `permits` (the count
+    /// set at run time, if one is, else its caller's).
     fn semaphore_acquire(&mut self, client: usize, queued: bool, permits: u8) -> Answer {
-        match &self.s.name {
+        let set = self.s.record.is_some();
+        match &mut self.s.name {
             Name::Free => {}
+            // The set follows a count set at run time; another count is refused.
             Name::Semaphore {
                 permits: stored, ..
-            } if *stored != permits => return Answer::OtherCount,
+            } if *stored != permits => {
+                if !set {
+                    return Answer::OtherCount;
+                }
+                *stored = permits;
+            }
             Name::Semaphore { .. } => {}
             other => return Answer::OtherKind(other.holds()),
+        }
+        // More permits than a count set at run time: never granted while it lasts (a count
+        // of 0 pauses the semaphore instead).
+        if self.config.clients[client].take() > usize::from(permits) && permits > 0 {
+            return Answer::OtherCount;
         }
         let mine = self.s.name.live_lease_of(client).is_some();
         self.s.name.purge();
@@ -384,7 +409,7 @@ impl<'a> Run<'a> {
         let fair = self.config.clients[client].fair;
         let now = self.config.scripts == Scripts::Now;
         let mut keep = if now && !full(self) {
-            self.kept(client)
+            self.kept(client, permits)
         } else {
             0
         };
@@ -411,7 +436,7 @@ impl<'a> Run<'a> {
                 return Answer::Busy { told: false };
             }
             if now {
-                keep = self.kept(client);
+                keep = self.kept(client, permits);
             }
         }
         let want = self.config.clients[client].take();
@@ -428,9 +453,52 @@ impl<'a> Run<'a> {
             }
             return Answer::Taken { fence: 0 };
         }
-        // Busy: the head is told the earliest permit's lease.
+        // Busy: the head is told the earliest permit's lease, when one is held.
         let place = self.stand(client, queued, false);
-        Answer::Busy { told: place == 0 }
+        Answer::Busy {
+            told: place == 0 && self.config.live_permits(&self.s.name) > 0,
+        }
+    }
+
+    /// `semaphore/resize.lua`: the count set at run time to `count`, or (`None`) cleared.
+    /// The set and its waiters' entries of the old count move to the new one, and the queue
+    /// is served while permits are free.
+    pub(super) fn recount(&mut self, count: Option<u8>) -> Answer {
+        let stored = match &self.s.name {
+            Name::Free => None,
+            Name::Semaphore { permits, .. } => Some(*permits),
+            other => return Answer::OtherKind(other.holds()),
+        };
+        let Some(permits) = count else {
+            if let (None, Some(set)) = (stored, self.s.record) {
+                // Nobody holds: the entries under the count cleared go.
+                self.s
+                    .queue
+                    .retain(|e| !(e.letter == 'p' && e.count == set));
+            }
+            self.s.record = None;
+            return Answer::Recounted(stored.unwrap_or(0));
+        };
+        self.s.record = Some(permits);
+        self.s.counts_set = true;
+        let Some(old) = stored else {
+            return Answer::Recounted(permits);
+        };
+        self.s.name.purge();
+        if let Name::Semaphore { permits: count, .. } = &mut self.s.name {
+            *count = permits;
+        }
+        for entry in &mut self.s.queue {
+            if entry.letter == 'p' && entry.count == old {
+                entry.count = permits;
+            }
+        }
+        self.repeat(|run| {
+            (run.config.live_permits(&run.s.name) < usize::from(permits))
+                .then(|| run.hand_off(Holds::Semaphore, false, None, permits))
+        });
+        self.s.name.expire();
+        Answer::Recounted(permits)
     }
 
     /// `rw/acquire.lua` in the queue's mode, as a reader, the upgradeable reader, the writer
@@ -560,7 +628,26 @@ impl<'a> Run<'a> {
     /// `semaphore/release.lua`.
     fn semaphore_release(&mut self, client: usize, leaving: bool) -> Answer {
         if leaving {
-            self.remove_entry(self.entry(client));
+            // The entry under its caller's own count, and the one under the semaphore's
+            // (where a count set at run time moved it).
+            let own = match self.kind(client) {
+                Kind::Permit { permits, .. } => permits,
+                _ => 0,
+            };
+            let mine = Entry {
+                count: own,
+                ..self.entry(client)
+            };
+            self.remove_entry(mine);
+            // Its entry under the semaphore's count and under the count set, where a change
+            // of the count moved it.
+            let stored = match self.s.name {
+                Name::Semaphore { permits, .. } => Some(permits),
+                _ => None,
+            };
+            for count in [stored, self.s.record].into_iter().flatten() {
+                self.remove_entry(Entry { count, ..mine });
+            }
         }
         let Name::Semaphore { permits, .. } = self.s.name else {
             return Answer::NotOurs;

@@ -191,6 +191,9 @@ pub struct Entry {
     pub letter: char,
     /// It asked for a fence.
     pub fenced: bool,
+    /// A permit's: the count it waits under (`p3`: its caller's, or the count set at run
+    /// time); 0 for other kinds.
+    pub count: u8,
 }
 
 /// Where a client is, in order of its life.
@@ -249,6 +252,8 @@ pub struct Budget {
     pub withdrawals: u8,
     /// Waiters that may die.
     pub deaths: u8,
+    /// Changes of a semaphore's count at run time still to come.
+    pub recounts: u8,
 }
 
 /// What a step broke, kept for the properties to see.
@@ -264,6 +269,8 @@ pub struct Broken {
     pub plain_join_admitted: bool,
     /// A holder's release of a lease that had ended answered that it gave it back.
     pub lost_release_released: bool,
+    /// A permit was granted past its semaphore's count at the time of the grant.
+    pub over_count: bool,
 }
 
 /// The whole system at one moment.
@@ -275,6 +282,11 @@ pub struct State {
     pub queue: Vec<Entry>,
     /// How many fences were issued on the name: the record holds the last (0: none).
     pub fences: u8,
+    /// The semaphore's count set at run time (its count record), if one is.
+    pub record: Option<u8>,
+    /// A count was set at run time at some point: holders may since hold permits of a count
+    /// their callers did not name.
+    pub counts_set: bool,
     /// Each client's side, by index.
     pub clients: Vec<Progress>,
     /// Faults still allowed.
@@ -334,6 +346,9 @@ pub enum Answer {
     Renewed(bool),
     /// A plain join (`RPUSHX`): the queue's length after it, 0 when there was no queue.
     Appended(u8),
+    /// A change of a semaphore's count at run time: the count after it (for a clear, the one
+    /// in use, 0 when none).
+    Recounted(u8),
 }
 
 /// What a step did that the outside sees: each call's answer, in order, and the announcements

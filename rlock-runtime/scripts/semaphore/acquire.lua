@@ -38,6 +38,11 @@ if found == SEMAPHORE and -tonumber(scores[1]) ~= permits then
   end
   redis.call('ZADD', sem, 'XX', -permits, PERMITS_MEMBER)
 end
+-- More permits than a count set at run time: never granted while it lasts (a count of 0
+-- pauses the semaphore instead: its callers wait for it to be raised).
+if want > permits and permits > 0 then
+  return {OTHER_COUNT, permits}
+end
 local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', sem, 0, string.format('%.0f', now))
 
@@ -51,17 +56,25 @@ local function take(owner, ms)
   end
 end
 
--- Whether `owner`'s hold fits beside the permits in use now.
+-- Whether `owner`'s hold fits beside the permits in use now; DROP for a hold of more
+-- permits than the count (lowered at run time under it, and not to 0, which pauses): it
+-- never will.
 local function fits(_, owner)
-  return redis.call('ZCOUNT', sem, 0, '+inf') + weight_of(owner) <= permits
+  local want = weight_of(owner)
+  if want > permits and permits > 0 then
+    return DROP
+  end
+  return redis.call('ZCOUNT', sem, 0, '+inf') + want <= permits
 end
 
 -- The permits kept for the queue's head: another caller's hold of several permits waiting
--- there (0 when there is none, or the head is this caller or wants one permit).
+-- there (0 when there is none, or the head is this caller or wants one permit, or more than
+-- the count: that hold never fits, and a release drops it).
 local function kept()
   local head = redis.call('LINDEX', queue, 0)
   local owner = head and entry_of(head)
-  if not owner or owner == token or weight_of(owner) == 1 then
+  if not owner or owner == token or weight_of(owner) == 1 or weight_of(owner) > permits
+    then
     return 0
   end
   return weight_of(owner)

@@ -6,10 +6,23 @@
 -- ended, was never ours, or the key holds another kind (then nothing of it is touched).
 -- (Permits carry no fence, so a release never asks again with the fence record.)
 local sem, queue = KEYS[1], KEYS[2]
-if leaving then
-  redis.call('LREM', queue, 1, entry(token, handoff, entry_fenced, entry_kind))
-end
 local found, scores = kind_of(sem, token)
+if leaving then
+  -- Its entry under the count its caller names, and under the semaphore's and the count set
+  -- at run time (KEYS[3], declared when leaving), where a change of the count moved it: a
+  -- waiter that gave up leaves no entry a release could grant.
+  local counts = {entry_kind}
+  if found == SEMAPHORE then
+    counts[2] = ME .. -tonumber(scores[1])
+  end
+  local set_count = tonumber(redis.pcall('GET', KEYS[3]))
+  if set_count then
+    counts[#counts + 1] = ME .. set_count
+  end
+  for _, kind in ipairs(counts) do
+    redis.call('LREM', queue, 1, entry(token, handoff, entry_fenced, kind))
+  end
+end
 if found ~= SEMAPHORE then
   -- Nothing of ours here: the semaphore ended (its waiters find it free at their next
   -- check in), or the name holds another kind.
@@ -30,9 +43,15 @@ local function take(owner, ms)
   end
 end
 
--- Whether `owner`'s hold fits beside the permits in use now.
+-- Whether `owner`'s hold fits beside the permits in use now; DROP for a hold of more
+-- permits than the count (lowered at run time under it, and not to 0, which pauses): it
+-- never will.
 local function fits(_, owner)
-  return redis.call('ZCOUNT', sem, 0, '+inf') + weight_of(owner) <= permits
+  local want = weight_of(owner)
+  if want > permits and permits > 0 then
+    return DROP
+  end
+  return redis.call('ZCOUNT', sem, 0, '+inf') + want <= permits
 end
 
 -- The free permits go to the next live waiters in arrival order: those this release gave

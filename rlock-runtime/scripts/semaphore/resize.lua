@@ -18,11 +18,22 @@ if found ~= SEMAPHORE and found ~= FREE then
   return {OTHER_KIND, found}
 end
 local stored = scores and scores[1] and -tonumber(scores[1])
+local set_count = tonumber(redis.pcall('GET', record))
 if change == 'clear' then
   redis.call('DEL', record)
+  if found == FREE and set_count then
+    -- Nobody holds, and no count now says which entries carry the count cleared: they go
+    -- (their waiters stand again at their next check in, under their own count).
+    for _, text in ipairs(redis.call('LRANGE', queue, 0, MOST_ENTRIES - 1)) do
+      local _, _, _, kind = entry_of(text)
+      if kind == ME .. set_count then
+        redis.call('LREM', queue, 1, text)
+      end
+    end
+  end
   return {0, stored or 0}
 end
-local current = tonumber(redis.pcall('GET', record)) or stored
+local current = set_count or stored
 local permits = amount
 if change == 'add' then
   if not current then
@@ -54,9 +65,15 @@ local function take(owner, ms)
   end
 end
 
--- Whether `owner`'s hold fits beside the permits in use now.
+-- Whether `owner`'s hold fits beside the permits in use now; DROP for a hold of more
+-- permits than the count (lowered at run time under it, and not to 0, which pauses): it
+-- never will.
 local function fits(_, owner)
-  return redis.call('ZCOUNT', sem, 0, '+inf') + weight_of(owner) <= permits
+  local want = weight_of(owner)
+  if want > permits and permits > 0 then
+    return DROP
+  end
+  return redis.call('ZCOUNT', sem, 0, '+inf') + want <= permits
 end
 
 -- The permits a raised count frees go to the waiters in arrival order, as a release's do.

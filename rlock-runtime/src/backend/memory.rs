@@ -405,6 +405,10 @@ fn take_permit(semaphore: &mut Semaphore, lease: Lease<'_>, permits: u32, now: I
     }
     let held = semaphore.live(now);
     let wanted = u64::from(permits_taken(lease.token));
+    if wanted > u64::from(permits) && permits > 0 {
+        // More than a count set at run time: never granted while it lasts (0 pauses it).
+        return Attempt::Misfit(Misfit::Permits { stored: permits });
+    }
     if held
         .keys()
         .map(|t| u64::from(permits_taken(t)))

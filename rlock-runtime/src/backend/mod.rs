@@ -80,6 +80,15 @@ impl Misfit {
     /// The error for a request of `kind` on `key`.
     pub(crate) fn error(self, kind: Kind, key: impl std::fmt::Display) -> LockError {
         match (self, kind) {
+            (Self::Permits { stored }, Kind::Permit { take, .. })
+                if take > stored && stored > 0 =>
+            {
+                LockError::InvalidConfig(format!(
+                    "semaphore `{key}` has {stored} permits now (set at run time), and this \
+                     request takes {take} at once: it could never be granted; take fewer, or \
+                     raise the count with `set_permits`"
+                ))
+            }
             (Self::Permits { stored }, Kind::Permit { permits, .. }) => {
                 LockError::InvalidConfig(format!(
                     "semaphore `{key}` has {stored} permits in Redis, and this request names \

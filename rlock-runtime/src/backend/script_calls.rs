@@ -10,12 +10,12 @@ use redis::{Cmd, Pipeline};
 
 use super::protocol::{AcquireMode, entry};
 use super::scripted::{
-    Releaser, acquire_call, append_pipe, handoff_lease, queue_args, release_again_call,
-    release_call, renew_call,
+    Releaser, acquire_call, append_pipe, handoff_lease, queue_args, recount_call, recounted,
+    release_again_call, release_call, renew_call,
 };
 use super::scripts::ScriptCall;
 use super::topology::{Announcing, RELEASE_CHANNEL_PREFIX};
-use super::{Kind, Lease};
+use super::{CountChange, Kind, Lease, Recounted};
 use crate::key::Companion;
 
 pub use super::protocol::{AcquireReply, Found, released};
@@ -166,6 +166,37 @@ impl ScriptCalls {
     /// The queue entry of a waiter of this kind.
     pub fn entry(&self, token: &str, fenced: bool) -> String {
         entry(token, handoff_lease(self.lease(token)), fenced, self.kind)
+    }
+
+    /// The queue entry of a permit waiter of this semaphore under the count `permits` (the
+    /// count set at run time, which its entry carries instead of the one its caller names).
+    pub fn entry_under(&self, token: &str, fenced: bool, permits: u32) -> String {
+        let kind = match self.kind {
+            Kind::Permit { take, .. } => Kind::Permit { permits, take },
+            other => other,
+        };
+        entry(token, handoff_lease(self.lease(token)), fenced, kind)
+    }
+
+    /// The resize script's call setting this semaphore's count to `permits` at run time
+    /// (`None`: clearing it), as `set_permits` and `clear_permits` send it.
+    pub fn set_permits(&self, permits: Option<u32>) -> Cmd {
+        let change = permits.map_or(CountChange::Clear, CountChange::Set);
+        self.send(&recount_call(&self.key, change, &Announcing::Plain))
+    }
+
+    /// A resize's reply: the count after it, `None` when it refused (another kind's key,
+    /// nothing to add to).
+    pub fn recounted(reply: &[i64]) -> Option<u32> {
+        match recounted(reply) {
+            Recounted::Count(permits) => Some(permits),
+            Recounted::NoCount | Recounted::Misfit(_) => None,
+        }
+    }
+
+    /// The semaphore's count record (the count set at run time).
+    pub fn count_key(&self) -> String {
+        Companion::permits(&self.key).to_string()
     }
 
     /// The key's queue of waiters.

@@ -422,6 +422,40 @@ pub(super) fn acquire_call(
     acquire
 }
 
+/// The resize script's call changing the count of the semaphore at `key`, announcing as
+/// `announcing` says.
+pub(super) fn recount_call(key: &str, change: CountChange, announcing: &Announcing) -> ScriptCall {
+    let [queue, record] = Kind::Permit {
+        permits: 1,
+        take: 1,
+    }
+    .companions(key, true);
+    let (change, amount) = match change {
+        CountChange::Set(permits) => ("set", i64::from(permits)),
+        CountChange::Add(delta) => ("add", delta),
+        CountChange::Clear => ("clear", 0),
+    };
+    let mut call = RECOUNT.start(3, key.len() + queue.len() + record.len() + 64);
+    call.arg(key).arg(queue).arg(record);
+    call.arg(change)
+        .arg(amount)
+        .arg(announcing.script_channel())
+        .arg(announcing.command());
+    call
+}
+
+/// The resize script's reply, read.
+pub(super) fn recounted(reply: &[i64]) -> Recounted {
+    let at = |i: usize| reply.get(i).copied().unwrap_or(0);
+    match at(0) {
+        0 => Recounted::Count(u32::try_from(at(1)).unwrap_or(u32::MAX)),
+        acquired::OTHER_KIND => Recounted::Misfit(Misfit::OtherKind {
+            found: Found::from_code(at(1)).key_kind().unwrap_or(KeyKind::Other),
+        }),
+        _ => Recounted::NoCount,
+    }
+}
+
 /// The release script's first call for `releaser` of `lease` (`fence_record`: the fence
 /// record declared up front), on a store whose waiters `queue` in Redis.
 pub(super) fn release_call(
@@ -632,34 +666,11 @@ impl<D: Topology> LeaseStore for Scripted<D> {
     }
 
     async fn recount(&self, key: &str, change: CountChange) -> Result<Recounted, LockError> {
-        let [queue, record] = Kind::Permit {
-            permits: 1,
-            take: 1,
-        }
-        .companions(key, true);
-        let announcing = D::announcing(key);
-        let (change, amount) = match change {
-            CountChange::Set(permits) => ("set", i64::from(permits)),
-            CountChange::Add(delta) => ("add", delta),
-            CountChange::Clear => ("clear", 0),
-        };
-        let mut call = RECOUNT.start(3, key.len() + queue.len() + record.len() + 64);
-        call.arg(key).arg(queue).arg(record);
-        call.arg(change)
-            .arg(amount)
-            .arg(announcing.script_channel())
-            .arg(announcing.command());
+        let call = recount_call(key, change, &D::announcing(key));
         let reply: Vec<i64> = self
             .invoke(Operation::SetPermits, self.conn.timeout(), &call)
             .await?;
-        let at = |i: usize| reply.get(i).copied().unwrap_or(0);
-        Ok(match at(0) {
-            0 => Recounted::Count(u32::try_from(at(1)).unwrap_or(u32::MAX)),
-            acquired::OTHER_KIND => Recounted::Misfit(Misfit::OtherKind {
-                found: Found::from_code(at(1)).key_kind().unwrap_or(KeyKind::Other),
-            }),
-            _ => Recounted::NoCount,
-        })
+        Ok(recounted(&reply))
     }
 
     async fn post_card(&self, post: CardPost<'_>) -> Result<bool, LockError> {

@@ -62,17 +62,17 @@ async fn a_lowered_count_admits_nobody_until_enough_leave_in_process() {
     a_lowered_count_admits_nobody_until_enough_leave(&a, &a.sibling()).await;
 }
 
-/// A count set to 1 (callers name 3), its permit held and two waiters queued (one for 2
-/// permits, behind one for 1): raising the count to 4 admits both in the same call, in
-/// arrival order, with no release.
+/// A count set to 2 (callers name 3), both its permits held and two waiters queued (one
+/// for 2 permits, behind one for 1): raising the count to 5 admits both in the same call,
+/// in arrival order, with no release.
 async fn a_raised_count_admits_the_waiters(
     a: &LockClient,
     b: &LockClient,
     server: Option<&RedisServer>,
 ) {
     let key = "counts:raised";
-    a.set_permits(key, 1).await.unwrap();
-    let holder = a.semaphore(key, 3).acquire().await.unwrap();
+    a.set_permits(key, 2).await.unwrap();
+    let holder = a.semaphore(key, 3).permits(2).acquire().await.unwrap();
     let mut waiters = Vec::new();
     for (c, take) in [(b.clone(), 1), (b.sibling(), 2)] {
         waiters.push(tokio::spawn(async move {
@@ -86,10 +86,10 @@ async fn a_raised_count_admits_the_waiters(
             queued_and_listening(server, key, waiters.len(), waiters.len()).await;
         }
     }
-    assert_eq!(a.add_permits(key, 3).await.unwrap(), 4);
+    assert_eq!(a.add_permits(key, 3).await.unwrap(), 5);
     if server.is_some() {
         // Granted by the call itself: both hold before any release.
-        assert_eq!(in_use(a, key).await, (4, 0));
+        assert_eq!(in_use(a, key).await, (5, 0));
     }
     for waiter in waiters {
         waiter.await.unwrap().unwrap().release().await.unwrap();
@@ -145,8 +145,9 @@ async fn a_set_count_is_every_callers_count_in_process() {
     a_set_count_is_every_callers_count(&LockClient::in_memory()).await;
 }
 
-/// Adding to no count, changing the count of another kind's name, and a Redlock client are
-/// refused, saying why; a count lowered below zero stops at zero, which admits nobody.
+/// Adding to no count, changing the count of another kind's name, a hold of more permits
+/// than the count set, and a Redlock client are refused, saying why; a count lowered below
+/// zero stops at zero, which pauses the semaphore (its callers are busy).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_count_change_refuses() {
     let server = RedisServer::start();
@@ -173,7 +174,19 @@ async fn what_a_count_change_refuses() {
     a.set_permits("counts:zero", 1).await.unwrap();
     assert_eq!(a.add_permits("counts:zero", -5).await.unwrap(), 0);
     let none = a.semaphore("counts:zero", 1).acquire().await.unwrap_err();
-    assert!(none.is_busy(), "{none:?}");
+    assert!(
+        none.is_busy(),
+        "a count of 0 pauses the semaphore: {none:?}"
+    );
+    // A hold of more permits than the count set could never be granted: refused.
+    a.set_permits("counts:one", 1).await.unwrap();
+    let more = a
+        .semaphore("counts:one", 3)
+        .permits(2)
+        .wait(PATIENCE)
+        .acquire()
+        .await;
+    assert!(matches!(more, Err(LockError::InvalidConfig(_))), "{more:?}");
     let redlock = LockClient::connect(&rlock_tests::deploy::redlock_url(std::slice::from_ref(
         &server,
     )))
