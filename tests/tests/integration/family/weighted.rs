@@ -1,7 +1,8 @@
 //! Several permits of a semaphore at once (`permits(n)`) against a real `redis-server`: held,
 //! renewed, given back and lost together, handed to a queued waiter only when they all fit,
 //! waited for in arrival order (a stream of single permits never starves a hold of several),
-//! counted by `inspect_semaphore`, on a cluster too, and the requests that are refused.
+//! counted by `inspect_semaphore`, on a cluster too, a cancelled waiter and a restart, and the
+//! requests that are refused.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -375,4 +376,95 @@ async fn several_permits_on_a_cluster() {
         assert_eq!((info.in_use, info.held_here), (3, 0), "{info:?}");
         three.release().await.unwrap();
     }
+}
+
+/// A waiter for several permits cancelled around the release it waits for, in several
+/// rounds: whatever it was granted is given back in the background, its entry keeps no
+/// permits for nobody, and every permit is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_wait_for_several_permits_leaves_nothing_behind() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let b = a.sibling();
+    for round in 0..8 {
+        let held = a
+            .semaphore("render:cancel", 4)
+            .permits(3)
+            .acquire()
+            .await
+            .unwrap();
+        let waiter = tokio::spawn({
+            let b = b.clone();
+            async move {
+                let three = b.semaphore("render:cancel", 4).permits(3).wait(PATIENCE);
+                three.acquire().await.map(drop)
+            }
+        });
+        queued_and_listening(&server, "render:cancel", 1, 1).await;
+        rlock_tests::locking::cancel_around_release(round, held, waiter).await;
+        // All four are free again within the waiter's background release.
+        let all = a
+            .semaphore("render:cancel", 4)
+            .permits(4)
+            .wait(PATIENCE)
+            .acquire()
+            .await
+            .unwrap();
+        all.release().await.unwrap();
+    }
+    let mut raw = server.raw().await;
+    let keys = ["render:cancel", "{render:cancel}:waiters"];
+    assert_eq!(keys_left(&mut raw, &keys).await, 0);
+}
+
+/// A restart that loses the data set takes a hold of several permits, a hold taken over by
+/// another client and a count set at run time with it: both holds are lost, and the count
+/// is the callers' again (it lived only in Redis; keep persistence on for a count that must
+/// outlive a restart). Everything can be taken afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_loses_holds_of_several_permits_and_a_count_set() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let ttl = Duration::from_millis(600);
+    a.set_permits("render:restart", 5).await.unwrap();
+    let two = a
+        .semaphore("render:restart", 3)
+        .permits(2)
+        .ttl(ttl)
+        .acquire()
+        .await
+        .unwrap();
+    let handed = a.lock("order:restart").ttl(ttl).acquire().await.unwrap();
+    let taken = a
+        .sibling()
+        .take_over(handed.hand_over().unwrap())
+        .await
+        .unwrap();
+    server.restart();
+    for guard in [&two, &taken] {
+        tokio::time::timeout(PATIENCE, guard.lost()).await.unwrap();
+    }
+    assert!(two.release().await.unwrap_err().is_lost());
+    assert!(taken.release().await.unwrap_err().is_lost());
+    let info = a.inspect_semaphore("render:restart").await.unwrap();
+    assert_eq!(
+        (info.permits, info.in_use),
+        (0, 0),
+        "the count set went with the data"
+    );
+    let three = a
+        .semaphore("render:restart", 3)
+        .permits(3)
+        .wait(PATIENCE)
+        .acquire()
+        .await
+        .unwrap();
+    three.release().await.unwrap();
+    a.lock("order:restart")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
 }
