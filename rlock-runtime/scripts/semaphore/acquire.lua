@@ -1,5 +1,5 @@
 -- Take a permit of a semaphore atomically; queue the caller if it will wait. (After
--- protocol.lua, calls/acquire.lua, state.lua and queue.lua.) WAITING.md is the protocol
+-- protocol.lua, calls/acquire.lua, state.lua, queue.lua and semaphore/permits.lua.) WAITING.md is the protocol
 -- this script keeps.
 --
 -- A semaphore is one sorted set: each permit in use is a member scored by the end of its
@@ -50,21 +50,12 @@ redis.call('ZREMRANGEBYSCORE', sem, 0, string.format('%.0f', now))
 -- are written whole: a Lua number as an argument would be rounded to 14 digits.)
 local function take(owner, ms)
   redis.call('ZADD', sem, -permits, PERMITS_MEMBER)
-  score_members(sem, string.format('%.0f', now + ms), owner)
-  if redis.call('PTTL', sem) < tonumber(ms) then
-    redis.call('PEXPIRE', sem, ms)
-  end
+  give_permits(sem, now, owner, ms)
 end
 
--- Whether `owner`'s hold fits beside the permits in use now; DROP for a hold of more
--- permits than the count (lowered at run time under it, and not to 0, which pauses): it
--- never will.
+-- Whether `owner`'s hold fits beside the permits in use now (see permits.lua).
 local function fits(_, owner)
-  local want = weight_of(owner)
-  if want > permits and permits > 0 then
-    return DROP
-  end
-  return redis.call('ZCOUNT', sem, 0, '+inf') + want <= permits
+  return permits_fit(sem, permits, owner)
 end
 
 -- The permits kept for the queue's head: another caller's hold of several permits waiting

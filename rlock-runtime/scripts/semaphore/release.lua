@@ -1,7 +1,7 @@
 -- Give a hold's permits back if still ours, handing the free permits to the first live permit
 -- waiter queued for the semaphore (named in an announcement); a waiter leaving the queue also
 -- gives up its entry. (After protocol.lua, calls/release.lua, state.lua,
--- queue.lua and members/expiry.lua.) WAITING.md is the protocol it keeps.
+-- queue.lua, members/expiry.lua and semaphore/permits.lua.) WAITING.md is the protocol it keeps.
 -- Returns RELEASED when the permit was ours (given back or handed on), NOT_OURS when it had
 -- ended, was never ours, or the key holds another kind (then nothing of it is touched).
 -- (Permits carry no fence, so a release never asks again with the fence record.)
@@ -37,21 +37,12 @@ redis.call('ZREMRANGEBYSCORE', sem, 0, string.format('%.0f', now))
 local permits = -tonumber(scores[1])
 
 local function take(owner, ms)
-  score_members(sem, string.format('%.0f', now + ms), owner)
-  if redis.call('PTTL', sem) < tonumber(ms) then
-    redis.call('PEXPIRE', sem, ms)
-  end
+  give_permits(sem, now, owner, ms)
 end
 
--- Whether `owner`'s hold fits beside the permits in use now; DROP for a hold of more
--- permits than the count (lowered at run time under it, and not to 0, which pauses): it
--- never will.
+-- Whether `owner`'s hold fits beside the permits in use now (see permits.lua).
 local function fits(_, owner)
-  local want = weight_of(owner)
-  if want > permits and permits > 0 then
-    return DROP
-  end
-  return redis.call('ZCOUNT', sem, 0, '+inf') + want <= permits
+  return permits_fit(sem, permits, owner)
 end
 
 -- The free permits go to the next live waiters in arrival order: those this release gave

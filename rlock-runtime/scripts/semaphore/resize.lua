@@ -1,5 +1,5 @@
 -- Set a semaphore's count at run time, keeping its holders (`set_permits`, `add_permits`,
--- `clear_permits`). (After protocol.lua, state.lua and queue.lua.) The count is kept in the
+-- `clear_permits`). (After protocol.lua, state.lua, queue.lua and semaphore/permits.lua.) The count is kept in the
 -- count record, with no expiry (Redisson keeps its `permits` so), and every acquire takes it
 -- instead of the count its caller names; the set and its waiters' entries follow it here,
 -- and the waiters that now fit are granted at once, in arrival order (a count lowered below
@@ -59,21 +59,12 @@ for i, text in ipairs(redis.call('LRANGE', queue, 0, MOST_ENTRIES - 1)) do
 end
 
 local function take(owner, ms)
-  score_members(sem, string.format('%.0f', now + ms), owner)
-  if redis.call('PTTL', sem) < tonumber(ms) then
-    redis.call('PEXPIRE', sem, ms)
-  end
+  give_permits(sem, now, owner, ms)
 end
 
--- Whether `owner`'s hold fits beside the permits in use now; DROP for a hold of more
--- permits than the count (lowered at run time under it, and not to 0, which pauses): it
--- never will.
+-- Whether `owner`'s hold fits beside the permits in use now (see permits.lua).
 local function fits(_, owner)
-  local want = weight_of(owner)
-  if want > permits and permits > 0 then
-    return DROP
-  end
-  return redis.call('ZCOUNT', sem, 0, '+inf') + want <= permits
+  return permits_fit(sem, permits, owner)
 end
 
 -- The permits a raised count frees go to the waiters in arrival order, as a release's do.

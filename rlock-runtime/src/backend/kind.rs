@@ -221,18 +221,26 @@ pub(crate) static RECOUNT: LazyLock<Lua> = LazyLock::new(|| {
         include_str!("../../scripts/protocol.lua"),
         include_str!("../../scripts/state.lua"),
         include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/semaphore/permits.lua"),
         include_str!("../../scripts/semaphore/resize.lua")
     ))
 });
 
 static SEMAPHORE: LazyLock<KindScripts> = kind_scripts! {
     me: "p", served: "p",
-    acquire: ["calls/acquire.lua", "state.lua", "queue.lua", "semaphore/acquire.lua"],
+    acquire: [
+        "calls/acquire.lua",
+        "state.lua",
+        "queue.lua",
+        "semaphore/permits.lua",
+        "semaphore/acquire.lua"
+    ],
     release: [
         "calls/release.lua",
         "state.lua",
         "queue.lua",
         "members/expiry.lua",
+        "semaphore/permits.lua",
         "semaphore/release.lua"
     ],
     renew: ["state.lua", "members/renew.lua"],
