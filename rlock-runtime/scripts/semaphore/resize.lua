@@ -1,9 +1,10 @@
 -- Set a semaphore's count at run time, keeping its holders (`set_permits`, `add_permits`,
--- `clear_permits`). (After protocol.lua, state.lua, queue.lua and semaphore/permits.lua.) The count is kept in the
--- count record, with no expiry (Redisson keeps its `permits` so), and every acquire takes it
--- instead of the count its caller names; the set and its waiters' entries follow it here,
--- and the waiters that now fit are granted at once, in arrival order (a count lowered below
--- the permits in use admits nobody until enough are given back).
+-- `clear_permits`). (After protocol.lua, state.lua, queue.lua and semaphore/permits.lua.)
+-- The count is kept in the count record, with no expiry (Redisson keeps its `permits` so),
+-- and every acquire takes it instead of the count its caller names; the set and its
+-- waiters' entries follow it here, and the waiters that now fit are granted at once, in
+-- arrival order (a count lowered below the permits in use admits nobody until enough are
+-- given back).
 -- KEYS: the set, its waiters' queue, its count record
 -- ARGV[1]: 'set' (to ARGV[2]), 'add' (ARGV[2], which may be negative, to the count; at
 -- least 0) or 'clear' (forget the record: callers' counts apply again)
