@@ -6,6 +6,8 @@
 //! ACQUIRED <token> <fence>              hold: the lock is held
 //! RELEASED ok|lost                      hold: the answer to `release`
 //! LOST yes|no                           hold: the answer to `lost?` and `wait-lost`
+//! HANDED <hold token>                   hold: the answer to `hand-over`, the token as
+//!                                       `HoldToken`'s text
 //! STARTED <fence>                       body: the locked body began
 //! FINISHED                              body: the body ran to its end
 //! RESULT ok|lost|error <message>        body: what the locked call returned
@@ -32,7 +34,7 @@
 //! is `accepted`, `rejected` or `none` (the soak's write through its fenced store; `<sent_us>`
 //! and `<done_us>` are 0 without one), `<release>` is `ok`, `lost` or `failed`.
 //!
-//! The commands a `hold` worker reads: `release`, `lost?` and `wait-lost`.
+//! The commands a `hold` worker reads: `release`, `lost?`, `wait-lost` and `hand-over`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -242,7 +244,8 @@ pub enum Command {
     WaitLost,
     /// Hand the hold over, unreleased (answered `HANDED <token>`), and hold nothing from
     /// then on: the worker lives on until killed or told `release` (answered `RELEASED
-    /// lost`).
+    /// lost`); any other command then is an error (exit status 2), never a silence the
+    /// harness would wait on.
     HandOver,
 }
 

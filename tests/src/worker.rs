@@ -32,9 +32,10 @@ pub enum Role {
     Contend(Contend),
 }
 
-/// `hold`: prints `ACQUIRED <token> <fence>`, then answers the commands it reads on stdin
-/// (`release`, `lost?`, `wait-lost`); exits after `release`, or with status 2 on any
-/// unexpected error.
+/// `hold`: prints `ACQUIRED <token> <fence>` (once it holds, or has taken over with
+/// `--take-over`), then answers the commands it reads on stdin (`release`, `lost?`,
+/// `wait-lost`, `hand-over`); exits after `release`, or with status 2 on any unexpected
+/// error.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Hold {
     /// The Redis to lock on.
@@ -311,6 +312,20 @@ mod tests {
             };
             assert_eq!((back.kind, back.args()), (kind, hold.args()));
         }
+        let taker = Hold {
+            redis: "redis://127.0.0.1:1".into(),
+            key: "k".into(),
+            ttl_ms: 300,
+            renew: true,
+            kind: HoldKind::Lock,
+            permits: 1,
+            take_over: Some("rlock-hold/1 lock 500 7 c1:4 order:42".into()),
+        };
+        let Role::Hold(back) = parse(taker.args()) else {
+            panic!("not hold")
+        };
+        assert_eq!(back.take_over, taker.take_over);
+        assert_eq!(back.args(), taker.args());
         let body = Body {
             redis: "redis://127.0.0.1:1".into(),
             id: 3,

@@ -52,7 +52,9 @@ pub(crate) async fn run(args: Hold) -> Result<(), String> {
             }
         }
     });
-    // `None` once handed over: nothing is held, and only `release` is answered.
+    // `None` once handed over: nothing is held, and only `release` is answered. Any other
+    // command ends the worker with an error rather than leaving the harness waiting for an
+    // answer that never comes.
     let mut held = Some(held);
     while let Some(command) = rx.recv().await {
         match (command.parse::<Command>()?, held.take()) {
@@ -60,7 +62,9 @@ pub(crate) async fn run(args: Hold) -> Result<(), String> {
                 say(&Line::Released(Outcome::Lost));
                 return Ok(());
             }
-            (_, None) => {}
+            (command, None) => {
+                return Err(format!("`{command}` after the hold was handed over"));
+            }
             (Command::HandOver, Some(Held::Guard(guard))) => {
                 let token = guard.hand_over().map_err(|e| e.to_string())?;
                 say(&Line::Handed(token.to_string()));
