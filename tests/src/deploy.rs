@@ -516,6 +516,26 @@ impl ClusterDeployment {
         self.master_of_slot(slot)
     }
 
+    /// How many masters serve `keys`' slots now: a test that means its keys to spread over
+    /// the cluster checks that they do.
+    ///
+    /// # Panics
+    ///
+    /// When a key's master cannot be found.
+    pub fn masters_serving(&self, keys: &[&str]) -> usize {
+        let mut ports: Vec<u16> = keys
+            .iter()
+            .map(|key| {
+                self.master_of_key(key)
+                    .unwrap_or_else(|| panic!("no master serves `{key}`"))
+                    .port()
+            })
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports.len()
+    }
+
     /// Waits until every node but `down` reports `cluster_state:ok`, with three masters and
     /// every live replica in sync with its master (a replica that never synced cannot take
     /// over).

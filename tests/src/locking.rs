@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use rlock_runtime::{KeyKind, LockClient, LockError, LockGuard, LockRequest};
 
 use crate::RedisServer;
+use crate::deploy::ClusterDeployment;
 
 /// A client of `server` whose commands time out after `timeout`.
 ///
@@ -440,6 +441,57 @@ pub async fn cancel_around_release<T>(
         waiter.abort();
     }
     let _ = waiter.await;
+}
+
+/// Where a test's keys live, for the checks that look at Redis itself: one server, or a
+/// cluster, where each key lives on the master serving its slot and its hand-offs are
+/// announced on sharded channels named with the key's hash tag.
+#[derive(Debug, Clone, Copy)]
+pub enum KeysOn<'a> {
+    /// Every key on this server.
+    Server(&'a RedisServer),
+    /// Each key on the master of its slot.
+    Cluster(&'a ClusterDeployment),
+}
+
+impl KeysOn<'_> {
+    /// The server holding `key` now.
+    ///
+    /// # Panics
+    ///
+    /// When no master of the cluster serves `key`'s slot.
+    pub fn node(&self, key: &str) -> &RedisServer {
+        match self {
+            Self::Server(server) => server,
+            Self::Cluster(cluster) => cluster
+                .master_of_key(key)
+                .unwrap_or_else(|| panic!("no master serves `{key}`")),
+        }
+    }
+
+    /// [`queued_and_listening`] on the server holding `key`: waits until its queue holds
+    /// `entries` entries and `clients` clients listen for its hand-offs.
+    ///
+    /// # Panics
+    ///
+    /// When either never happens.
+    pub async fn queued_and_listening(&self, key: &str, entries: usize, clients: usize) {
+        match self {
+            Self::Server(server) => queued_and_listening(server, key, entries, clients).await,
+            Self::Cluster(_) => {
+                let node = self.node(key);
+                wait_queue_len(node, &format!("{{{key}}}:waiters"), entries).await;
+                let pattern = format!("rlock:released:{{{key}}}:{key}:*");
+                for _ in 0..LOOKS {
+                    if node.channels(&pattern, true).await.len() == clients {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                panic!("`{key}` never had {clients} clients listening on its shard");
+            }
+        }
+    }
 }
 
 /// Waits until `key`'s queue in Redis holds `entries` entries and `clients` clients listen

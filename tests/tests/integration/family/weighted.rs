@@ -1,8 +1,8 @@
 //! Several permits of a semaphore at once (`permits(n)`) against a real `redis-server`: held,
 //! renewed, given back and lost together, handed to a queued waiter only when they all fit,
 //! waited for in arrival order (a stream of single permits never starves a hold of several),
-//! counted by `inspect_semaphore`, on a cluster too, a cancelled waiter and a restart, and the
-//! requests that are refused.
+//! counted by `inspect_semaphore`, a cancelled waiter and a restart, and the requests that
+//! are refused; on a cluster too, with keys on each of its masters.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
-use rlock_tests::locking::{PATIENCE, client, keys_left, queued_and_listening};
+use rlock_tests::deploy::ClusterDeployment;
+use rlock_tests::locking::{KeysOn, PATIENCE, client, keys_left, queued_and_listening};
 
 /// Permits of `key` (a semaphore of 10) in use, as Redis counts its members.
 async fn members_in_use(server: &RedisServer, key: &str) -> u32 {
@@ -25,64 +26,46 @@ async fn members_in_use(server: &RedisServer, key: &str) -> u32 {
         .unwrap()
 }
 
-/// 3 of 10 and 7 of 10 fill the semaphore; a third request is busy; the hold of 3 gives all
-/// three back at once, and the last release leaves nothing behind.
-async fn several_permits_are_taken_and_given_back_together(a: &LockClient) {
-    let export = a
-        .semaphore("export:acme", 10)
-        .permits(3)
-        .acquire()
-        .await
-        .unwrap();
+/// 3 of 10 and 7 of 10 fill the semaphore `key`; a third request is busy; the hold of 3
+/// gives all three back at once, and the last release leaves nothing behind.
+async fn several_permits_are_taken_and_given_back_together(a: &LockClient, key: &str) {
+    let export = a.semaphore(key, 10).permits(3).acquire().await.unwrap();
     assert!(export.token().ends_with("*3"), "{}", export.token());
     let other = a.sibling();
-    let rest = other
-        .semaphore("export:acme", 10)
-        .permits(7)
-        .acquire()
-        .await
-        .unwrap();
-    let info = a.inspect_semaphore("export:acme").await.unwrap();
+    let rest = other.semaphore(key, 10).permits(7).acquire().await.unwrap();
+    let info = a.inspect_semaphore(key).await.unwrap();
     assert_eq!((info.permits, info.in_use, info.held_here), (10, 10, 3));
     assert!(
         other
-            .semaphore("export:acme", 10)
+            .semaphore(key, 10)
             .acquire()
             .await
             .unwrap_err()
             .is_busy()
     );
     export.release().await.unwrap();
-    assert_eq!(a.inspect_semaphore("export:acme").await.unwrap().in_use, 7);
-    let three = other
-        .semaphore("export:acme", 10)
-        .permits(3)
-        .acquire()
-        .await
-        .unwrap();
-    assert!(
-        a.semaphore("export:acme", 10)
-            .acquire()
-            .await
-            .unwrap_err()
-            .is_busy()
-    );
+    assert_eq!(a.inspect_semaphore(key).await.unwrap().in_use, 7);
+    let three = other.semaphore(key, 10).permits(3).acquire().await.unwrap();
+    assert!(a.semaphore(key, 10).acquire().await.unwrap_err().is_busy());
     three.release().await.unwrap();
     rest.release().await.unwrap();
-    assert_eq!(a.inspect_semaphore("export:acme").await.unwrap().in_use, 0);
+    assert_eq!(a.inspect_semaphore(key).await.unwrap().in_use, 0);
 }
 
+/// Several permits taken and given back together on one server, leaving no key behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_permits_are_taken_and_given_back_together_on_redis() {
     let server = RedisServer::start();
-    several_permits_are_taken_and_given_back_together(&client(&server).await).await;
+    several_permits_are_taken_and_given_back_together(&client(&server).await, "export:acme").await;
     let mut raw = server.raw().await;
     assert_eq!(keys_left(&mut raw, &["export:acme"]).await, 0);
 }
 
+/// Several permits taken and given back together by the in-process backend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_permits_are_taken_and_given_back_together_in_memory() {
-    several_permits_are_taken_and_given_back_together(&LockClient::in_memory()).await;
+    several_permits_are_taken_and_given_back_together(&LockClient::in_memory(), "export:acme")
+        .await;
 }
 
 /// A hold of several permits waits at the queue's head while single permits are taken and
@@ -172,15 +155,19 @@ async fn a_hold_of_several_permits_is_not_starved_by_single_ones() {
     );
 }
 
-/// Waiting is in arrival order behind a hold of several permits: with 9 of 10 held, a
-/// request for 3 queues first, then one for 1, which does not take the free permit past
-/// it. The release of the 9 hands 3 to the first and 1 to the second, and tells each.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_release_hands_several_permits_only_when_they_all_fit() {
-    let server = RedisServer::start();
-    let a = client(&server).await;
+/// Waiting is in arrival order behind a hold of several permits: with 9 of 10 of `key`
+/// held, a request for 3 queues first, then one for 1, which does not take the free permit
+/// past it, nor does a request arriving later. The release of the 9 hands 3 to the first and
+/// 1 to the second in its own step (no waiter races for them: they are counted in Redis
+/// before either waiter hears of it), and tells each.
+async fn a_release_hands_several_permits_only_when_they_all_fit(
+    a: &LockClient,
+    on: KeysOn<'_>,
+    key: &str,
+) {
+    let node = on.node(key);
     let nine = a
-        .semaphore("render:y", 10)
+        .semaphore(key, 10)
         .permits(9)
         .ttl(Duration::from_secs(60))
         .acquire()
@@ -189,10 +176,10 @@ async fn a_release_hands_several_permits_only_when_they_all_fit() {
     let (granted_tx, mut granted) = tokio::sync::mpsc::unbounded_channel();
     let mut waiters = Vec::new();
     for (n, take) in [(1, 3), (2, 1)] {
-        let (c, granted_tx) = (a.sibling(), granted_tx.clone());
+        let (c, granted_tx, name) = (a.sibling(), granted_tx.clone(), key.to_owned());
         waiters.push(tokio::spawn(async move {
             let permit = c
-                .semaphore("render:y", 10)
+                .semaphore(&name, 10)
                 .permits(take)
                 .wait(PATIENCE)
                 .acquire()
@@ -203,13 +190,13 @@ async fn a_release_hands_several_permits_only_when_they_all_fit() {
             drop(permit);
         }));
         // The first stands in the queue before the second comes.
-        queued_and_listening(&server, "render:y", n, n).await;
+        on.queued_and_listening(key, n, n).await;
     }
     // The free permit stays free: the single request stands behind the hold of three.
-    assert_eq!(members_in_use(&server, "render:y").await, 9);
+    assert_eq!(members_in_use(node, key).await, 9);
     assert!(
         a.sibling()
-            .semaphore("render:y", 10)
+            .semaphore(key, 10)
             .acquire()
             .await
             .unwrap_err()
@@ -217,7 +204,12 @@ async fn a_release_hands_several_permits_only_when_they_all_fit() {
         "a request arriving later takes no permit kept for the queue's head"
     );
     nine.release().await.unwrap();
-    // Both in the one release (their tasks may wake in either order).
+    assert_eq!(
+        members_in_use(node, key).await,
+        4,
+        "the release itself hands the permits to both waiters"
+    );
+    // Both told (their tasks may wake in either order).
     let mut takes = Vec::new();
     for _ in 0..2 {
         takes.push(
@@ -228,10 +220,19 @@ async fn a_release_hands_several_permits_only_when_they_all_fit() {
     }
     takes.sort();
     assert_eq!(takes, [Some(1), Some(3)]);
-    assert_eq!(members_in_use(&server, "render:y").await, 4);
+    assert_eq!(members_in_use(node, key).await, 4);
     for waiter in waiters {
         waiter.abort();
     }
+}
+
+/// The hand-off of several permits, on one server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_several_permits_only_when_they_all_fit_on_redis() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    a_release_hands_several_permits_only_when_they_all_fit(&a, KeysOn::Server(&server), "render:y")
+        .await;
 }
 
 /// The watchdog renews every permit of a hold: held over several leases, the hold still
@@ -333,48 +334,31 @@ async fn impossible_numbers_of_permits_are_refused() {
     assert_eq!(members_in_use(&server, "export:c").await, 0);
 }
 
-/// On a cluster, keys spread over its masters: several permits taken and given back
-/// together, as on one server; and on each key, a request for 3 of 10 queued behind 9 held,
-/// which a later single request does not pass, is handed its 3 by their release.
+/// On a cluster, with a key on each of its three masters: on each, several permits are
+/// taken and given back together and leave nothing behind, and a hold of several permits
+/// waits at the queue's head, is passed by no single permit, and is handed its permits by
+/// the release that frees enough, as on one server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_permits_on_a_cluster() {
-    let cluster = rlock_tests::deploy::ClusterDeployment::start();
+    let cluster = ClusterDeployment::start();
+    let keys = [
+        ["export:c1", "render:c1"],
+        ["export:c2", "render:c2"],
+        ["export:c3", "render:c4"],
+    ];
+    assert_eq!(cluster.masters_serving(&keys.map(|[_, key]| key)), 3);
+    assert_eq!(cluster.masters_serving(&keys.map(|[key, _]| key)), 3);
     let a = LockClient::connect(&cluster.url()).await.unwrap();
-    several_permits_are_taken_and_given_back_together(&a).await;
-    let b = LockClient::connect(&cluster.url()).await.unwrap();
-    for key in ["render:c1", "render:c2", "render:c3"] {
-        let nine = a
-            .semaphore(key, 10)
-            .permits(9)
-            .ttl(Duration::from_secs(60))
-            .acquire()
-            .await
-            .unwrap();
-        let waiter = tokio::spawn({
-            let b = b.clone();
-            async move {
-                b.semaphore(key, 10)
-                    .permits(3)
-                    .wait(PATIENCE)
-                    .acquire()
-                    .await
-            }
-        });
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while a.inspect_semaphore(key).await.unwrap().waiters != Some(1) {
-            assert!(tokio::time::Instant::now() < deadline, "never queued");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let single = a.sibling().semaphore(key, 10).acquire().await.unwrap_err();
-        assert!(
-            single.is_busy(),
-            "took a permit kept for the queue's head: {single:?}"
-        );
-        nine.release().await.unwrap();
-        let three = waiter.await.unwrap().unwrap();
-        let info = a.inspect_semaphore(key).await.unwrap();
-        assert_eq!((info.in_use, info.held_here), (3, 0), "{info:?}");
-        three.release().await.unwrap();
+    for [given_back, handed] in keys {
+        several_permits_are_taken_and_given_back_together(&a, given_back).await;
+        let mut raw = cluster.master_of_key(given_back).unwrap().raw().await;
+        assert_eq!(keys_left(&mut raw, &[given_back]).await, 0);
+        a_release_hands_several_permits_only_when_they_all_fit(
+            &a,
+            KeysOn::Cluster(&cluster),
+            handed,
+        )
+        .await;
     }
 }
 
