@@ -11,20 +11,24 @@ use std::time::Duration;
 use rlock_runtime::{HoldToken, LockClient, LockError};
 use rlock_tests::RedisServer;
 use rlock_tests::child::LineChild;
+use rlock_tests::deploy::ClusterDeployment;
 use rlock_tests::locking::{PATIENCE, client};
 use rlock_tests::protocol::{Command, Line};
 use rlock_tests::worker::{Hold, HoldKind};
 
-/// A handler takes the lock with a short lease and hands it over; a worker (another client,
-/// as another process would) takes it over and holds it across many leases, renewed by its
-/// own watchdog; nobody else gets it meanwhile, and the worker's release frees it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_taker_renews_the_same_lease_and_releases_it() {
-    let server = RedisServer::start();
-    let handler = client(&server).await;
-    let worker = handler.sibling();
-    let guard = handler
-        .lock("order:42")
+/// `giver` takes the lock `key` with a short lease and hands it over; `taker` (another
+/// client, as another process would be) takes it over through the token's text and holds it
+/// across several leases, renewed by its own watchdog, under a token of its own with the
+/// grant's fence; the token is taken over once only; `third` sees it held, not by itself,
+/// and cannot take it; the taker's release frees it.
+async fn the_taker_renews_the_lease_and_releases_it(
+    giver: &LockClient,
+    taker: &LockClient,
+    third: &LockClient,
+    key: &str,
+) {
+    let guard = giver
+        .lock(key)
         .ttl(Duration::from_millis(400))
         .fenced()
         .acquire()
@@ -33,37 +37,46 @@ async fn the_taker_renews_the_same_lease_and_releases_it() {
     let (token, fence) = (guard.token().to_owned(), guard.fence());
     // Through text, as it would go through a queue.
     let text = guard.hand_over().unwrap().to_string();
-    let taken = worker
+    let taken = taker
         .take_over(text.parse::<HoldToken>().unwrap())
         .await
         .unwrap();
-    // The worker owns it under a token of its own; the fence is the grant's.
+    // The taker owns it under a token of its own; the fence is the grant's.
     assert_ne!(taken.token(), token);
     assert_eq!(taken.fence(), fence);
     // One token, one holder: taking it over again finds the old token owning nothing.
-    let again = handler
-        .sibling()
+    let again = third
         .take_over(text.parse::<HoldToken>().unwrap())
         .await
         .unwrap_err();
     assert!(again.is_lost(), "{again:?}");
+    // Past three of its leases.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(
         !taken.is_lost(),
         "renewed by the taker past its first lease"
     );
-    let info = handler.inspect("order:42").await.unwrap();
+    let info = third.inspect(key).await.unwrap();
     assert!(info.held && !info.held_here, "{info:?}");
-    assert!(
-        handler
-            .lock("order:42")
-            .acquire()
-            .await
-            .unwrap_err()
-            .is_busy()
-    );
+    assert!(third.lock(key).acquire().await.unwrap_err().is_busy());
     taken.release().await.unwrap();
-    assert!(!handler.inspect("order:42").await.unwrap().held);
+    assert!(!third.inspect(key).await.unwrap().held);
+    let next = third.lock(key).acquire().await.unwrap();
+    next.release().await.unwrap();
+}
+
+/// A lock handed over and taken over on one server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_taker_renews_the_same_lease_and_releases_it() {
+    let server = RedisServer::start();
+    let handler = client(&server).await;
+    the_taker_renews_the_lease_and_releases_it(
+        &handler,
+        &handler.sibling(),
+        &handler.sibling(),
+        "order:42",
+    )
+    .await;
 }
 
 /// A hold handed over and never taken over is no longer renewed: it ends with its lease, and
@@ -115,8 +128,8 @@ async fn the_taker_is_told_when_the_lease_is_lost() {
     assert!(taken.release().await.unwrap_err().is_lost());
 }
 
-/// Every kind hands over: a read lock, a write lock, and a semaphore's hold of two permits,
-/// which stay two.
+/// Every kind hands over on one server: a read lock, a write lock, and a semaphore's hold of
+/// two permits, which stay two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_hands_over() {
     let server = RedisServer::start();
@@ -133,20 +146,38 @@ async fn every_kind_hands_over() {
         assert!(!taken.is_lost());
         taken.release().await.unwrap();
     }
-    let two = a
-        .semaphore("export:z", 3)
+    two_permits_hand_over(&a, &b, "export:z").await;
+}
+
+/// `giver` takes 2 permits of the semaphore of 3 `key` and hands them over; `taker` takes
+/// them over once (a second take-over is lost) and renews them past several leases: 2 stay
+/// in use, none of them the giver's client's, and 2 more do not fit; the taker's release
+/// gives both back.
+async fn two_permits_hand_over(giver: &LockClient, taker: &LockClient, key: &str) {
+    let two = giver
+        .semaphore(key, 3)
         .permits(2)
         .ttl(Duration::from_millis(300))
         .acquire()
         .await
         .unwrap();
-    let taken = b.take_over(two.hand_over().unwrap()).await.unwrap();
+    let token = two.hand_over().unwrap();
+    let text = token.to_string();
+    let taken = taker.take_over(token).await.unwrap();
     assert!(taken.token().ends_with("*2"), "{}", taken.token());
+    let again = giver
+        .sibling()
+        .take_over(text.parse::<HoldToken>().unwrap())
+        .await
+        .unwrap_err();
+    assert!(again.is_lost(), "{again:?}");
     tokio::time::sleep(Duration::from_millis(900)).await;
-    let info = a.inspect_semaphore("export:z").await.unwrap();
+    assert!(!taken.is_lost());
+    let info = giver.inspect_semaphore(key).await.unwrap();
     assert_eq!((info.in_use, info.held_here), (2, 0), "{info:?}");
     assert!(
-        a.semaphore("export:z", 3)
+        giver
+            .semaphore(key, 3)
             .permits(2)
             .acquire()
             .await
@@ -154,7 +185,7 @@ async fn every_kind_hands_over() {
             .is_busy()
     );
     taken.release().await.unwrap();
-    assert_eq!(a.inspect_semaphore("export:z").await.unwrap().in_use, 0);
+    assert_eq!(giver.inspect_semaphore(key).await.unwrap().in_use, 0);
 }
 
 /// What cannot be handed over or taken over is refused: a reentrant guard, a lost hold, text
@@ -256,6 +287,8 @@ async fn the_giver_killed_after_the_hand_over_takes_nothing_with_it() {
     tokio::time::sleep(Duration::from_millis(1800)).await;
     assert!(!taken.is_lost(), "renewed by the taker alone");
     let other = client(&server).await;
+    let info = other.inspect(key).await.unwrap();
+    assert!(info.held && !info.held_here, "{info:?}");
     assert!(other.lock(key).acquire().await.unwrap_err().is_busy());
     taken.release().await.unwrap();
     other
@@ -298,65 +331,20 @@ async fn the_taker_killed_leaves_a_lease_that_ends_by_itself() {
     next.release().await.unwrap();
 }
 
-/// On a cluster, keys spread over its masters: each hold (a fenced lock, and 2 permits of a
-/// semaphore of 3) is taken over by another client, renewed there past several leases,
-/// taken over once only, seen held by a third client, and freed by the taker's release.
+/// On a cluster, with a key on each of its three masters: a lock handed over by one client
+/// is taken over once by a second, renewed there past several leases, seen held by a third
+/// and freed by the taker's release; and so is a hold of 2 permits of a semaphore.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holds_are_handed_over_on_a_cluster() {
-    let cluster = rlock_tests::deploy::ClusterDeployment::start();
+    let cluster = ClusterDeployment::start();
+    let keys = ["order:c1", "order:c2", "order:c3"];
+    assert_eq!(cluster.masters_serving(&keys), 3);
     let url = cluster.url();
     let a = LockClient::connect(&url).await.unwrap();
     let b = LockClient::connect(&url).await.unwrap();
     let c = LockClient::connect(&url).await.unwrap();
-    for key in ["order:c1", "order:c2", "order:c3"] {
-        let guard = a
-            .lock(key)
-            .ttl(Duration::from_millis(400))
-            .fenced()
-            .acquire()
-            .await
-            .unwrap();
-        let fence = guard.fence();
-        let text = guard.hand_over().unwrap().to_string();
-        let taken = b
-            .take_over(text.parse::<HoldToken>().unwrap())
-            .await
-            .unwrap();
-        assert_eq!(taken.fence(), fence);
-        let again = c.take_over(text.parse::<HoldToken>().unwrap()).await;
-        assert!(again.unwrap_err().is_lost());
-        tokio::time::sleep(Duration::from_millis(1200)).await;
-        assert!(!taken.is_lost());
-        let info = c.inspect(key).await.unwrap();
-        assert!(info.held && !info.held_here, "{info:?}");
-        taken.release().await.unwrap();
-        c.lock(key)
-            .acquire()
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
+    for key in keys {
+        the_taker_renews_the_lease_and_releases_it(&a, &b, &c, key).await;
     }
-    let two = a
-        .semaphore("export:c", 3)
-        .permits(2)
-        .ttl(Duration::from_millis(400))
-        .acquire()
-        .await
-        .unwrap();
-    let taken = b.take_over(two.hand_over().unwrap()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    let info = c.inspect_semaphore("export:c").await.unwrap();
-    assert_eq!((info.in_use, info.held_here), (2, 0), "{info:?}");
-    assert!(
-        c.semaphore("export:c", 3)
-            .permits(2)
-            .acquire()
-            .await
-            .unwrap_err()
-            .is_busy()
-    );
-    taken.release().await.unwrap();
-    assert_eq!(c.inspect_semaphore("export:c").await.unwrap().in_use, 0);
+    two_permits_hand_over(&a, &b, "export:c").await;
 }
