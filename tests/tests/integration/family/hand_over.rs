@@ -2,8 +2,8 @@
 //! `redis-server`: the taker renews the same lease under a token of its own and is told when
 //! it is lost; a token is taken over once; a hold nobody takes over ends with its lease; every
 //! kind, a hold of several permits and a fence carry over; tokens that are not a live hold's
-//! are refused; the process that handed a hold over, or the one that took it, killed; and a
-//! cluster.
+//! are refused; the process that handed a hold over, or the one that took it, killed (the
+//! taker in the test's process or in a worker process of its own); and a cluster.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
@@ -13,7 +13,7 @@ use rlock_tests::RedisServer;
 use rlock_tests::child::LineChild;
 use rlock_tests::deploy::ClusterDeployment;
 use rlock_tests::locking::{PATIENCE, client};
-use rlock_tests::protocol::{Command, Line};
+use rlock_tests::protocol::{Command, Line, Outcome};
 use rlock_tests::worker::{Hold, HoldKind};
 
 /// `giver` takes the lock `key` with a short lease and hands it over; `taker` (another
@@ -247,7 +247,8 @@ async fn what_is_not_a_live_hold_is_refused() {
     held.release().await.unwrap();
 }
 
-/// A worker of its own takes `key` (a fenced lock, renewed) in another process.
+/// A worker process of its own that holds `key` (a fenced lock of 600 ms leases, renewed),
+/// or, given `take_over`, the hold that token's text names.
 fn worker_holding(server: &RedisServer, key: &str, take_over: Option<String>) -> LineChild {
     let hold = Hold {
         redis: server.url(),
@@ -291,6 +292,40 @@ async fn the_giver_killed_after_the_hand_over_takes_nothing_with_it() {
     assert!(info.held && !info.held_here, "{info:?}");
     assert!(other.lock(key).acquire().await.unwrap_err().is_busy());
     taken.release().await.unwrap();
+    other
+        .lock(key)
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+/// A hold passes between two worker processes, neither of them the test's: one hands it
+/// over and prints the token, the other takes it over with it; the giver is killed
+/// (SIGKILL), and the taker, renewing by its own watchdog, still holds it past several
+/// leases (others find it busy) until told to release, which frees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_passed_between_two_processes_outlives_the_giver() {
+    let server = RedisServer::start();
+    let key = "export:between";
+    let mut giver = worker_holding(&server, key, None);
+    let Some(Line::Handed(text)) = giver.ask(Command::HandOver) else {
+        panic!("the worker did not hand its hold over");
+    };
+    let mut taker = worker_holding(&server, key, Some(text));
+    giver.signal("-KILL");
+    drop(giver);
+    // Three of its 600 ms leases.
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    assert_eq!(taker.ask(Command::IsLost), Some(Line::Lost(false)));
+    let other = client(&server).await;
+    assert!(other.lock(key).acquire().await.unwrap_err().is_busy());
+    assert_eq!(
+        taker.ask(Command::Release),
+        Some(Line::Released(Outcome::Ok))
+    );
     other
         .lock(key)
         .acquire()
