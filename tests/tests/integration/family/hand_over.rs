@@ -3,7 +3,8 @@
 //! it is lost; a token is taken over once; a hold nobody takes over ends with its lease; every
 //! kind, a hold of several permits and a fence carry over; tokens that are not a live hold's
 //! are refused; the process that handed a hold over, or the one that took it, killed (the
-//! taker in the test's process or in a worker process of its own); and a cluster.
+//! taker in the test's process or in a worker process of its own); the taker stopped past
+//! the lease; a take-over cut short; and a cluster.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
@@ -364,6 +365,75 @@ async fn the_taker_killed_leaves_a_lease_that_ends_by_itself() {
         .await
         .unwrap();
     next.release().await.unwrap();
+}
+
+/// The process that took a hold over is stopped (SIGSTOP) past its lease: the lease ends, a
+/// waiter is granted the key with a higher fence, and the taker, let run again, is told it
+/// lost the hold (`lost()`) and its release answers `Lost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_taker_stopped_past_the_lease_is_told_it_lost_it() {
+    let server = RedisServer::start();
+    let key = "export:stopped";
+    let giver = client(&server).await;
+    let guard = giver
+        .lock(key)
+        .ttl(Duration::from_millis(600))
+        .fenced()
+        .acquire()
+        .await
+        .unwrap();
+    let fence = guard.fence().unwrap();
+    let text = guard.hand_over().unwrap().to_string();
+    let mut taker = worker_holding(&server, key, Some(text));
+    taker.signal("-STOP");
+    let waiter = client(&server).await;
+    let next = waiter
+        .lock(key)
+        .wait(PATIENCE)
+        .fenced()
+        .acquire()
+        .await
+        .unwrap();
+    assert!(
+        next.fence().unwrap() > fence,
+        "the next holder's fence is higher"
+    );
+    taker.signal("-CONT");
+    assert_eq!(taker.ask(Command::WaitLost), Some(Line::Lost(true)));
+    assert_eq!(
+        taker.ask(Command::Release),
+        Some(Line::Released(Outcome::Lost))
+    );
+    next.release().await.unwrap();
+}
+
+/// A take-over cut at random moments (its future dropped, as a cancelled request's would
+/// be), round after round: the hold is then either taken over and not renewed by anyone, or
+/// still the giver's token's (which nobody renews either); either way its lease ends by
+/// itself, and the key is free for the next caller within the wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_take_over_leaves_nothing_held_past_its_lease() {
+    let server = RedisServer::start();
+    let (giver, taker) = (client(&server).await, client(&server).await);
+    for round in 0..8u64 {
+        let key = format!("export:cut:{round}");
+        let guard = giver
+            .lock(key.as_str())
+            .ttl(Duration::from_millis(400))
+            .acquire()
+            .await
+            .unwrap();
+        let token = guard.hand_over().unwrap();
+        let cut = Duration::from_micros(round * 300);
+        let _ = tokio::time::timeout(cut, taker.take_over(token)).await;
+        let next = giver
+            .lock(key.as_str())
+            .wait(PATIENCE)
+            .acquire()
+            .await
+            .unwrap();
+        next.release().await.unwrap();
+    }
 }
 
 /// On a cluster, with a key on each of its three masters: a lock handed over by one client
