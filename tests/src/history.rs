@@ -18,10 +18,11 @@
 //! `permits` others of its key were held, with the same rule for lost leases (a holder told
 //! at or before the next section began no longer counts).
 //!
-//! A read-write lock's sections may overlap while they all read: [`exclusion_sweep`] finds
-//! every overlap with a writer's section, by the same rules. A key used as several kinds (a
-//! name is one kind at a time, but users name two things alike) is checked by
-//! [`kinds_sweep`]: no two sections that cannot share the key at once, whatever their kinds.
+//! A read-write lock's sections may overlap while they all read, and a key used as several
+//! kinds (a name is one kind at a time, but users name two things alike) must not hold two
+//! of them at once: [`kinds_sweep`] finds every overlap of two sections that cannot share
+//! the key (a writer's with anyone's, two upgradeable readers', a lock's with a permit's),
+//! by the same rules.
 //!
 //! What a run makes of them is built on top: [`check_mutual_exclusion`] refuses any of them
 //! (the strict check of the multi-process tests), [`check_permit_count`] refuses any excess,
@@ -218,21 +219,6 @@ pub fn count_sweep<T: AsSection>(
         }
     }
     found
-}
-
-/// Checks `items` per key, each key's sections in the order they began (then ended), as a
-/// read-write lock's (`writes` tells a writer's section from a reader's): a writer's section
-/// that began while any other of its key was held, or a reader's that began while a writer's
-/// was held, is an overlap, against the conflicting section that ends last. Readers beside
-/// readers are none. (Sections that touch are not held at once, as in [`sweep`].)
-pub fn exclusion_sweep<T: AsSection>(items: &[T], writes: impl Fn(&T) -> bool) -> Vec<Overlap<T>> {
-    kinds_sweep(items, |item| {
-        if writes(item) {
-            Held::Write
-        } else {
-            Held::Read
-        }
-    })
 }
 
 /// What a section held of its key, for a history whose keys each may be used as several
@@ -575,21 +561,27 @@ mod tests {
     #[test]
     fn a_writer_is_never_beside_anyone() {
         // Owners 0-1 read, 2 writes (the owner tells the role here).
-        let writes = |s: &Section| s.owner >= 2;
+        let role = |s: &Section| {
+            if s.owner >= 2 {
+                Held::Write
+            } else {
+                Held::Read
+            }
+        };
         let readers = [permit(0, 0, 30), permit(1, 5, 40)];
-        assert!(exclusion_sweep(&readers, writes).is_empty());
+        assert!(kinds_sweep(&readers, role).is_empty());
         let mut with_writer = readers.to_vec();
         with_writer.push(permit(2, 20, 50));
-        let found = exclusion_sweep(&with_writer, writes);
+        let found = kinds_sweep(&with_writer, role);
         assert_eq!(found.len(), 1);
         assert_eq!((found[0].earlier.owner, found[0].later.owner), (1, 2));
         // A writer after the readers, touching the last: none.
         with_writer[2].start_us = 40;
-        assert!(exclusion_sweep(&with_writer, writes).is_empty());
+        assert!(kinds_sweep(&with_writer, role).is_empty());
         // A reader begun while the writer holds, then one after it was told it lost.
         let mut writer = permit(2, 0, 100);
         writer.lost_us = Some(50);
-        let found = exclusion_sweep(&[writer, permit(0, 10, 20), permit(1, 60, 70)], writes);
+        let found = kinds_sweep(&[writer, permit(0, 10, 20), permit(1, 60, 70)], role);
         assert_eq!(found.len(), 1);
         assert_eq!((found[0].earlier.owner, found[0].later.owner), (2, 0));
     }

@@ -356,6 +356,9 @@ impl LockClient {
     ) -> Result<ReadWriteInfo, LockError> {
         let (redis_key, holder) = self.read_write_holders(key).await?;
         let readers = holder.permits.unwrap_or_default();
+        // The inspection lists a bounded number of readers: when it did not list them all,
+        // this client's live holds count as found.
+        let listed_all = readers.owners.len() >= readers.count as usize;
         let held_here = self
             .shared()
             .engine
@@ -363,7 +366,8 @@ impl LockClient {
             .iter()
             .filter(|hold| {
                 !hold.is_lost()
-                    && (holder.token.as_deref() == Some(hold.token())
+                    && (!listed_all
+                        || holder.token.as_deref() == Some(hold.token())
                         || readers.owners.iter().any(|t| t == hold.token()))
             })
             .count();

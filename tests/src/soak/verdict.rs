@@ -4,8 +4,8 @@
 //! counts what a lock must never do, and what it may do only with a signal:
 //!
 //! - **overlaps**: a section granted while another section on the same key had not ended
-//!   (on a read-write lock's keys, one of the two a writer's:
-//!   [`crate::history::exclusion_sweep`])
+//!   (on a read-write lock's keys, one of the two a writer's, or both upgradeable readers':
+//!   [`crate::history::kinds_sweep`])
 //!   (a section ends where its holder was told, by `lost()`, that it lost the lease). An
 //!   overlap is *signalled* when the earlier holder was told, late: its `lost()` fired, or
 //!   its release answered `Lost`; an overlap whose earlier holder was never told is
@@ -279,17 +279,10 @@ pub fn check(history: &History) -> Verdict {
     // read-write lock's overlaps are those with a writer.
     let found = crate::history::sweep(&locks);
     verdict.fence_regressions = found.fence_regressions;
-    // (An upgrade is a writer; its upgradeable read's sections stop where it begins and start
-    // again where it ends, so the two never overlap.)
-    let with_writers = crate::history::exclusion_sweep(&read_write, |r| {
-        matches!(r.kind, SectionKind::Write | SectionKind::Upgrade)
-    });
-    // Two upgradeable readers of one key at once.
-    let upgradeable: Vec<Record> = (read_write.iter())
-        .filter(|r| r.kind == SectionKind::UpgradeableRead)
-        .copied()
-        .collect();
-    let two_upgraders = crate::history::exclusion_sweep(&upgradeable, |_| true);
+    // A writer beside anyone, or two upgradeable readers at once. (An upgrade is a writer;
+    // its upgradeable read's sections stop where it begins and start again where it ends,
+    // so the two never overlap.)
+    let with_writers = crate::history::kinds_sweep(&read_write, held);
     // A name used as several kinds: two kinds' sections of one key held at once.
     let across_kinds: Vec<Overlap> = crate::history::kinds_sweep(&history.records, held)
         .into_iter()
@@ -300,7 +293,6 @@ pub fn check(history: &History) -> Verdict {
         .overlaps
         .into_iter()
         .chain(with_writers)
-        .chain(two_upgraders)
         .chain(across_kinds)
     {
         // Told late: by `lost()`, or by its release answering `Lost`.
@@ -348,7 +340,8 @@ fn held(r: &Record) -> history::Held {
     match r.kind {
         SectionKind::Lock => history::Held::Lock,
         SectionKind::Semaphore { permits, .. } => history::Held::Permit { permits },
-        SectionKind::Read | SectionKind::UpgradeableRead => history::Held::Read,
+        SectionKind::Read => history::Held::Read,
+        SectionKind::UpgradeableRead => history::Held::Upgradeable,
         SectionKind::Write | SectionKind::Upgrade => history::Held::Write,
     }
 }
