@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::binaries::binaries;
 use crate::certs::Certificates;
 use crate::{RedisServer, free_port};
 
@@ -60,7 +61,7 @@ impl SentinelProcess {
                 dir = dir.display()
             ),
         )?;
-        let child = Command::new("redis-server")
+        let child = Command::new(&binaries().server)
             .arg(&conf)
             .arg("--sentinel")
             .stdin(Stdio::null())
@@ -440,14 +441,19 @@ impl ClusterDeployment {
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port()))
             .collect();
-        let created = Command::new("redis-cli")
+        let created = Command::new(&binaries().cli)
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
             .args(["--cluster-replicas", "1", "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
-            .expect("redis-cli not found; install it with `apt-get install -y redis-tools`");
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} did not run ({e}); install it with `apt-get install -y redis-tools`",
+                    binaries().cli.display()
+                )
+            });
         assert!(
             created.status.success(),
             "redis-cli --cluster create failed: {}",
@@ -456,6 +462,12 @@ impl ClusterDeployment {
         let deployment = Self { nodes };
         deployment.wait_healthy(&[]);
         deployment
+    }
+
+    /// Whether its nodes have sharded pub/sub (Redis 7.0 and later, Valkey), on which
+    /// rlock's waiters listen for their key's releases; without it they check in on a timer.
+    pub fn has_sharded_pubsub(&self) -> bool {
+        self.nodes[0].version().has_sharded_pubsub()
     }
 
     /// `redis+cluster://` with every node as a seed.

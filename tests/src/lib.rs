@@ -59,6 +59,7 @@
 //! # }
 //! ```
 
+pub mod binaries;
 pub mod certs;
 pub mod checkins;
 pub mod child;

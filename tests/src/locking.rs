@@ -478,9 +478,14 @@ impl KeysOn<'_> {
     pub async fn queued_and_listening(&self, key: &str, entries: usize, clients: usize) {
         match self {
             Self::Server(server) => queued_and_listening(server, key, entries, clients).await,
-            Self::Cluster(_) => {
+            Self::Cluster(cluster) => {
                 let node = self.node(key);
                 wait_queue_len(node, &format!("{{{key}}}:waiters"), entries).await;
+                // Without sharded pub/sub nobody listens, and a release hands the lock to
+                // the queue's head, which finds it at its next check in.
+                if !cluster.has_sharded_pubsub() {
+                    return;
+                }
                 let pattern = format!("rlock:released:{{{key}}}:{key}:*");
                 for _ in 0..LOOKS {
                     if node.channels(&pattern, true).await.len() == clients {

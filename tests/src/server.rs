@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::IntoConnectionInfo as _;
 
+use crate::binaries::{SERVER_SETTING, binaries};
 use crate::resp::{Reply, resp_call};
 use crate::stats::{Counts, info_field, parse_counts};
 
@@ -28,8 +29,15 @@ const PORT_ATTEMPTS: usize = 10;
 /// Response and connect timeout of [`RedisServer::raw`] connections.
 const RAW_TIMEOUT: Duration = Duration::from_secs(2);
 
-const NOT_FOUND: &str = "redis-server not found on PATH; install it with \
-    `apt-get install -y redis-server` (Debian/Ubuntu) or `brew install redis`";
+/// Why `binary` could not be run: not installed, or not where the setting said.
+fn not_found(binary: &Path) -> String {
+    format!(
+        "{} not found ({SERVER_SETTING}: {}); install it with `apt-get install -y \
+         redis-server` (Debian/Ubuntu) or `brew install redis`",
+        binary.display(),
+        binaries().origin
+    )
+}
 
 /// A `redis-server` child process owned by a test.
 ///
@@ -63,6 +71,57 @@ impl fmt::Debug for RedisServer {
     }
 }
 
+/// A server's make and version, as `INFO server` gives them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerVersion {
+    /// `valkey` or `redis`.
+    pub server: String,
+    /// Its own version (`valkey_version` on Valkey), as `(major, minor, patch)`.
+    pub version: (u32, u32, u32),
+}
+
+impl ServerVersion {
+    fn from_info(info: &str) -> Self {
+        let parse = |v: &str| {
+            let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+            let mut next = || parts.next().unwrap_or(0);
+            (next(), next(), next())
+        };
+        match info_field(info, "valkey_version") {
+            Some(v) => Self {
+                server: "valkey".to_owned(),
+                version: parse(v),
+            },
+            None => Self {
+                server: "redis".to_owned(),
+                version: parse(info_field(info, "redis_version").unwrap_or("0")),
+            },
+        }
+    }
+
+    /// Whether this is Redis `major.minor` or later, or any Valkey (which forked from 7.2).
+    pub fn redis_at_least(&self, major: u32, minor: u32) -> bool {
+        self.server == "valkey" || (self.version.0, self.version.1) >= (major, minor)
+    }
+
+    /// Sharded pub/sub (`SSUBSCRIBE`, `SPUBLISH`, `PUBSUB SHARDCHANNELS`): Redis 7.0.
+    pub fn has_sharded_pubsub(&self) -> bool {
+        self.redis_at_least(7, 0)
+    }
+
+    /// `SET … NX … GET` in one command: Redis 7.0.
+    pub fn has_set_nx_get(&self) -> bool {
+        self.redis_at_least(7, 0)
+    }
+}
+
+impl fmt::Display for ServerVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (major, minor, patch) = self.version;
+        write!(f, "{} {major}.{minor}.{patch}", self.server)
+    }
+}
+
 /// Why one launch attempt failed.
 enum LaunchError {
     /// The binary does not exist.
@@ -85,7 +144,7 @@ impl RedisServer {
     /// Like [`start`](Self::start), with extra command-line configuration appended after the
     /// harness' own (for example `&["--maxmemory", "10mb"]`); later options win in Redis.
     pub fn start_with_args(args: &[&str]) -> RedisServer {
-        Self::launch(Path::new("redis-server"), args)
+        Self::launch(&binaries().server, args)
     }
 
     /// Starts `n` independent servers (for Redlock-style tests), each on its own port.
@@ -97,7 +156,7 @@ impl RedisServer {
     /// instead of panicking: for programs that fall back to something else, such as the
     /// examples, which run on the in-memory backend when `redis-server` is not installed.
     pub fn try_start() -> Result<RedisServer, String> {
-        Self::try_launch(Path::new("redis-server"), &[])
+        Self::try_launch(&binaries().server, &[])
     }
 
     fn launch(binary: &Path, args: &[&str]) -> RedisServer {
@@ -123,7 +182,7 @@ impl RedisServer {
             };
             match server.spawn_and_wait() {
                 Ok(()) => return Ok(server),
-                Err(LaunchError::NotFound) => return Err(NOT_FOUND.to_owned()),
+                Err(LaunchError::NotFound) => return Err(not_found(binary)),
                 // Most likely another process took the port between our probe and the bind;
                 // dropping `server` cleans up, then try a different port.
                 Err(LaunchError::Failed(why)) => failures.push(format!("port {port}: {why}")),
@@ -206,7 +265,7 @@ impl RedisServer {
         loop {
             match self.spawn_and_wait() {
                 Ok(()) => return,
-                Err(LaunchError::NotFound) => panic!("{NOT_FOUND}"),
+                Err(LaunchError::NotFound) => panic!("{}", not_found(&self.binary)),
                 Err(LaunchError::Failed(why)) => {
                     if Instant::now() >= deadline {
                         panic!("redis-server did not restart on port {}: {why}", self.port);
@@ -240,11 +299,12 @@ impl RedisServer {
         self.counts().total
     }
 
-    /// Both counters from one `INFO stats commandstats` call, minus the harness' own commands.
+    /// Both counters from one `INFO all` call, minus the harness' own commands. (`INFO stats
+    /// commandstats`, two sections in one call, is a syntax error before Redis 7.0.)
     pub fn counts(&self) -> Counts {
         // Taken before the INFO call, which is not part of its own output.
         let own = self.lock_state().own.clone();
-        let info = self.admin_expect(&["INFO", "stats", "commandstats"], "info");
+        let info = self.admin_expect(&["INFO", "all"], "info");
         parse_counts(&info).minus(&own)
     }
 
@@ -322,6 +382,16 @@ impl RedisServer {
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .unwrap_or_else(|e| panic!("raw connection to {} failed: {e}", self.url()))
+    }
+
+    /// Which server this is, from `INFO server`: Redis or Valkey, and its version.
+    ///
+    /// # Panics
+    ///
+    /// When the server does not answer.
+    pub fn version(&self) -> ServerVersion {
+        let info = self.admin_expect(&["INFO", "server"], "info");
+        ServerVersion::from_info(&info)
     }
 
     /// The pub/sub channels matching `pattern` that some client listens on: `PUBSUB
@@ -557,6 +627,8 @@ mod tests {
         let mut con = server.raw().await;
         let pong: String = redis::cmd("PING").query_async(&mut con).await.unwrap();
         assert_eq!(pong, "PONG");
+        let version = server.version();
+        assert!(version.version.0 >= 6, "{version}");
 
         let other = RedisServer::start();
         assert_ne!(other.port(), server.port());
@@ -705,7 +777,7 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "redis-server not found on PATH; install it with")]
+    #[should_panic(expected = "/nonexistent/redis-server not found (RLOCK_TEST_SERVER: ")]
     fn missing_binary_fails_loudly() {
         let _ = RedisServer::launch(Path::new("/nonexistent/redis-server"), &[]);
     }
@@ -714,7 +786,10 @@ mod tests {
     fn a_missing_binary_is_an_error_for_programs_that_fall_back() {
         let why = RedisServer::try_launch(Path::new("/nonexistent/redis-server"), &[])
             .expect_err("no such binary");
-        assert!(why.starts_with("redis-server not found on PATH"), "{why}");
+        assert!(
+            why.starts_with("/nonexistent/redis-server not found (RLOCK_TEST_SERVER: "),
+            "{why}"
+        );
     }
 
     #[test]

@@ -130,16 +130,19 @@ impl StallWatch {
             .get_multiplexed_async_connection()
             .await
             .expect("a connection for LATENCY LATEST");
-        // Each event: [name, last time, last ms, worst ms].
-        let latest: Vec<(String, u64, u64, u64)> = redis::cmd("LATENCY")
+        // Each event: [name, last time, last ms, worst ms, …] (Valkey adds more fields).
+        let latest: Vec<Vec<redis::Value>> = redis::cmd("LATENCY")
             .arg("LATEST")
             .query_async(&mut admin)
             .await
             .expect("LATENCY LATEST");
         let slow_commands = latest
-            .into_iter()
-            .filter(|(event, ..)| event.contains("command"))
-            .map(|(event, _, _, worst)| (event, worst))
+            .iter()
+            .filter_map(|fields| {
+                let event: String = redis::from_redis_value_ref(fields.first()?).ok()?;
+                let worst: u64 = redis::from_redis_value_ref(fields.get(3)?).ok()?;
+                event.contains("command").then_some((event, worst))
+            })
             .collect();
         Stalls {
             pings: sent,

@@ -1,8 +1,8 @@
-//! A server's command counters, as `INFO stats commandstats` reports them.
+//! A server's command counters, as `INFO all` reports them.
 
 use std::collections::BTreeMap;
 
-/// Command counters of one server, as reported by `INFO stats commandstats`.
+/// Command counters of one server, as reported by `INFO all`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
     /// Calls per command, keyed by Redis' lower-case name; subcommands appear as
@@ -24,13 +24,30 @@ impl Counts {
     }
 
     /// `self - earlier`, dropping commands whose count did not change.
+    ///
+    /// A container counted whole (`config`, as servers before Redis 7.0 count it) is
+    /// subtracted its subcommands' counts too (`config|resetstat`, as the harness records
+    /// its own calls).
     #[must_use]
     pub fn minus(&self, earlier: &Counts) -> Counts {
+        let earlier_calls = |name: &str| -> u64 {
+            let subcommands: u64 = if name.contains('|') {
+                0
+            } else {
+                earlier
+                    .by_command
+                    .iter()
+                    .filter(|(sub, _)| sub.strip_prefix(name).is_some_and(|s| s.starts_with('|')))
+                    .map(|(_, n)| n)
+                    .sum()
+            };
+            earlier.calls(name) + subcommands
+        };
         let by_command = self
             .by_command
             .iter()
             .filter_map(|(name, &n)| {
-                let d = n.saturating_sub(earlier.calls(name));
+                let d = n.saturating_sub(earlier_calls(name));
                 (d > 0).then(|| (name.clone(), d))
             })
             .collect();
@@ -87,5 +104,18 @@ mod tests {
         assert_eq!(c.calls("set"), 2);
         assert_eq!(c.calls("config|resetstat"), 1);
         assert_eq!(c.calls("get"), 0);
+    }
+
+    #[test]
+    fn a_container_counted_whole_is_subtracted_its_subcommands() {
+        let mut before_6_2 = Counts::default();
+        before_6_2.add("config", 3);
+        before_6_2.add("evalsha", 2);
+        let mut own = Counts::default();
+        own.add("config|resetstat", 1);
+        let left = before_6_2.minus(&own);
+        assert_eq!(left.calls("config"), 2);
+        assert_eq!(left.calls("evalsha"), 2);
+        assert_eq!(left.total, 4);
     }
 }

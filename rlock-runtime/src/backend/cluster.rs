@@ -5,7 +5,13 @@
 //! `{<lock key>}:fence`), renewals are batched per slot ([`Scripted`](super::scripted::Scripted)),
 //! and releases are announced on sharded channels (`SPUBLISH` in the key's slot) to which the
 //! feed subscribes with `SSUBSCRIBE` over RESP3, so a release reaches only its shard, not the
-//! whole cluster bus. Needs Redis 7 (sharded pub/sub).
+//! whole cluster bus. On a cluster without sharded pub/sub (Redis before 7.0, learnt from
+//! `HELLO` on connecting) the feed subscribes nothing: the scripts' `SPUBLISH` and
+//! `PUBSUB SHARDNUMSUB` are refused there, inside `pcall`, so a release still hands the lock
+//! on in Redis, in queue order, to a waiter that finds it at its next check in (every
+//! `tuning::WAIT_POLL_PAUSE`, 50 ms). Plain pub/sub is not used instead: `PUBSUB NUMSUB` counts
+//! one node's subscribers, so the scripts would take a waiter subscribed on another node for
+//! dead and skip it.
 //!
 //! While a slot migrates, its keys live on two nodes. A command for a key already moved gets
 //! `ASK`; rlock re-sends it with `ASKING` in the same write ([`ClusterTopology::asked`]), since
@@ -15,6 +21,7 @@
 //! that errors come back to rlock, which knows each lease's deadline.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
@@ -42,6 +49,9 @@ pub(crate) struct ClusterTopology {
     seeds: Arc<Vec<String>>,
     timeout: Duration,
     commands: Arc<ClusterClient>,
+    /// Whether the nodes have sharded pub/sub (`SPUBLISH`, `SSUBSCRIBE`: Redis 7.0 and
+    /// later, every Valkey); learnt once on connecting.
+    sharded: Arc<AtomicBool>,
 }
 
 impl ClusterTopology {
@@ -53,6 +63,7 @@ impl ClusterTopology {
             seeds: Arc::new(seeds),
             timeout,
             commands: Arc::new(commands),
+            sharded: Arc::new(AtomicBool::new(true)),
         })
     }
 
@@ -64,14 +75,64 @@ impl ClusterTopology {
             .min_retry_wait(CLUSTER_RETRY_MIN_MS)
             .max_retry_wait(CLUSTER_RETRY_MAX_MS)
     }
+
+    fn sharded(&self) -> bool {
+        self.sharded.load(Ordering::Relaxed)
+    }
+}
+
+/// Whether a node that answered `HELLO` with `reply` has sharded pub/sub: any Valkey, and
+/// Redis from 7.0. A reply that names no server or version is taken to have it.
+fn has_sharded_pubsub(reply: &Value) -> bool {
+    let fields: Vec<(&Value, &Value)> = match reply {
+        Value::Map(pairs) => pairs.iter().map(|(k, v)| (k, v)).collect(),
+        Value::Array(flat) => flat.chunks_exact(2).map(|kv| (&kv[0], &kv[1])).collect(),
+        _ => return true,
+    };
+    let field = |name: &str| {
+        fields.iter().find_map(|(k, v)| {
+            (redis::from_redis_value_ref::<String>(k).ok()? == name)
+                .then(|| redis::from_redis_value_ref::<String>(v).ok())
+                .flatten()
+        })
+    };
+    let (Some(server), Some(version)) = (field("server"), field("version")) else {
+        return true;
+    };
+    let major = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok());
+    server != "redis" || major.is_none_or(|m| m >= 7)
 }
 
 impl Topology for ClusterTopology {
     type Conn = ClusterConnection;
 
     /// `SPUBLISH` in the key's slot: only the key's shard carries it.
-    fn announcing(key: &str) -> Announcing {
+    fn announcing(&self, key: &str) -> Announcing {
         Announcing::Sharded(shard_channel(key))
+    }
+
+    /// `HELLO` (without a protocol version, so the connection keeps its own) on any node: its
+    /// server and version tell whether the cluster has sharded pub/sub. A refused `HELLO`
+    /// (an ACL without it) leaves the default, sharded; `ERR` from a server before 6.2, which
+    /// wants a protocol version, means it has not.
+    async fn learn(&self, mut conn: ClusterConnection) -> RedisResult<()> {
+        let hello = conn
+            .route_command(
+                redis::cmd("HELLO").clone(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+            )
+            .await;
+        let sharded = match hello {
+            Ok(reply) => has_sharded_pubsub(&reply),
+            Err(e) if e.code() == Some("ERR") => false,
+            Err(e) if e.code().is_some() => true,
+            Err(e) => return Err(e),
+        };
+        self.sharded.store(sharded, Ordering::Relaxed);
+        Ok(())
     }
 
     fn call_group(key: &str) -> u16 {
@@ -168,23 +229,29 @@ impl Topology for ClusterTopology {
     }
 }
 
-/// A RESP3 cluster connection holding sharded subscriptions; announcements arrive as pushes.
-pub(crate) struct ShardedSession {
+/// A RESP3 cluster connection holding the feed's sharded subscriptions; announcements arrive
+/// as pushes. On a cluster without sharded pub/sub it subscribes nothing.
+pub(crate) struct ClusterSession {
     conn: ClusterConnection,
     pushes: mpsc::UnboundedReceiver<PushInfo>,
+    sharded: bool,
 }
 
 impl Connector for ClusterTopology {
-    type Session = ShardedSession;
+    type Session = ClusterSession;
 
-    async fn connect(&self) -> RedisResult<ShardedSession> {
+    async fn connect(&self) -> RedisResult<ClusterSession> {
         let (tx, pushes) = mpsc::unbounded_channel();
         let client = Self::builder(&self.seeds, self.timeout)
             .use_protocol(ProtocolVersion::RESP3)
             .push_sender(tx)
             .build()?;
         let conn = client.get_async_connection().await?;
-        Ok(ShardedSession { conn, pushes })
+        Ok(ClusterSession {
+            conn,
+            pushes,
+            sharded: self.sharded(),
+        })
     }
 
     fn channel(&self, redis_key: &str) -> String {
@@ -192,8 +259,14 @@ impl Connector for ClusterTopology {
     }
 }
 
-impl Session for ShardedSession {
+impl Session for ClusterSession {
     async fn subscribe(&mut self, channel: &str, timeout: Duration) -> Subscribed {
+        if !self.sharded {
+            return Subscribed::Refused(RedisError::from((
+                ErrorKind::Server(ServerErrorKind::ResponseError),
+                "no sharded pub/sub on this cluster (Redis before 7.0)",
+            )));
+        }
         Subscribed::from_result(
             tokio::time::timeout(timeout, self.conn.ssubscribe(channel))
                 .await
@@ -202,6 +275,9 @@ impl Session for ShardedSession {
     }
 
     async fn unsubscribe(&mut self, channel: &str, timeout: Duration) -> bool {
+        if !self.sharded {
+            return true;
+        }
         matches!(
             tokio::time::timeout(timeout, self.conn.sunsubscribe(channel)).await,
             Ok(Ok(()))
@@ -244,7 +320,7 @@ impl Session for ShardedSession {
     /// slot map (a switch-over), so its subscriptions hear no release. Either way the feed
     /// subscribes everything again on a fresh connection.
     async fn ping(&mut self, sample: Option<&str>, timeout: Duration) -> bool {
-        let Some(channel) = sample else {
+        let Some(channel) = sample.filter(|_| self.sharded) else {
             let ping = redis::cmd("PING");
             let reply =
                 tokio::time::timeout(timeout, ping.query_async::<redis::Value>(&mut self.conn));
@@ -296,6 +372,29 @@ mod tests {
 
     fn bulk(s: &str) -> Value {
         Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn sharded_pubsub_is_redis_7_and_every_valkey() {
+        let hello = |server: &str, version: &str| {
+            Value::Array(vec![
+                bulk("server"),
+                bulk(server),
+                bulk("version"),
+                bulk(version),
+                bulk("proto"),
+                Value::Int(2),
+            ])
+        };
+        assert!(!has_sharded_pubsub(&hello("redis", "6.2.14")));
+        assert!(has_sharded_pubsub(&hello("redis", "7.0.15")));
+        assert!(has_sharded_pubsub(&hello("valkey", "8.1.8")));
+        let resp3 = Value::Map(vec![
+            (bulk("server"), bulk("redis")),
+            (bulk("version"), bulk("6.2.14")),
+        ]);
+        assert!(!has_sharded_pubsub(&resp3));
+        assert!(has_sharded_pubsub(&Value::Nil));
     }
 
     #[test]

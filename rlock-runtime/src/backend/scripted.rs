@@ -75,6 +75,11 @@ impl<D: Topology> Scripted<D> {
     pub(crate) async fn connect(topology: D, timeout: Duration) -> Result<Self, LockError> {
         let store = Self::lazy(topology, timeout);
         store.load_scripts().await?;
+        let topology = &store.topology;
+        store
+            .conn
+            .call(Operation::Connect, timeout, |c| topology.learn(c))
+            .await?;
         Ok(store)
     }
 
@@ -109,7 +114,7 @@ impl<D: Topology> Scripted<D> {
             releaser,
             fence_record,
             self.queue,
-            &D::announcing(lease.key),
+            &self.topology.announcing(lease.key),
         );
         let operation = match releaser {
             Releaser::Holder => Operation::Release,
@@ -218,7 +223,7 @@ impl<D: Topology> Scripted<D> {
         {
             return Ok(busy);
         }
-        let announcing = D::announcing(lease.key);
+        let announcing = self.topology.announcing(lease.key);
         let mode = match queue {
             Some(queue) => AcquireMode::Queue(queue_args(
                 lease,
@@ -666,7 +671,7 @@ impl<D: Topology> LeaseStore for Scripted<D> {
     }
 
     async fn recount(&self, key: &str, change: CountChange) -> Result<Recounted, LockError> {
-        let call = recount_call(key, change, &D::announcing(key));
+        let call = recount_call(key, change, &self.topology.announcing(key));
         let reply: Vec<i64> = self
             .invoke(Operation::SetPermits, self.conn.timeout(), &call)
             .await?;

@@ -52,9 +52,16 @@ pub(crate) trait Topology: Clone + Send + Sync + 'static {
     }
 
     /// How `key`'s releases are announced. One server: `PUBLISH` on a plain channel.
-    fn announcing(key: &str) -> Announcing {
+    fn announcing(&self, key: &str) -> Announcing {
         let _ = key;
         Announcing::Plain
+    }
+
+    /// Learns, once on connecting, what the server offers that this topology's announcing
+    /// depends on (a cluster's sharded pub/sub). Nothing to learn for one server.
+    fn learn(&self, conn: Self::Conn) -> impl Future<Output = RedisResult<()>> + Send {
+        let _ = conn;
+        std::future::ready(Ok(()))
     }
 
     /// Keys one script call may touch together share a group (a renewal batch, a

@@ -33,7 +33,13 @@ async fn acquire_sets_value_and_expiry_in_one_atomic_round_trip() {
                 .unwrap()
         })
         .await;
-    assert_eq!(counts.total, 1, "{counts:?}");
+    if server.version().has_set_nx_get() {
+        assert_eq!(counts.total, 1, "{counts:?}");
+    } else {
+        // Before Redis 7.0 (no `SET … NX … GET`): the acquire script, whose `SET NX PX`
+        // the server counts too.
+        assert_eq!(counts.calls("evalsha"), 1, "{counts:?}");
+    }
     assert_eq!(counts.calls("set"), 1, "{counts:?}");
     check_stored(&server, "order:42", guard.token()).await;
     guard.release().await.unwrap();

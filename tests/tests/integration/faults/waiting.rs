@@ -23,7 +23,16 @@ async fn a_waiter_without_a_confirmed_subscription_still_sees_releases() {
     let server = RedisServer::start();
     let mut raw = server.raw().await;
     let _: () = redis::cmd("ACL")
-        .arg(&["SETUSER", "locker", "on", ">pw", "~*", "+@all"])
+        // `resetchannels`: Redis before 7.0 opens every channel to a new user by default.
+        .arg(&[
+            "SETUSER",
+            "locker",
+            "on",
+            ">pw",
+            "~*",
+            "+@all",
+            "resetchannels",
+        ])
         .query_async(&mut raw)
         .await
         .unwrap();
