@@ -335,7 +335,8 @@ impl LockClientBuilder {
     /// Redis Cluster, found from these seed nodes (each a `redis://` URL; any few of the
     /// cluster's nodes). Each lock lives on the shard of its key's slot; the client follows
     /// `MOVED`/`ASK` during resharding and failover, renews leases in one script call per
-    /// slot, and announces releases on sharded channels (Redis 7). Same as
+    /// slot, and announces releases on sharded channels (Redis 7.0 and later, Valkey; on
+    /// Redis 6.2 waiters check in every 50 ms instead of being told). Same as
     /// `.url("redis+cluster://h1:p1,h2:p2")`.
     ///
     /// ```no_run

@@ -166,7 +166,15 @@ async fn inspect_counts_every_holder_and_names_a_bounded_few() {
         client_for(&server, TIMEOUT).await,
     );
     let key = "admin:many";
-    let heavy = a.semaphore(key, 200).permits(3).acquire().await.unwrap();
+    // A shorter lease than the others': its permits end first, renewed or not (holds
+    // granted or renewed in one millisecond would otherwise tie, and be listed by token).
+    let heavy = a
+        .semaphore(key, 200)
+        .permits(3)
+        .ttl(Duration::from_secs(20))
+        .acquire()
+        .await
+        .unwrap();
     let mut held = Vec::new();
     for i in 0..70 {
         let client = if i % 2 == 0 { &a } else { &b };
@@ -196,7 +204,7 @@ async fn inspect_counts_every_holder_and_names_a_bounded_few() {
         listed, 64,
         "the holds of the first 64 permits: a bounded list"
     );
-    // The hold of 3 was granted first, so its permits end first: it heads the list.
+    // The hold of 3 has the shortest lease, so its permits end first: it heads the list.
     let first = &info.holders[0];
     assert_eq!((first.token.as_str(), first.permits), (heavy.token(), 3));
     assert!(first.held_here && first.granted_at.is_some());
