@@ -23,7 +23,8 @@ local UPGRADER_MARK = '#up:'
 -- An acquire's answers, first in its reply: BUSY {0, pttl} (queued if asked); TAKEN {1,
 -- fence}; HANDED {2, fence, pttl}, by a release before this call; FULL {3, pttl}, busy and
 -- not queued; OTHER_COUNT {4, stored count}; OTHER_KIND {5, what the key holds}; NOT_HELD
--- {6}, an upgrade whose upgradeable read is no longer held.
+-- {6}, an upgrade whose upgradeable read is no longer held (of a `lock_all`, {6, i}: KEYS[i],
+-- which the caller held, no longer holds its token).
 local BUSY, TAKEN, HANDED, FULL, OTHER_COUNT, OTHER_KIND, NOT_HELD = 0, 1, 2, 3, 4, 5, 6
 -- A release's answers: NOT_OURS (it ended, or is another's, or another kind's), RELEASED
 -- (given back or handed on), AGAIN_WITH_FENCE (nothing done: the waiter next wants a fence,

@@ -115,6 +115,19 @@ pub(crate) async fn acquire_all(
                     busy = group.get(index).copied();
                     break;
                 }
+                // A key this call held is not its own any more: the call chain's hold of it
+                // is lost, which the caller is told; one handed to it while it waited is
+                // waited for again, as a busy key is.
+                Ok(AttemptedAll::NotHeld { index }) => {
+                    busy = group.get(index).copied();
+                    if let Some(i) = busy.filter(|&i| scoped[i].is_some()) {
+                        give_back(taken, waited, attempt_deadline).await;
+                        return Err(LockError::Lost {
+                            key: keys[i].1.as_str().to_owned(),
+                        });
+                    }
+                    break;
+                }
                 Ok(AttemptedAll::Unanswered) => {
                     give_back(taken, waited, attempt_deadline).await;
                     return Err(LockError::Timeout {

@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use super::protocol::MOST_LISTED;
 use super::{
-    AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, CountChange, Holder, KeepKey, Kind,
-    Lease, LeaseStore, Misfit, Permits, Recounted, ReleaseListener, Scanned,
+    AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, CountChange, GroupLease, Holder,
+    KeepKey, Kind, Lease, LeaseStore, Misfit, Permits, Recounted, ReleaseListener, Scanned,
 };
 use crate::error::{KeyKind, LockError};
 use crate::util::token::{Token, permits_taken};
@@ -715,15 +715,19 @@ impl LeaseStore for MemoryBackend {
         Some(0)
     }
 
-    async fn acquire_all(&self, leases: &[Lease<'_>]) -> Result<AllAttempt, LockError> {
+    async fn acquire_all(&self, leases: &[GroupLease<'_>]) -> Result<AllAttempt, LockError> {
         let now = Instant::now();
         let mut locks = self.locks();
-        for (index, lease) in leases.iter().enumerate() {
+        for (index, group) in leases.iter().enumerate() {
+            let lease = group.lease;
             match locks.live(lease.key, now) {
-                Some(State::Lock(entry)) if entry.token != lease.token => {
-                    return Ok(AllAttempt::Busy { index });
+                // A held key is the caller's only while it holds its token still.
+                Some(State::Lock(entry)) if group.held && entry.token == lease.token => {}
+                None | Some(State::Lock(_)) if group.held => {
+                    return Ok(AllAttempt::NotHeld { index });
                 }
-                Some(State::Lock(_)) | None => {}
+                Some(State::Lock(_)) => return Ok(AllAttempt::Busy { index }),
+                None => {}
                 Some(other) => {
                     return Ok(AllAttempt::Misfit {
                         index,
@@ -732,8 +736,8 @@ impl LeaseStore for MemoryBackend {
                 }
             }
         }
-        for lease in leases {
-            locks.lock(*lease, now);
+        for group in leases {
+            locks.lock(group.lease, now);
         }
         Ok(AllAttempt::Taken)
     }

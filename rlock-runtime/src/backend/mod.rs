@@ -143,8 +143,23 @@ pub(crate) enum AllAttempt {
     Taken,
     /// The key at `index` is another owner's: nothing was taken.
     Busy { index: usize },
+    /// The key at `index`, held by the caller already, no longer holds its token (its lease
+    /// ended, or its hold was released): nothing was taken.
+    NotHeld { index: usize },
     /// The key at `index` holds another kind: nothing was taken.
     Misfit { index: usize, misfit: Misfit },
+}
+
+/// One key of a group that [`LeaseStore::acquire_all`] takes: its lease under its owner
+/// token, and whether the caller holds it already under that token (a key handed to it while
+/// it waited, or one its locked scope holds). Such a key's lease is set anew only while the
+/// key still holds that token: a call that runs after the hold's release (held back on its
+/// way while the release went on another connection) must not take the key again for a hold
+/// that nobody has any more.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GroupLease<'a> {
+    pub(crate) lease: Lease<'a>,
+    pub(crate) held: bool,
 }
 
 /// What an attempt must find out besides taking the lock.
@@ -320,10 +335,11 @@ pub(crate) trait LeaseStore {
 
     /// Takes every lock of `leases` (one group of [`taken_together`](Self::taken_together),
     /// each with its owner token: a new one, or one of the caller's holds of it already,
-    /// whose lease is set anew), all or none, in one atomic step. Only called for a group.
+    /// whose lease is set anew while it still holds that token), all or none, in one atomic
+    /// step. Only called for a group.
     fn acquire_all(
         &self,
-        leases: &[Lease<'_>],
+        leases: &[GroupLease<'_>],
     ) -> impl Future<Output = Result<AllAttempt, LockError>> + Send {
         let _ = leases;
         async {
@@ -516,7 +532,7 @@ impl LeaseStore for Backend {
         each!(self, b => b.taken_together(redis_key))
     }
 
-    async fn acquire_all(&self, leases: &[Lease<'_>]) -> Result<AllAttempt, LockError> {
+    async fn acquire_all(&self, leases: &[GroupLease<'_>]) -> Result<AllAttempt, LockError> {
         each!(self, b => b.acquire_all(leases).await)
     }
 

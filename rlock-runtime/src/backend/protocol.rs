@@ -89,7 +89,8 @@ pub(crate) mod acquired {
     pub(crate) const OTHER_COUNT: i64 = 4;
     /// `{5, what the key holds}`: another kind's state; nothing was done.
     pub(crate) const OTHER_KIND: i64 = 5;
-    /// `{6}`: an upgrade whose upgradeable read is no longer held; nothing was done.
+    /// `{6}`: an upgrade whose upgradeable read is no longer held; nothing was done. (Of a
+    /// `lock_all`, `{6, i}`: its `i`th key, which the caller held, no longer holds its token.)
     pub(crate) const NOT_HELD: i64 = 6;
 }
 
@@ -315,8 +316,17 @@ impl AcquireReply {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AllReply {
     Taken,
-    Busy { index: usize },
-    OtherKind { index: usize, found: Found },
+    Busy {
+        index: usize,
+    },
+    /// The key at `index`, which the caller held, no longer holds its token.
+    NotHeld {
+        index: usize,
+    },
+    OtherKind {
+        index: usize,
+        found: Found,
+    },
 }
 
 impl AllReply {
@@ -326,6 +336,7 @@ impl AllReply {
         let index = usize::try_from(at(1) - 1).unwrap_or(0);
         match at(0) {
             acquired::TAKEN => Self::Taken,
+            acquired::NOT_HELD => Self::NotHeld { index },
             acquired::OTHER_KIND => Self::OtherKind {
                 index,
                 found: Found::from_code(at(2)),

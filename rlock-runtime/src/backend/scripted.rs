@@ -25,8 +25,9 @@ use super::pubsub::{Connector, Feed};
 use super::scripts::{Lua, ScriptCall, Waiters, query};
 use super::topology::{Announcing, Topology};
 use super::{
-    AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, CountChange, Holder, KeepKey, Kind,
-    Lease, LeaseStore, Misfit, QueueAsk, QueueCall, Recounted, ReleaseListener, Scanned, millis,
+    AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, CountChange, GroupLease, Holder,
+    KeepKey, Kind, Lease, LeaseStore, Misfit, QueueAsk, QueueCall, Recounted, ReleaseListener,
+    Scanned, millis,
 };
 use crate::error::{KeyKind, LockError, Operation};
 use crate::key::Companion;
@@ -562,13 +563,18 @@ impl<D: Topology> LeaseStore for Scripted<D> {
         self.queue.then(|| D::call_group(redis_key))
     }
 
-    async fn acquire_all(&self, leases: &[Lease<'_>]) -> Result<AllAttempt, LockError> {
-        let keys: Vec<&str> = leases.iter().map(|lease| lease.key).collect();
+    async fn acquire_all(&self, leases: &[GroupLease<'_>]) -> Result<AllAttempt, LockError> {
+        let keys: Vec<&str> = leases.iter().map(|group| group.lease.key).collect();
         let mut call = LOCK_ALL.call(&keys);
         // One lease for all: a `lock_all` asks the same ttl of each key.
-        call.arg(leases.first().map_or(1, |lease| millis(lease.ttl)));
-        for lease in leases {
-            call.arg(lease.token);
+        call.arg(leases.first().map_or(1, |group| millis(group.lease.ttl)));
+        let held: String = leases
+            .iter()
+            .map(|group| if group.held { 'h' } else { 'n' })
+            .collect();
+        call.arg(held);
+        for group in leases {
+            call.arg(group.lease.token);
         }
         let reply: Vec<i64> = self
             .invoke(Operation::Acquire, self.conn.timeout(), &call)
@@ -576,6 +582,7 @@ impl<D: Topology> LeaseStore for Scripted<D> {
         Ok(match AllReply::read(&reply) {
             AllReply::Taken => AllAttempt::Taken,
             AllReply::Busy { index } => AllAttempt::Busy { index },
+            AllReply::NotHeld { index } => AllAttempt::NotHeld { index },
             AllReply::OtherKind { index, found } => AllAttempt::Misfit {
                 index,
                 misfit: Misfit::OtherKind {

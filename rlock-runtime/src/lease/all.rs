@@ -7,13 +7,14 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::{Engine, Grant, Hold, LeasePlan, Resend, within};
-use crate::backend::{AllAttempt, Kind, Lease, LeaseStore};
+use crate::backend::{AllAttempt, GroupLease, Kind, Lease, LeaseStore};
 use crate::error::{LockError, Operation};
 use crate::key::LockKey;
 
 /// One key of a group: the key, as Redis stores it, and the caller's hold of it already, if
 /// any (a key handed to it while it waited, or one its locked scope holds): that hold's
-/// token is asked for, and its lease set anew, instead of a new token's.
+/// token is asked for, and its lease set anew while the key still holds it, instead of a new
+/// token's.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct GroupKey<'a> {
     pub(crate) key: &'a LockKey,
@@ -29,6 +30,9 @@ pub(crate) enum AttemptedAll {
     Granted(Vec<Arc<Hold>>),
     /// The key at `index` is another owner's: nothing was taken.
     Busy { index: usize },
+    /// The key at `index`, which the caller held, is not its own any more (its hold is now
+    /// marked lost): nothing was taken.
+    NotHeld { index: usize },
     /// The deadline came before the answer: whatever Redis did is undone in the background.
     Unanswered,
 }
@@ -51,22 +55,28 @@ impl Engine {
                     .map_or_else(|| self.token(), |h| h.token().to_owned())
             })
             .collect();
-        let leases: Vec<Lease<'_>> = group
+        let leases: Vec<GroupLease<'_>> = group
             .iter()
             .zip(&tokens)
-            .map(|(key, token)| Lease {
-                kind: Kind::Lock,
-                key: key.redis_key,
-                token,
-                ttl: plan.ttl,
+            .map(|(key, token)| GroupLease {
+                lease: Lease {
+                    kind: Kind::Lock,
+                    key: key.redis_key,
+                    token,
+                    ttl: plan.ttl,
+                },
+                held: key.held.is_some(),
             })
             .collect();
         let sent_at = Instant::now();
-        let mut orphans: Vec<Resend<'_>> = group
+        // The new keys are taken back if the answer never comes. A held key needs no such
+        // care: the call sets its lease anew only while it still holds its token, so it
+        // cannot take back a key whose hold was released meanwhile (the caller cut, and the
+        // hold released in the background, on another connection than this call's).
+        let mut orphans: Vec<Resend<'_>> = leases
             .iter()
-            .zip(&leases)
-            .filter(|(key, _)| key.held.is_none())
-            .map(|(_, lease)| Resend::orphan(self, *lease, None))
+            .filter(|group| !group.held)
+            .map(|group| Resend::orphan(self, group.lease, None))
             .collect();
         let disarm = |orphans: &mut Vec<Resend<'_>>| {
             for orphan in orphans {
@@ -82,6 +92,14 @@ impl Engine {
                 disarm(&mut orphans);
                 return Ok(AttemptedAll::Busy { index });
             }
+            AllAttempt::NotHeld { index } => {
+                disarm(&mut orphans);
+                // Its lease ended, or it was released, whatever the watchdog has seen yet.
+                if let Some(held) = group.get(index).and_then(|key| key.held) {
+                    held.lose();
+                }
+                return Ok(AttemptedAll::NotHeld { index });
+            }
             AllAttempt::Misfit { index, misfit } => {
                 disarm(&mut orphans);
                 let key = group.get(index).map_or("?", |key| key.key.as_str());
@@ -91,7 +109,7 @@ impl Engine {
         if plan.min_replicas > 0 {
             // One confirmation covers the group: `WAIT` counts every write of the
             // connection so far. Unconfirmed, the new keys go back (the orphans, armed).
-            let first = leases.first().copied();
+            let first = leases.first().map(|group| group.lease);
             let confirm = async {
                 match first {
                     Some(lease) => {

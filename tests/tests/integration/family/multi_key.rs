@@ -220,6 +220,43 @@ async fn a_nested_lock_of_one_key_re_enters_it() {
     assert!(!client.inspect("acct:2").await.unwrap().held);
 }
 
+/// A `lock_all` inside a locked scope of one of its keys sets that key's lease anew under the
+/// scope's token, only while the key still holds it: once another client broke the scope's
+/// lock, the scope's hold is lost, and the `lock_all` answers so and takes nothing (it took
+/// the broken key again before, under a token whose hold was lost, and the other key with it).
+async fn a_lock_all_does_not_take_back_its_scopes_broken_key(client: LockClient) {
+    let ops = client.sibling();
+    let (told, answer) = std::sync::mpsc::channel();
+    let _ = client
+        .lock("acct:5")
+        .run(async {
+            assert!(ops.force_unlock("acct:5").await.unwrap());
+            let both = client.lock_all(["acct:5", "acct:6"]).acquire().await;
+            told.send(both.map(drop)).unwrap();
+        })
+        .await;
+    let err = answer.recv().unwrap().unwrap_err();
+    assert!(
+        matches!(&err, LockError::Lost { key } if key == "acct:5"),
+        "{err:?}"
+    );
+    for key in ["acct:5", "acct:6"] {
+        assert!(!ops.inspect(key).await.unwrap().held, "{key} left held");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_all_does_not_take_back_its_scopes_broken_key_on_redis() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    a_lock_all_does_not_take_back_its_scopes_broken_key(client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_all_does_not_take_back_its_scopes_broken_key_in_memory() {
+    a_lock_all_does_not_take_back_its_scopes_broken_key(LockClient::in_memory()).await;
+}
+
 /// Refused before anything is sent.
 #[tokio::test]
 async fn requests_that_make_no_sense_are_refused() {
