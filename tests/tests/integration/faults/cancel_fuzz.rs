@@ -11,14 +11,16 @@
 //! `RLOCK_FUZZ_SECS` (default 8) and `RLOCK_FUZZ_RUNS` (default 1) size it (the defaults keep
 //! the suite quick; 20 runs of 20 s with both cores busy is the real measure).
 //! `RLOCK_FUZZ_SEED` replays a run's choices (each run's seed is printed; run `r` uses the
-//! seed plus `r`); the interleaving is the machine's.
+//! seed plus `r`); the interleaving is the machine's, so a failure is named by what it left:
+//! for each key left behind, the calls of the handle holding it on that key around the
+//! moment its lease was last set, each with its form and the step it was cut at.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -42,6 +44,10 @@ const TTL: Duration = Duration::from_secs(30);
 const QUIET: Duration = Duration::from_millis(800);
 /// A bound on any task's iterations, far above what a run reaches.
 const MOST_STEPS: u32 = 10_000_000;
+/// The handles: two clients and a sibling of each.
+const HANDLES: usize = 4;
+/// The most calls a failure names per key left behind.
+const NAMED_CALLS: usize = 8;
 
 fn setting<T: FromStr>(name: &str, default: T) -> T {
     match std::env::var(name) {
@@ -79,6 +85,10 @@ impl Name {
             Name::Semaphore(k) => format!("s:{k}"),
             Name::Mixed => "m:0".to_owned(),
         }
+    }
+
+    fn from_key(key: &str) -> Option<Name> {
+        Name::all().into_iter().find(|name| name.key() == key)
     }
 
     fn all() -> Vec<Name> {
@@ -121,6 +131,11 @@ impl Ask {
         Ask::One(held, name)
     }
 
+    /// Whether its request can be fenced (a lock's, a writer's).
+    fn fenceable(self) -> bool {
+        matches!(self, Ask::One(Held::Lock | Held::Write, _))
+    }
+
     /// The request, fenced when `fenced` and the kind carries a fence.
     fn request<'c>(self, client: &'c LockClient, fenced: bool) -> LockRequest<'c> {
         match self {
@@ -146,6 +161,11 @@ impl Ask {
             Ask::One(Held::Upgradeable, name) => Some(Ask::One(Held::Write, name)),
             _ => None,
         }
+    }
+
+    /// Whether it takes `name`.
+    fn takes(self, name: Name) -> bool {
+        self.holds().iter().any(|&(_, n)| n == name)
     }
 
     /// What a body under this ask holds, name by name.
@@ -181,15 +201,131 @@ impl AsSection for Record {
     }
 }
 
+/// Where a call was when it ended (the closure form's body tells it as it goes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Step {
+    Acquiring,
+    /// In its body (the closure form), or holding its guard.
+    Holding,
+    /// Taking its key again inside the body: a re-entry, a read beside its write, or an
+    /// upgrade; for a guard, its upgrade.
+    Again,
+    /// Holding what it took again.
+    HoldingAgain,
+    /// The body returned: the closure form releases.
+    Releasing,
+}
+
+impl Step {
+    const ALL: [Step; 5] = [
+        Step::Acquiring,
+        Step::Holding,
+        Step::Again,
+        Step::HoldingAgain,
+        Step::Releasing,
+    ];
+
+    fn of(at: &AtomicU8) -> Step {
+        Step::ALL[usize::from(at.load(Ordering::Relaxed)).min(Step::ALL.len() - 1)]
+    }
+
+    fn set(self, at: &AtomicU8) {
+        at.store(self as u8, Ordering::Relaxed);
+    }
+}
+
+/// How a call took its ask.
+#[derive(Debug, Clone, Copy)]
+enum Form {
+    /// `run(body)`: fenced or not, taking its key again in the body or not.
+    Closure { fenced: bool, reenter: bool },
+    /// A guard (always fenced where the kind has one), released or dropped.
+    Guard,
+}
+
+impl fmt::Display for Form {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Form::Closure { fenced, reenter } => write!(
+                f,
+                "run{}{}",
+                if fenced { ", fenced" } else { "" },
+                if reenter { ", taking it again" } else { "" }
+            ),
+            Form::Guard => f.write_str("guard"),
+        }
+    }
+}
+
+/// One call, for naming the calls behind a key left behind.
+#[derive(Debug, Clone)]
+struct Call {
+    owner: usize,
+    handle: usize,
+    form: Form,
+    ask: Ask,
+    wait_ms: u64,
+    start_us: u64,
+    end_us: u64,
+    /// The step it was cut at, or how it ended.
+    outcome: String,
+}
+
+impl fmt::Display for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "task {} ({}) {:?}, wait {} ms, {:.3}-{:.3} s: {}",
+            self.owner,
+            self.form,
+            self.ask,
+            self.wait_ms,
+            self.start_us as f64 / 1e6,
+            self.end_us as f64 / 1e6,
+            self.outcome
+        )
+    }
+}
+
 /// The records of one run, on one clock.
 struct Recorder {
     origin: Instant,
     records: Mutex<Vec<Record>>,
+    calls: Mutex<Vec<Call>>,
 }
 
 impl Recorder {
     fn now(&self) -> u64 {
         u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Logs a call that began at `start_us` and ends now.
+    #[allow(clippy::too_many_arguments)]
+    fn called(
+        &self,
+        owner: usize,
+        handle: usize,
+        form: Form,
+        ask: Ask,
+        wait: Duration,
+        start_us: u64,
+        outcome: String,
+    ) {
+        let call = Call {
+            owner,
+            handle,
+            form,
+            ask,
+            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            start_us,
+            end_us: self.now(),
+            outcome,
+        };
+        self.calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(call);
     }
 
     /// The sections of `owner` over what `ask` holds, beginning now and ending when the value
@@ -269,6 +405,7 @@ type Body = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// One closure-form task: random ask, wait, fence, body and cut, until `stop`.
 async fn locker(
     client: LockClient,
+    handle: usize,
     owner: usize,
     seed: u64,
     stop: Arc<AtomicBool>,
@@ -291,20 +428,26 @@ async fn locker(
         } else {
             Duration::from_millis(rng.u64(0..=4))
         };
+        let step = Arc::new(AtomicU8::new(Step::Acquiring as u8));
         let body: Body = {
             let (client, recorder, tally) = (client.clone(), recorder.clone(), tally.clone());
+            let step = step.clone();
             Box::pin(async move {
+                Step::Holding.set(&step);
                 let mut sections = recorder.open(ask, owner, None);
                 count(&tally.ran);
                 if !reenter {
-                    return pause(body_us).await;
+                    pause(body_us).await;
+                    return Step::Releasing.set(&step);
                 }
                 // Re-enters the hold around it (unless that was found lost: then it is an
                 // acquisition of its own, busy while the outer lease lasts in Redis), or
                 // upgrades it.
+                Step::Again.set(&step);
                 let Ok(inner) = ask.again(&client).acquire().await else {
-                    return;
+                    return Step::Releasing.set(&step);
                 };
+                Step::HoldingAgain.set(&step);
                 if inner.is_reentrant() {
                     count(&tally.reentered);
                 }
@@ -321,16 +464,33 @@ async fn locker(
                 }
                 if release_inner {
                     let _ = inner.release().await;
+                } else {
+                    drop(inner);
                 }
+                Step::Releasing.set(&step);
             })
         };
         count(&tally.calls);
+        let start_us = recorder.now();
         let call = ask.request(&client, fenced).ttl(TTL).wait(wait).run(body);
-        match tokio::time::timeout(limit, call).await {
-            Err(_) => count(&tally.cut),
-            Ok(Err(LockError::WrongKind { .. })) => count(&tally.other_kind),
-            Ok(_) => {}
-        }
+        let outcome = match tokio::time::timeout(limit, call).await {
+            Err(_) => {
+                count(&tally.cut);
+                format!("cut {:?}", Step::of(&step))
+            }
+            Ok(Err(e)) => {
+                if matches!(e, LockError::WrongKind { .. }) {
+                    count(&tally.other_kind);
+                }
+                format!("{e}")
+            }
+            Ok(Ok(())) => "ran".to_owned(),
+        };
+        let form = Form::Closure {
+            fenced: fenced && ask.fenceable(),
+            reenter,
+        };
+        recorder.called(owner, handle, form, ask, wait, start_us, outcome);
     }
 }
 
@@ -349,22 +509,31 @@ async fn guard_taker(
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let client = &clients[rng.usize(0..clients.len())];
+        let handle = rng.usize(0..clients.len());
+        let client = &clients[handle];
         let ask = Ask::pick(&mut rng);
-        let request = ask
-            .request(client, true)
-            .ttl(TTL)
-            .wait(Duration::from_millis(200))
-            .acquire();
+        let wait = Duration::from_millis(200);
+        let start_us = recorder.now();
+        let called = |outcome: String| {
+            recorder.called(owner, handle, Form::Guard, ask, wait, start_us, outcome);
+        };
+        let request = ask.request(client, true).ttl(TTL).wait(wait).acquire();
         let limit = Duration::from_millis(rng.u64(0..=3));
         let guard: LockGuard = match tokio::time::timeout(limit, request).await {
             Ok(Ok(guard)) => guard,
-            Ok(Err(LockError::WrongKind { .. })) => {
-                count(&tally.other_kind);
+            Ok(Err(e)) => {
+                if matches!(e, LockError::WrongKind { .. }) {
+                    count(&tally.other_kind);
+                }
+                called(format!("{e}"));
                 continue;
             }
-            _ => continue,
+            Err(_) => {
+                called(format!("cut {:?}", Step::Acquiring));
+                continue;
+            }
         };
+        let mut upgrade = "";
         count(&tally.guards);
         {
             let sections = recorder.open(ask, owner, guard.fence().map(|f| f.get()));
@@ -372,8 +541,14 @@ async fn guard_taker(
             // An upgradeable read upgrades one time in two, cut at random too.
             if let Some(write) = ask.upgraded().filter(|_| rng.bool()) {
                 let limit = Duration::from_millis(rng.u64(0..=3));
-                let upgrade = guard.upgrade_within(Duration::from_millis(200));
-                if let Ok(Ok(upgraded)) = tokio::time::timeout(limit, upgrade).await {
+                let upgrading = guard.upgrade_within(Duration::from_millis(200));
+                let upgraded = tokio::time::timeout(limit, upgrading).await;
+                upgrade = match &upgraded {
+                    Err(_) => ", its upgrade cut",
+                    Ok(Err(_)) => ", its upgrade refused",
+                    Ok(Ok(_)) => ", upgraded",
+                };
+                if let Ok(Ok(upgraded)) = upgraded {
                     count(&tally.upgraded);
                     drop(sections);
                     {
@@ -388,10 +563,12 @@ async fn guard_taker(
             }
         }
         if rng.bool() {
-            let _ = guard.release().await;
+            let released = guard.release().await;
+            called(format!("held{upgrade}, released: {released:?}"));
         } else {
             count(&tally.dropped);
             drop(guard);
+            called(format!("held{upgrade}, dropped"));
         }
     }
 }
@@ -412,6 +589,47 @@ impl fmt::Display for Orphan {
             "{} = {:?} ({} ms left; handles {:?})",
             self.key, self.holds, self.pttl_ms, self.handles
         )
+    }
+}
+
+impl Orphan {
+    /// The calls of the handles holding it that took its key, nearest first to the moment its
+    /// lease was last set (as far as its remaining lease tells: a hold still renewed was set
+    /// later than its grant), `checked_us` being when it was read.
+    fn suspects(&self, calls: &[Call], checked_us: u64) -> Vec<String> {
+        let Some(name) = Name::from_key(&self.key) else {
+            return Vec::new();
+        };
+        let ttl_ms = i64::try_from(TTL.as_millis()).unwrap_or(i64::MAX);
+        let set_ago_us = u64::try_from((ttl_ms - self.pttl_ms).max(0) * 1000).unwrap_or(0);
+        let set_us = checked_us.saturating_sub(set_ago_us);
+        let mut nearest: Vec<&Call> = calls
+            .iter()
+            .filter(|call| self.handles.contains(&Some(call.handle)) && call.ask.takes(name))
+            .collect();
+        let distance = |call: &Call| {
+            if (call.start_us..=call.end_us).contains(&set_us) {
+                0
+            } else {
+                call.start_us
+                    .abs_diff(set_us)
+                    .min(call.end_us.abs_diff(set_us))
+            }
+        };
+        nearest.sort_by_key(|call| distance(call));
+        let mut named = vec![format!(
+            "{}: its lease set about {:.3} s into the run ({} of the handle's calls took it)",
+            self.key,
+            set_us as f64 / 1e6,
+            nearest.len()
+        )];
+        named.extend(
+            nearest
+                .iter()
+                .take(NAMED_CALLS)
+                .map(|call| format!("  {call}")),
+        );
+        named
     }
 }
 
@@ -469,6 +687,7 @@ async fn run_once(seed: u64, secs: u64) -> Result<(), String> {
     let server = RedisServer::start();
     let (a, b) = (client(&server).await, client(&server).await);
     let handles = vec![a.clone(), a.sibling(), b.clone(), b.sibling()];
+    assert_eq!(handles.len(), HANDLES);
     // Each handle's token prefix, to name the owner of a key left behind.
     let mut prefixes = HashMap::new();
     for (i, handle) in handles.iter().enumerate() {
@@ -485,6 +704,7 @@ async fn run_once(seed: u64, secs: u64) -> Result<(), String> {
     let recorder = Arc::new(Recorder {
         origin: Instant::now(),
         records: Mutex::default(),
+        calls: Mutex::default(),
     });
     let tally = Arc::new(Tally::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -492,7 +712,8 @@ async fn run_once(seed: u64, secs: u64) -> Result<(), String> {
     let mut tasks = Vec::new();
     for owner in 0..TASKS {
         tasks.push(tokio::spawn(locker(
-            handles[owner % handles.len()].clone(),
+            handles[owner % HANDLES].clone(),
+            owner % HANDLES,
             owner,
             seeds.u64(..),
             stop.clone(),
@@ -515,6 +736,7 @@ async fn run_once(seed: u64, secs: u64) -> Result<(), String> {
     }
     tokio::time::sleep(QUIET).await;
 
+    let checked_us = recorder.now();
     let mut raw = server.raw().await;
     let mut orphans = Vec::new();
     for name in Name::all() {
@@ -535,6 +757,16 @@ async fn run_once(seed: u64, secs: u64) -> Result<(), String> {
         .map(|r| r.section)
         .collect();
     let fence_regressions = history::sweep(&fenced).fence_regressions;
+    let calls = recorder
+        .calls
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    for orphan in &orphans {
+        for line in orphan.suspects(&calls, checked_us) {
+            eprintln!("{line}");
+        }
+    }
     let orphans: Vec<String> = orphans.iter().map(Orphan::to_string).collect();
     eprintln!(
         "seed {seed}: {tally:?}; {} sections; orphans {orphans:?}; overlaps {}; fence regressions {}",
