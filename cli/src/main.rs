@@ -1,22 +1,30 @@
 //! `rlock`: the operator's command line. Who holds a lock, since when, on which host, and
 //! who waits; which locks match a pattern; a lock watched as it changes hands; a stuck lock
-//! broken, on any topology's URL.
+//! broken, on any topology's URL; and what rlock will do on a server (`doctor`).
 //!
 //! ```text
 //! rlock --redis redis://127.0.0.1:6379 inspect order:42
 //! rlock list 'order:*' --limit 50 --json
 //! rlock watch order:42
 //! rlock force-unlock order:42 --yes
+//! rlock doctor redis://127.0.0.1:6379 --json
 //! ```
 //!
 //! It reads what every rlock client publishes about its holds (the holder card: service,
 //! host, pid, grant time) and never runs `KEYS`: `list` scans with a page size and a limit.
 
+// The test build of `run`, whose future holds every command's branch, needs more query depth
+// than the default 128 to lay out.
+#![recursion_limit = "256"]
+
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use clap::{Parser, Subcommand};
-use rlock_runtime::{LockClient, LockError, LockInfo};
+use rlock_runtime::{
+    Check, CheckOutcome, Diagnosis, LockClient, LockError, LockInfo, ReplicaAcks, ServerReport,
+    Waiting,
+};
 use serde_json::{Value, json};
 
 /// Inspect, list, watch and break rlock's locks in Redis.
@@ -66,6 +74,13 @@ enum Command {
         #[arg(long, value_name = "N")]
         changes: Option<usize>,
     },
+    /// What rlock will do on this server, as this user: its version, round trip and clock,
+    /// every command and channel right rlock needs, tried; herd-free waiting or polling,
+    /// fencing, replica acknowledgement. Exits 1 when locks would fail.
+    Doctor {
+        /// The server's URL (instead of --redis).
+        url: Option<String>,
+    },
     /// Deletes a lock whoever holds it; the holder is not told until its next renewal.
     ForceUnlock {
         /// The lock's key.
@@ -98,7 +113,11 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode, LockError> {
-    let Some(url) = cli.redis.clone() else {
+    let named = match &cli.command {
+        Command::Doctor { url: Some(url) } => Some(url.clone()),
+        _ => cli.redis.clone(),
+    };
+    let Some(url) = named else {
         return Err(LockError::InvalidConfig(
             "no Redis named: give --redis URL or set REDIS_URL".into(),
         ));
@@ -107,9 +126,24 @@ async fn run(cli: Cli) -> Result<ExitCode, LockError> {
     if let Some(ns) = &cli.namespace {
         builder = builder.namespace(ns.clone());
     }
-    let client = builder.connect().await?;
     let out = Output { json: cli.json };
+    let client = match builder.connect().await {
+        Ok(client) => client,
+        // The doctor's first finding: connecting itself failed, and why.
+        Err(e) if matches!(cli.command, Command::Doctor { .. }) => {
+            out.unusable(&e);
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(e) => return Err(e),
+    };
     match cli.command {
+        Command::Doctor { .. } => {
+            let diagnosis = client.diagnose().await?;
+            out.diagnosis(&diagnosis);
+            if !diagnosis.usable() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
         Command::Inspect { key } => {
             let info = client.inspect(key.as_str()).await?;
             out.lock(&key, &info);
@@ -185,26 +219,128 @@ struct Output {
     json: bool,
 }
 
+/// Prints `text` and a newline; a reader that went away (`rlock list … | head`) ends the
+/// output quietly instead of with a panic.
+fn emit(text: impl std::fmt::Display) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+}
+
 impl Output {
     fn lock(&self, key: &str, info: &LockInfo) {
         if self.json {
-            println!("{}", lock_json(key, info));
+            emit(lock_json(key, info));
         } else {
-            println!("{}", lock_line(key, info));
+            emit(lock_line(key, info));
         }
     }
 
     fn unlocked(&self, key: &str, deleted: bool, before: &LockInfo) {
         if self.json {
-            println!(
-                "{}",
-                json!({ "key": key, "deleted": deleted, "was": lock_json(key, before) })
-            );
+            emit(json!({ "key": key, "deleted": deleted, "was": lock_json(key, before) }));
         } else if deleted {
-            println!("{key}: deleted (it was {})", holder_text(before));
+            emit(format!("{key}: deleted (it was {})", holder_text(before)));
         } else {
-            println!("{key}: not held; nothing deleted");
+            emit(format!("{key}: not held; nothing deleted"));
         }
+    }
+}
+
+impl Output {
+    fn diagnosis(&self, diagnosis: &Diagnosis) {
+        if self.json {
+            emit(diagnosis_json(diagnosis));
+        } else {
+            emit(diagnosis.to_string().trim_end());
+        }
+    }
+
+    fn unusable(&self, e: &LockError) {
+        let why = error_chain(e);
+        if self.json {
+            emit(json!({ "usable": false, "connect_error": why }));
+        } else {
+            emit(format!("connecting failed: {why}"));
+        }
+    }
+}
+
+/// An error and its sources, as one line.
+fn error_chain(e: &LockError) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text += &format!(": {cause}");
+        source = cause.source();
+    }
+    text
+}
+
+fn diagnosis_json(diagnosis: &Diagnosis) -> Value {
+    let servers: Vec<Value> = diagnosis.servers.iter().map(server_json).collect();
+    let mut report = serde_json::Map::new();
+    report.insert("usable".into(), Value::Bool(diagnosis.usable()));
+    report.insert(
+        "deployment".into(),
+        Value::String(diagnosis.deployment.to_string()),
+    );
+    report.insert("servers".into(), Value::Array(servers));
+    report.insert("waiting".into(), waiting_json(&diagnosis.waiting));
+    report.insert("fencing".into(), Value::Bool(diagnosis.fencing));
+    report.insert(
+        "replica_acks".into(),
+        replica_acks_json(&diagnosis.replica_acks),
+    );
+    report.insert("refused".into(), json!(diagnosis.refused));
+    Value::Object(report)
+}
+
+fn server_json(server: &ServerReport) -> Value {
+    let checks: Vec<Value> = server.checks.iter().map(check_json).collect();
+    let round_trip_us = u64::try_from(server.round_trip.as_micros()).unwrap_or(u64::MAX);
+    let mut report = serde_json::Map::new();
+    report.insert("server".into(), json!(server.server));
+    report.insert("version".into(), json!(server.version));
+    report.insert("mode".into(), json!(server.mode));
+    report.insert("round_trip_us".into(), json!(round_trip_us));
+    report.insert("clock_offset_ms".into(), json!(server.clock_offset_ms));
+    report.insert("replicas".into(), json!(server.replicas));
+    report.insert("checks".into(), Value::Array(checks));
+    Value::Object(report)
+}
+
+fn check_json(check: &Check) -> Value {
+    let (outcome, detail) = match &check.outcome {
+        CheckOutcome::Allowed => ("allowed", None),
+        CheckOutcome::Refused(why) => ("refused", Some(why.clone())),
+        CheckOutcome::Missing(why) => ("missing", Some(why.clone())),
+        CheckOutcome::Unknown(why) => ("unknown", Some(why.clone())),
+        other => ("unknown", Some(other.to_string())),
+    };
+    json!({
+        "name": check.name,
+        "needed_for": check.needed_for,
+        "outcome": outcome,
+        "detail": detail,
+    })
+}
+
+fn waiting_json(waiting: &Waiting) -> Value {
+    match waiting {
+        Waiting::Announced => json!({ "mode": "announced" }),
+        Waiting::Polling { every, because } => {
+            let every_ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
+            json!({ "mode": "polling", "every_ms": every_ms, "because": because })
+        }
+        _ => json!({ "mode": "in process" }),
+    }
+}
+
+fn replica_acks_json(acks: &ReplicaAcks) -> Value {
+    match acks {
+        ReplicaAcks::Available { replicas } => json!({ "available": true, "replicas": replicas }),
+        ReplicaAcks::Refused(why) => json!({ "available": false, "because": why }),
+        _ => json!({ "available": false }),
     }
 }
 

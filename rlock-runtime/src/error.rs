@@ -273,6 +273,8 @@ pub enum Operation {
     /// Changing a semaphore's count at run time (`set_permits`, `add_permits`,
     /// `clear_permits`).
     SetPermits,
+    /// Trying what the server allows (`LockClient::diagnose`).
+    Diagnose,
 }
 
 impl std::fmt::Display for Operation {
@@ -290,6 +292,7 @@ impl std::fmt::Display for Operation {
             Self::ReadResult => "read a shared result",
             Self::StoreResult => "store a shared result",
             Self::SetPermits => "set a semaphore's permits",
+            Self::Diagnose => "diagnose",
         })
     }
 }

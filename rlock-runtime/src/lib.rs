@@ -188,6 +188,9 @@ pub use api::admin::{LockInfo, LockList, PermitHolder, ReadWriteInfo, SemaphoreI
 pub use api::client::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_TTL, LockClient, LockClientBuilder, MAX_COMMAND_TIMEOUT,
 };
+pub use api::diagnose::{
+    Check, CheckOutcome, Deployment, Diagnosis, ReplicaAcks, ServerReport, Waiting,
+};
 pub use api::guard::LockGuard;
 pub use api::hand_over::HoldToken;
 #[cfg(all(feature = "idempotency", feature = "actix-web"))]

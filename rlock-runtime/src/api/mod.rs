@@ -9,6 +9,7 @@ pub(crate) mod acquire;
 pub(crate) mod admin;
 pub(crate) mod answer;
 pub(crate) mod client;
+pub(crate) mod diagnose;
 pub(crate) mod duration;
 pub(crate) mod env;
 pub(crate) mod guard;

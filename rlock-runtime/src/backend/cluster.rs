@@ -264,7 +264,8 @@ impl Session for ClusterSession {
         if !self.sharded {
             return Subscribed::Refused(RedisError::from((
                 ErrorKind::Server(ServerErrorKind::ResponseError),
-                "no sharded pub/sub on this cluster (Redis before 7.0)",
+                "unknown command 'SSUBSCRIBE': no sharded pub/sub on this cluster (Redis \
+                 before 7.0)",
             )));
         }
         Subscribed::from_result(

@@ -499,6 +499,10 @@ pub(crate) fn failure(operation: Operation, timeout: Duration, e: RedisError) ->
              ({e}); every key of a lock must share its slot (see `LockKey::new`)"
         ));
     }
+    if let Some(why) = refusal(&e) {
+        // Not an outage either: refused now, refused on every try.
+        return LockError::InvalidConfig(format!("Redis refused `{operation}` ({e}): {why}"));
+    }
     if e.is_timeout() {
         LockError::Timeout { operation, timeout }
     } else {
@@ -507,6 +511,33 @@ pub(crate) fn failure(operation: Operation, timeout: Duration, e: RedisError) ->
             source: Box::new(e),
         }
     }
+}
+
+/// What rlock needs that a refusal (`NOPERM`: the user's ACL; `unknown command`: the server,
+/// or a managed service that took it away) says is missing, in a sentence; `None` for any
+/// other error.
+fn refusal(e: &RedisError) -> Option<&'static str> {
+    let text = e.to_string().to_ascii_lowercase();
+    let refused = e.code() == Some("NOPERM") || text.contains("noperm");
+    let missing = text.contains("unknown command") || text.contains("scripting is disabled");
+    if !refused && !missing {
+        return None;
+    }
+    let scripts = ["evalsha", "'eval'", "script", "lua"]
+        .iter()
+        .any(|word| text.contains(word));
+    Some(match (scripts, refused) {
+        (true, _) => {
+            "rlock runs every acquire, release and renewal as a Lua script (`SCRIPT LOAD`, \
+             `EVALSHA`, `EVAL`), so it needs a server and a user that allow scripts"
+        }
+        (false, true) => {
+            "this client's Redis user lacks a command, key or channel rlock needs; the \
+             README's \"A least-privilege Redis user\" lists them, and `rlock doctor URL` \
+             tries each"
+        }
+        (false, false) => "this server lacks a command rlock needs; `rlock doctor URL` says which",
+    })
 }
 
 #[cfg(test)]
@@ -530,6 +561,49 @@ mod tests {
         assert!(
             matches!(&err, LockError::InvalidConfig(m) if m.contains("different slots")),
             "{err:?}"
+        );
+    }
+
+    fn server_error(reply: &[u8]) -> redis::RedisError {
+        let reply = redis::parse_redis_value(reply).unwrap_or(redis::Value::Nil);
+        match reply.extract_error() {
+            Err(e) => e,
+            Ok(_) => panic!("no error read"),
+        }
+    }
+
+    /// A refusal, of the user's ACL or of the server, says what rlock needs, never "Redis is
+    /// unavailable", and names scripts when scripts were refused.
+    #[test]
+    fn a_refusal_names_what_rlock_needs() {
+        let scripts = failure(
+            Operation::Connect,
+            Duration::from_secs(1),
+            server_error(
+                b"-NOPERM User rlock has no permissions to run the 'script|load' command\r\n",
+            ),
+        );
+        assert!(
+            matches!(&scripts, LockError::InvalidConfig(m) if m.contains("Lua script")),
+            "{scripts:?}"
+        );
+        let wait = failure(
+            Operation::ConfirmReplicas,
+            Duration::from_secs(1),
+            server_error(b"-NOPERM User rlock has no permissions to run the 'wait' command\r\n"),
+        );
+        assert!(
+            matches!(&wait, LockError::InvalidConfig(m) if m.contains("least-privilege")),
+            "{wait:?}"
+        );
+        let missing = failure(
+            Operation::Connect,
+            Duration::from_secs(1),
+            server_error(b"-ERR unknown command 'EVALSHA', with args beginning with: \r\n"),
+        );
+        assert!(
+            matches!(&missing, LockError::InvalidConfig(m) if m.contains("allow scripts")),
+            "{missing:?}"
         );
     }
 }

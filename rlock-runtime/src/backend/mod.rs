@@ -10,6 +10,7 @@ pub(crate) mod address;
 pub(crate) mod cluster;
 pub(crate) mod connection;
 pub(crate) mod deployment;
+pub(crate) mod doctor;
 pub(crate) mod endpoint;
 pub(crate) mod kind;
 pub(crate) mod memory;

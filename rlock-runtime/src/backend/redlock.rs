@@ -45,6 +45,11 @@ struct Tally {
 }
 
 impl Redlock {
+    /// Its masters, in the order of the URL.
+    pub(crate) fn nodes(&self) -> &[Arc<RedisNode>] {
+        &self.nodes
+    }
+
     /// Connects to every master at once; a majority must answer.
     pub(crate) async fn connect(
         clients: Vec<redis::Client>,

@@ -52,8 +52,8 @@ pub(super) enum Releaser {
 
 /// The lease operations as scripts, over connections that its topology opens.
 pub(crate) struct Scripted<D: Topology> {
-    topology: D,
-    conn: Connection<D>,
+    pub(super) topology: D,
+    pub(super) conn: Connection<D>,
     /// Waiters queue here and releases hand the lock on; off for a Redlock master, whose
     /// releases announce to every waiter instead.
     queue: bool,

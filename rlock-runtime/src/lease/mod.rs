@@ -93,6 +93,17 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
+    /// Every server's answers to the probes of `names` (`backend::doctor`).
+    pub(crate) async fn diagnose(
+        &self,
+        names: &crate::backend::doctor::ProbeNames,
+    ) -> (
+        crate::backend::doctor::Deployment,
+        Vec<crate::backend::doctor::ServerReport>,
+    ) {
+        self.backend.diagnose(names).await
+    }
+
     /// An engine on `backend` whose holder card lives in `namespace` and names the client
     /// as `name` (service, host, pid).
     pub(crate) fn new(backend: Backend, namespace: Option<&str>, name: [String; 3]) -> Arc<Self> {
