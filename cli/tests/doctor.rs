@@ -40,28 +40,6 @@ async fn doctor(url: &str) -> (Option<i32>, Value) {
     (output.status.code(), report)
 }
 
-/// The rules of the README's least-privilege `ACL SETUSER rlock …` line.
-fn documented_rules() -> Vec<String> {
-    let readme = include_str!("../../README.md");
-    let line = readme
-        .lines()
-        .find(|l| l.starts_with("ACL SETUSER rlock "))
-        .expect("the README shows the ACL line");
-    line.split_whitespace()
-        .skip(3)
-        .filter(|rule| *rule != "on" && !rule.starts_with('>'))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// A user with the README's rules, then `more` (later rules win).
-async fn limited_user(server: &RedisServer, name: &str, more: &[&str]) -> String {
-    let mut rules = documented_rules();
-    rules.extend(more.iter().map(|rule| (*rule).to_owned()));
-    let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
-    server.acl_user(name, &rules).await
-}
-
 fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
     report["servers"][0]["checks"]
         .as_array()
@@ -138,7 +116,7 @@ async fn doctor_on_a_cluster_says_how_waiters_are_woken() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allow_list_of_the_documented_commands_is_enough() {
     let server = RedisServer::start();
-    let url = limited_user(&server, "allowed", &[]).await;
+    let url = server.documented_user("allowed", &[]).await;
     let (code, report) = doctor(&url).await;
     assert_eq!(code, Some(0), "{report}");
     assert_eq!(report["usable"], true, "{report}");
@@ -171,7 +149,9 @@ async fn an_allow_list_of_the_documented_commands_is_enough() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_pubsub_waiters_poll_at_the_documented_rate() {
     let server = RedisServer::start();
-    let url = limited_user(&server, "nopubsub", &["resetchannels", "-subscribe"]).await;
+    let url = server
+        .documented_user("nopubsub", &["resetchannels", "-subscribe"])
+        .await;
     let (code, report) = doctor(&url).await;
     assert_eq!(code, Some(0), "{report}");
     assert_eq!(report["waiting"]["mode"], "polling", "{report}");
@@ -189,7 +169,10 @@ async fn without_pubsub_waiters_poll_at_the_documented_rate() {
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     held.release().await.unwrap();
-    assert!(!waiting.await.unwrap().unwrap(), "the waiter's hold was lost");
+    assert!(
+        !waiting.await.unwrap().unwrap(),
+        "the waiter's hold was lost"
+    );
 }
 
 /// `WAIT` refused: the doctor says `min_replicas` is not available, and a lock asking for a
@@ -197,7 +180,7 @@ async fn without_pubsub_waiters_poll_at_the_documented_rate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_wait_min_replicas_fails_at_once_and_says_why() {
     let server = RedisServer::start();
-    let url = limited_user(&server, "nowait", &["-wait"]).await;
+    let url = server.documented_user("nowait", &["-wait"]).await;
     let (code, report) = doctor(&url).await;
     assert_eq!(code, Some(0), "{report}");
     assert_eq!(report["replica_acks"]["available"], false, "{report}");
@@ -230,7 +213,9 @@ async fn without_wait_min_replicas_fails_at_once_and_says_why() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_scripts_connecting_fails_and_says_why() {
     let server = RedisServer::start();
-    let url = limited_user(&server, "noscripts", &["-evalsha", "-eval", "-script"]).await;
+    let url = server
+        .documented_user("noscripts", &["-evalsha", "-eval", "-script"])
+        .await;
     let err = LockClient::connect(&url).await.unwrap_err();
     assert!(
         matches!(&err, LockError::InvalidConfig(why) if why.contains("Lua script")),

@@ -362,6 +362,28 @@ impl RedisServer {
         format!("redis://{name}:pw@127.0.0.1:{}/", self.port)
     }
 
+    /// Creates (or resets) the ACL user `name` (password `pw`) with the rules of the README's
+    /// least-privilege `ACL SETUSER rlock …` line, then `more` (later rules win), and returns
+    /// its URL: a user allowed only what rlock documents that it needs.
+    ///
+    /// # Panics
+    ///
+    /// When the README has no such line, or the server refuses a rule.
+    pub async fn documented_user(&self, name: &str, more: &[&str]) -> String {
+        let readme = include_str!("../../README.md");
+        let line = readme
+            .lines()
+            .find(|l| l.starts_with("ACL SETUSER rlock "))
+            .expect("the README shows the ACL line");
+        let rules: Vec<&str> = line
+            .split_whitespace()
+            .skip(3)
+            .filter(|rule| *rule != "on" && !rule.starts_with('>'))
+            .chain(more.iter().copied())
+            .collect();
+        self.acl_user(name, &rules).await
+    }
+
     /// A fresh multiplexed connection for poking keys directly (`GET`, `PTTL`, `SET`, `DEL`),
     /// with a 2 s connect and response timeout and no `CLIENT SETINFO` handshake.
     ///
