@@ -42,6 +42,9 @@ const TTL: Duration = Duration::from_secs(30);
 /// How long the clients' background work (releases of dropped guards, withdrawals, orphan
 /// releases) is given once every task has ended.
 const QUIET: Duration = Duration::from_millis(800);
+/// Longer than the lease a release gives the waiter it hands a key to (2 s), which a cut
+/// waiter's late withdrawal may leave to end by itself.
+const HANDED_WITHIN: Duration = Duration::from_secs(3);
 /// A bound on any task's iterations, far above what a run reaches.
 const MOST_STEPS: u32 = 10_000_000;
 /// The handles: two clients and a sibling of each.
@@ -736,14 +739,25 @@ async fn run_once(seed: u64, secs: u64) -> Result<(), String> {
     }
     tokio::time::sleep(QUIET).await;
 
-    let checked_us = recorder.now();
+    // Looked at again while anything is left, until a hand-off's lease has passed: on an
+    // overloaded machine a cut waiter's withdrawal can come after the quiet time, and the
+    // lease a release handed it (at most `HANDED_WITHIN`) ends by itself. An orphan's lease
+    // (`TTL`) outlasts the looking.
     let mut raw = server.raw().await;
-    let mut orphans = Vec::new();
-    for name in Name::all() {
-        if let Some(orphan) = left_behind(&mut raw, &name.key(), &prefixes).await? {
-            orphans.push(orphan);
+    let looked_from = tokio::time::Instant::now();
+    let (checked_us, orphans) = loop {
+        let checked_us = recorder.now();
+        let mut orphans = Vec::new();
+        for name in Name::all() {
+            if let Some(orphan) = left_behind(&mut raw, &name.key(), &prefixes).await? {
+                orphans.push(orphan);
+            }
         }
-    }
+        if orphans.is_empty() || looked_from.elapsed() >= HANDED_WITHIN {
+            break (checked_us, orphans);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
     let records = recorder
         .records
         .lock()
