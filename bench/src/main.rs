@@ -16,6 +16,7 @@
 //! for a ratio of (e) or (f) when it did not run). See BENCHMARKS.md for what each workload does.
 
 mod beyond;
+mod charts;
 mod lockers;
 mod read_write;
 mod report;
@@ -565,9 +566,6 @@ async fn main() -> Result<(), BenchError> {
         command: report::command_line(&args.as_given()),
     };
     let summary = report::summary(&results);
-    let markdown = report::markdown(&config, &machine, &results, &summary);
-    println!("{markdown}");
-
     let out = match (&args.out, config.quick) {
         (Some(path), _) => Some(path.clone()),
         (None, false)
@@ -577,6 +575,17 @@ async fn main() -> Result<(), BenchError> {
         }
         (None, _) => None,
     };
+    // The charts go beside the report they are shown in.
+    let charts = match &out {
+        Some(path) => {
+            let beside = path.parent().unwrap_or(std::path::Path::new("."));
+            charts::draw(&results, &beside.join(charts::FOLDER))?
+        }
+        None => String::new(),
+    };
+    let markdown = report::markdown(&config, &machine, &results, &summary, &charts);
+    println!("{markdown}");
+
     if let Some(path) = out {
         report::write(&path, &markdown)?;
         eprintln!("bench: wrote {}", path.display());

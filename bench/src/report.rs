@@ -424,8 +424,15 @@ fn x(v: f64) -> String {
     }
 }
 
-/// The generated part of BENCHMARKS.md (also printed).
-pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) -> String {
+/// The generated part of BENCHMARKS.md (also printed), with `charts`, the markdown that
+/// shows the run's pictures, above its tables.
+pub fn markdown(
+    config: &Config,
+    m: &Machine,
+    results: &Results,
+    s: &Summary,
+    charts: &str,
+) -> String {
     let mut o = String::new();
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     let _ = writeln!(o, "## Results\n");
@@ -448,6 +455,7 @@ pub fn markdown(config: &Config, m: &Machine, results: &Results, s: &Summary) ->
         "- **Load average (1/5/15 min):** {} at start, {} at end\n",
         m.load_before, m.load_after
     );
+    o.push_str(charts);
 
     // (a)
     let seq = |k: Kind| rate(results.sequential.get(k.label()));
