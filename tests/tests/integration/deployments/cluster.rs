@@ -267,9 +267,10 @@ async fn holds_stay_renewed_while_their_slot_migrates() {
     let cluster = ClusterDeployment::start();
     let a = cluster_client(&cluster).await;
     // A redirected command may be retried by the driver (and the slot map rebuilt) before
-    // rlock re-sends it with `ASKING`: on a loaded machine that outlasts 500 ms, so the
-    // contender gets room to hear its `Busy`.
-    let b = client_at(&cluster.url(), Duration::from_secs(2)).await;
+    // rlock re-sends it with `ASKING`: on a loaded machine that outlasts 500 ms, and once,
+    // at the end of a whole CI run on Valkey, 2 s; so the contender gets room to hear its
+    // `Busy`.
+    let b = client_at(&cluster.url(), Duration::from_secs(5)).await;
     // Twenty holds in one slot (one hash tag), renewed every 300 ms.
     let keys: Vec<String> = (0..20).map(|i| format!("{{moving}}:{i}")).collect();
     let held = hold_all(&a, keys.clone(), Duration::from_millis(900)).await;
