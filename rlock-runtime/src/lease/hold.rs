@@ -380,13 +380,14 @@ impl Hold {
             let mut state = self.state();
             let live = matches!(state.phase, Phase::Held | Phase::Releasing);
             if live {
+                // Counted before the loss can be seen: whoever finds the hold lost (its
+                // phase, under this lock) finds it counted too.
+                self.engine.counters.add(Count::Lost, 1);
                 state.phase = Phase::Lost;
             }
             live
         };
         if first {
-            // Counted before the waiters of `lost()` are woken.
-            self.engine.counters.add(Count::Lost, 1);
             crate::metrics::export::ended(self.label, self.granted_at, true);
             self.lost.notify_waiters();
             crate::util::trace::warn_event!(
