@@ -152,13 +152,15 @@ pub struct ReadWriteInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct SemaphoreInfo {
-    /// Its count, as stored with the permits; 0 when no permit is in use (the count goes
-    /// with the last permit).
+    /// Its count: the one set at run time ([`LockClient::set_permits`]) if any, else the one
+    /// stored with the permits; 0 when neither is (the callers' count goes with the last
+    /// permit).
     pub permits: u32,
     /// Permits in use now, by every instance (a hold of several permits counts each).
     pub in_use: u32,
-    /// Permits free now (Redisson's `availablePermits`): the count less those in use; 0
-    /// when none is in use, since the count is then unknown (every caller names it).
+    /// Permits free now (Redisson's `availablePermits`): the count less those in use, and 0
+    /// when they are over a lowered count; 0 when none is in use and no count was set,
+    /// since the count is then unknown (every caller names it).
     pub available: u32,
     /// The holds whose first permit is among the first 64 to end, each named, in the order
     /// their leases end (a bounded list: `in_use` counts every permit).

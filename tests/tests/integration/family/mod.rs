@@ -5,6 +5,7 @@
 //! - [`semaphore`] and [`read_write`]: the semaphore's and the read-write lock's;
 //! - [`weighted`]: several permits of a semaphore at once;
 //! - [`counts`]: a semaphore's count changed at run time;
+//! - [`redisson_semaphore`]: Redisson's own semaphore cases, transcribed;
 //! - [`upgradeable`]: the upgradeable read lock and its upgrade;
 //! - [`kinds`]: one name, one kind, every pair of kinds meeting on one name;
 //! - [`multi_key`]: `lock_all`, all of several keys or none;
@@ -20,6 +21,7 @@ mod kinds;
 mod multi_key;
 mod read_write;
 mod redis_holes;
+mod redisson_semaphore;
 mod scripts;
 mod semantics;
 mod semaphore;
