@@ -71,7 +71,8 @@
 //!   `acquire` returns by it. Redlock keeps no common queue: a release wakes the first waiter
 //!   of each client.
 //! - **Renewal**: while a hold lives, one watchdog task per client renews every lease about
-//!   every ttl/3, batching up to 200 keys per script call. A renewal never shortens a lease in
+//!   every ttl/3, batching up to 256 keys per script call, two commands per key (three
+//!   before Redis 7.0, whose `PEXPIRE` lacks `GT`). A renewal never shortens a lease in
 //!   Redis. `max_hold` caps the total hold: then the hold is released and counted as lost.
 //!   The watchdog, background releases and the release feed run on rlock's own background
 //!   threads, so a caller's runtime that ends takes none of them with it. A multi-thread
