@@ -184,16 +184,22 @@ async fn keep(engine: Weak<Engine>, backend: Backend, key: String) {
 /// longest-held first, each with its value ([`hold_value`]).
 fn listed(engine: &Engine) -> BTreeMap<String, String> {
     let now = SystemTime::now();
+    let lasted_from = tokio::time::Instant::now().checked_sub(CARD_PASS);
     let mut holds: Vec<_> = engine
         .watchdog
         .holds()
         .into_iter()
-        .filter(|hold| hold.granted_at().elapsed() >= CARD_PASS && !hold.is_lost())
+        .filter(|hold| lasted_from.is_some_and(|from| hold.granted_at() <= from))
         .collect();
-    holds.sort_by_key(|hold| hold.granted_at());
+    // The longest-held CARD_MAX_HOLDS, chosen in linear time, and only they are asked
+    // whether they are lost: a client may keep a million holds, and this runs every pass.
+    if holds.len() > CARD_MAX_HOLDS {
+        holds.select_nth_unstable_by_key(CARD_MAX_HOLDS, |hold| hold.granted_at());
+        holds.truncate(CARD_MAX_HOLDS);
+    }
     holds
         .iter()
-        .take(CARD_MAX_HOLDS)
+        .filter(|hold| !hold.is_lost())
         .filter_map(|hold| {
             let granted = now - hold.granted_at().elapsed();
             let ms = granted
