@@ -146,12 +146,23 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn lost(&self) {
-        if self.also.is_empty() {
-            return self.lock.lost().await;
+        self.lost_owned().await;
+    }
+
+    /// What [`lost`](Self::lost) waits for, without borrowing the guard (a locked body's
+    /// run keeps it beside the guard).
+    pub(crate) fn lost_owned(&self) -> impl Future<Output = ()> + Send + 'static {
+        let (lock, also) = (self.lock.clone(), self.also.clone());
+        async move {
+            if also.is_empty() {
+                return lock.lost().await;
+            }
+            // Of a `lock_all`, the first key's loss.
+            let each = std::iter::once(&lock)
+                .chain(&also)
+                .map(|hold| Box::pin(hold.lost()));
+            futures_util::future::select_all(each).await;
         }
-        // Of a `lock_all`, the first key's loss.
-        let each = self.holds().map(|hold| Box::pin(hold.lost()));
-        futures_util::future::select_all(each).await;
     }
 
     /// Sets the lease to `ttl` from now, if the lock is still ours; later renewals ask for

@@ -10,7 +10,9 @@
 //! its rights with it).
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use uuid::Uuid;
 
@@ -26,7 +28,7 @@ tokio::task_local! {
 
 /// An immutable list, innermost hold first; entering a scope shares the outer list.
 #[derive(Clone, Default)]
-struct Chain(Option<Arc<Link>>);
+pub(crate) struct Chain(Option<Arc<Link>>);
 
 struct Link {
     lock: Arc<Hold>,
@@ -55,16 +57,32 @@ pub(crate) fn find(client: Uuid, kind: Kind, redis_key: &str) -> Option<Arc<Hold
     .flatten()
 }
 
-/// Runs `fut` with `locks` added to the current call chain's holds.
-pub(crate) async fn enter<F: Future>(
-    locks: impl IntoIterator<Item = Arc<Hold>>,
-    fut: F,
-) -> F::Output {
+/// The current call chain's holds with `locks` added, for a body to run inside
+/// ([`within`]). (Not generic over the body: built once, outside its future.)
+pub(crate) fn with_holds<'a>(locks: impl IntoIterator<Item = &'a Arc<Hold>>) -> Chain {
     let outer = HELD.try_with(Chain::clone).unwrap_or_default();
-    let chain = locks.into_iter().fold(outer, |outer, lock| {
-        Chain(Some(Arc::new(Link { lock, outer })))
-    });
-    HELD.scope(chain, fut).await
+    locks.into_iter().fold(outer, |outer, lock| {
+        Chain(Some(Arc::new(Link {
+            lock: lock.clone(),
+            outer,
+        })))
+    })
+}
+
+/// Polls `fut` once inside `chain` ([`with_holds`]): what `fut` runs in this poll sees the
+/// chain's holds, as a task-local scope around the whole future would show them. (Generic
+/// over the output alone: one copy serves every body of one output type.)
+pub(crate) fn poll_within<R>(
+    chain: &Chain,
+    fut: Pin<&mut dyn Future<Output = R>>,
+    cx: &mut Context<'_>,
+) -> Poll<R> {
+    HELD.sync_scope(chain.clone(), || fut.poll(cx))
+}
+
+/// Drops `fut` inside `chain`, so that what its drop does sees the chain's holds too.
+pub(crate) fn drop_within<R>(chain: &Chain, fut: Pin<Box<dyn Future<Output = R> + '_>>) {
+    HELD.sync_scope(chain.clone(), || drop(fut));
 }
 
 /// How a request stands with the call chain's holds.
