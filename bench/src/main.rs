@@ -20,6 +20,7 @@ mod charts;
 mod lockers;
 mod read_write;
 mod report;
+mod scale;
 mod semaphores;
 mod stats;
 mod workloads;
@@ -58,6 +59,10 @@ pub struct Config {
     pub distinct_tasks: usize,
     pub distinct_per_task: u64,
     pub distinct_redlock: u64,
+    /// (b) throughput against tasks: the numbers of tasks, and the cycles each run does in
+    /// all (shared by its tasks).
+    pub sweep_tasks: [usize; 5],
+    pub sweep_cycles: u64,
     /// (c): tasks, clients, acquisitions per task, holds.
     pub tasks: usize,
     pub clients: usize,
@@ -67,6 +72,11 @@ pub struct Config {
     pub wd_locks: usize,
     pub wd_ttl: Duration,
     pub wd_window: Duration,
+    /// (d) at scale: the numbers of holds one client keeps (one run each, the last the
+    /// largest), their lease, and the window of the largest in leases (the others': one).
+    pub scale_holds: Vec<usize>,
+    pub scale_ttl: Duration,
+    pub scale_leases: u32,
     /// (e) cluster: rounds, tasks, cycles per task per implementation.
     pub cluster_rounds: usize,
     pub cluster_tasks: usize,
@@ -106,6 +116,8 @@ impl Config {
             distinct_tasks: 64,
             distinct_per_task: 600,
             distinct_redlock: 15,
+            sweep_tasks: [1, 4, 16, 64, 256],
+            sweep_cycles: 6_400,
             tasks: 16,
             clients: 4,
             per_task: 25,
@@ -113,6 +125,9 @@ impl Config {
             wd_locks: 10_000,
             wd_ttl: Duration::from_secs(5),
             wd_window: Duration::from_secs(20),
+            scale_holds: vec![10_000, 100_000, 1_000_000],
+            scale_ttl: Duration::from_secs(30),
+            scale_leases: 3,
             cluster_rounds: 6,
             cluster_tasks: 64,
             cluster_per_task: 150,
@@ -145,6 +160,8 @@ impl Config {
             distinct_tasks: 64,
             distinct_per_task: 8,
             distinct_redlock: 2,
+            sweep_tasks: [1, 4, 16, 64, 256],
+            sweep_cycles: 512,
             tasks: 16,
             clients: 4,
             per_task: 2,
@@ -152,6 +169,9 @@ impl Config {
             wd_locks: 1_000,
             wd_ttl: Duration::from_secs(1),
             wd_window: Duration::from_secs(2),
+            scale_holds: vec![2_000, 20_000],
+            scale_ttl: Duration::from_secs(2),
+            scale_leases: 2,
             cluster_rounds: 2,
             cluster_tasks: 64,
             cluster_per_task: 20,
@@ -184,6 +204,10 @@ pub struct Results {
     pub contended: Vec<(Contender, Duration, Contended)>,
     /// (d) rlock, then rslock.
     pub watchdog: Vec<(Kind, Watchdog)>,
+    /// (b) against tasks: ops/s of each implementation at each number of tasks.
+    pub sweep: Vec<(Kind, usize, f64)>,
+    /// (d) at scale: one run per number of holds, fewest first.
+    pub scale: Vec<scale::Scale>,
     /// (e) on the cluster, per implementation (floor, rlock): one batch per round.
     pub cluster: HashMap<&'static str, Vec<Batch>>,
     /// (e) acquire latencies per number of masters (see [`REDLOCK_MASTERS`]): one batch per
@@ -231,6 +255,10 @@ struct Args {
     /// Where to write the report.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// The most holds (d) keeps in one client, instead of the mode's (1,000,000 in a full
+    /// run); the smaller runs are a tenth and a hundredth of it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(100..=10_000_000))]
+    holds: Option<u64>,
 }
 
 /// `--only`'s value: letters among [`PHASES`].
@@ -271,6 +299,9 @@ impl Args {
         }
         if let Some(path) = &self.out {
             given.push(format!("--out {}", path.display()));
+        }
+        if let Some(holds) = self.holds {
+            given.push(format!("--holds {holds}"));
         }
         given
     }
@@ -387,6 +418,11 @@ async fn main() -> Result<(), BenchError> {
         config.seq_rounds = rounds;
         config.distinct_rounds = rounds;
     }
+    if let Some(holds) = args.holds {
+        let most = usize::try_from(holds).unwrap_or(usize::MAX);
+        config.scale_holds = vec![most / 100, most / 10, most];
+        config.scale_holds.retain(|&n| n >= 100);
+    }
     if args.only.contains('e') {
         // Before the other workloads, so that a missing tool does not waste their run.
         workloads::require("redis-server", "redis-server")?;
@@ -470,6 +506,15 @@ async fn main() -> Result<(), BenchError> {
             async |k, n| workloads::distinct(&lockers, k, tasks, n).await,
         )
         .await?;
+        eprintln!("bench: (b) throughput against tasks");
+        let swept = [Kind::Floor, Kind::Manual, Kind::Rslock];
+        for tasks in config.sweep_tasks {
+            for kind in swept.into_iter().filter(|k| args.kinds.contains(k)) {
+                let per_task = (config.sweep_cycles / tasks as u64).max(1);
+                let batch = workloads::distinct(&lockers, kind, tasks, per_task).await?;
+                results.sweep.push((kind, tasks, batch.rate()));
+            }
+        }
     }
 
     // (c)
@@ -532,6 +577,25 @@ async fn main() -> Result<(), BenchError> {
         )
         .await?;
         results.watchdog.push((Kind::Rslock, wd));
+        let largest = config.scale_holds.iter().copied().max().unwrap_or(0);
+        for &holds in &config.scale_holds {
+            let leases = if holds == largest {
+                config.scale_leases
+            } else {
+                1
+            };
+            eprintln!("bench: (d) {holds} holds in one client, {leases} leases measured");
+            results.scale.push(
+                scale::hold_many(
+                    &url,
+                    &mut probe,
+                    holds,
+                    config.scale_ttl,
+                    config.scale_ttl * leases,
+                )
+                .await?,
+            );
+        }
     }
 
     // (e)
@@ -569,7 +633,10 @@ async fn main() -> Result<(), BenchError> {
     let out = match (&args.out, config.quick) {
         (Some(path), _) => Some(path.clone()),
         (None, false)
-            if args.only == PHASES && args.kinds == Kind::ALL && args.rounds.is_none() =>
+            if args.only == PHASES
+                && args.kinds == Kind::ALL
+                && args.rounds.is_none()
+                && args.holds.is_none() =>
         {
             Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../BENCHMARKS.md"))
         }

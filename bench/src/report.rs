@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::beyond::{self, Beyond};
 use crate::lockers::Kind;
+use crate::scale::{self, Scale};
 use crate::stats::{median, percentile};
 use crate::workloads::{Batch, Contended, Contender, REDLOCK_MASTERS};
 use crate::{BenchError, Config, Results, read_write, semaphores};
@@ -108,13 +109,22 @@ pub struct Summary {
     pub once_stored_vs_get: Option<f64>,
     /// (h) µs the idempotency layer adds to a request, when (h) ran.
     pub idempotency_overhead_us: Option<f64>,
+    /// (d) at scale, the run with the most holds: the client's resident memory per hold, in
+    /// bytes (target ≤ 1024).
+    pub bytes_per_hold: Option<f64>,
+    /// Its renewal calls per period ÷ holds/200 (target ≤ 1).
+    pub renew_calls_vs_limit: Option<f64>,
+    /// Commands Redis ran per renewed key (target ≤ 2).
+    pub cmds_per_renewal: Option<f64>,
+    /// Other acquisitions per second while it held them ÷ holding nothing.
+    pub rate_while_held: Option<f64>,
 }
 
 impl Summary {
     pub fn line(&self) -> String {
         let measured = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
         format!(
-            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} fair_p99_vs_limit={:.3} handoff_cmds_16_clients={:.1} cluster_distinct={} redlock3_p50={} permit_vs_floor={} semaphore_p99_vs_limit={} semaphore_cmds_16_vs_4={} weighted_p99_vs_limit={} weighted_cmds_per_grant={} read_vs_floor={} write_vs_floor={} admission_scripts={} once_computations={} once_stored_vs_get={} idempotency_overhead_us={}",
+            "bench: uncontended={:.3} distinct={:.3} contended_throughput={:.3} contended_p99_gain={:.3} macro_overhead={:.3} fair_p99_vs_limit={:.3} handoff_cmds_16_clients={:.1} cluster_distinct={} redlock3_p50={} permit_vs_floor={} semaphore_p99_vs_limit={} semaphore_cmds_16_vs_4={} weighted_p99_vs_limit={} weighted_cmds_per_grant={} read_vs_floor={} write_vs_floor={} admission_scripts={} once_computations={} once_stored_vs_get={} idempotency_overhead_us={} bytes_per_hold={} renew_calls_vs_limit={} cmds_per_renewal={} rate_while_held={}",
             self.uncontended,
             self.distinct,
             self.contended_throughput,
@@ -134,7 +144,11 @@ impl Summary {
             measured(self.admission_scripts),
             measured(self.once_computations),
             measured(self.once_stored_vs_get),
-            measured(self.idempotency_overhead_us)
+            measured(self.idempotency_overhead_us),
+            measured(self.bytes_per_hold),
+            measured(self.renew_calls_vs_limit),
+            measured(self.cmds_per_renewal),
+            measured(self.rate_while_held)
         )
     }
 }
@@ -320,7 +334,17 @@ pub fn summary(results: &Results) -> Summary {
             .and_then(|b| b.computations.iter().max().map(|&n| n as f64)),
         once_stored_vs_get: results.beyond.as_ref().map(Beyond::stored_vs_get),
         idempotency_overhead_us: results.beyond.as_ref().map(Beyond::layer_overhead_us),
+        bytes_per_hold: largest_scale(results).map(|run| run.bytes_per_hold),
+        renew_calls_vs_limit: largest_scale(results)
+            .map(|run| ratio(run.round_trips_per_period(), run.holds as f64 / 200.0)),
+        cmds_per_renewal: largest_scale(results).map(Scale::commands_per_renewal),
+        rate_while_held: largest_scale(results).map(Scale::rate_while_held),
     }
+}
+
+/// (d)'s run at scale with the most holds.
+fn largest_scale(results: &Results) -> Option<&Scale> {
+    results.scale.iter().max_by_key(|run| run.holds)
 }
 
 /// (g)'s median rate of `way`, 0 when not measured.
@@ -359,6 +383,12 @@ pub fn problems(results: &Results) -> Vec<String> {
                 c.gave_up
             ));
         }
+    }
+    for run in results.scale.iter().filter(|run| run.lost > 0) {
+        out.push(format!(
+            "(d) at scale: {} of {} holds were lost while held",
+            run.lost, run.holds
+        ));
     }
     for (kind, w) in &results.watchdog {
         if w.kept != w.locks {
@@ -551,6 +581,9 @@ pub fn markdown(
             ]
         )
     );
+    if !results.sweep.is_empty() {
+        against_tasks(&mut o, config, &results.sweep);
+    }
 
     // (c)
     let _ = writeln!(
@@ -665,6 +698,9 @@ pub fn markdown(
     for (kind, w) in &results.watchdog {
         let _ = writeln!(o, "- {}: {}", kind.label(), w.server.describe());
     }
+    if !results.scale.is_empty() {
+        at_scale(&mut o, config, &results.scale);
+    }
 
     // (e)
     if !results.cluster.is_empty() || !results.redlock.is_empty() {
@@ -761,7 +797,29 @@ pub fn markdown(
             false,
         )
     });
-    for (name, v, target, at_least) in rows.into_iter().chain(redlock_row) {
+    let scale_rows = [
+        (
+            "bytes_per_hold (client resident memory per hold, most holds)",
+            s.bytes_per_hold,
+            1024.0,
+            false,
+        ),
+        (
+            "renew_calls_vs_limit (renewal calls per period ÷ holds/200)",
+            s.renew_calls_vs_limit,
+            1.0,
+            false,
+        ),
+        (
+            "cmds_per_renewal (Redis commands per renewed key)",
+            s.cmds_per_renewal,
+            2.0,
+            false,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, v, target, at_least)| Some((name, v?, target, at_least)));
+    for (name, v, target, at_least) in rows.into_iter().chain(redlock_row).chain(scale_rows) {
         let met = if at_least { v >= target } else { v <= target };
         let _ = writeln!(
             o,
@@ -1158,7 +1216,8 @@ distkit 0.7 has counters and locks but no semaphore, so it is not in (f).
   the latency of one lock + unlock. The CPU columns divide this process's CPU time and the
   server's (`INFO cpu`) by the operations of the batch: where each microsecond goes.
 - **(b) distinct keys**: 64 tasks do the same at once on one client (one multiplexed connection
-  per client; redlock: 64 blocking threads).
+  per client; redlock: 64 blocking threads). Then the floor, rlock and rslock each run a
+  fixed number of cycles shared by 1, 4, 16, 64 and 256 tasks: throughput against tasks.
 - **(c) contended**: 16 tasks spread over 4 clients (4 `LockClient`s, 4 `LockManager`s, 4
   `RedLock`s, as 4 service instances would have) take the same key in turn and hold it for
   1 ms or 5 ms (`tokio::time::sleep`, which rounds up to the timer's 1 ms tick, so the measured
@@ -1176,9 +1235,12 @@ distkit 0.7 has counters and locks but no semaphore, so it is not in (f).
   trying first.
 - **(d) watchdog**: one client holds 10,000 locks (lease 5 s) and keeps them alive; the cost is
   what Redis and the client spend on renewal. rlock renews every lease about every ttl/3 from
-  one task per client, 200 keys per script call. rslock's renewing API is
+  one task per client, 256 keys per script call. rslock's renewing API is
   `LockManager::using`, which extends each lock by itself once its validity is down to 500 ms.
-  redlock has no renewal.
+  redlock has no renewal. **At scale**, one new client then takes 10,000, 100,000 and
+  1,000,000 holds in turn (`--holds N` sets the largest; quick mode: 2,000 and 20,000) and
+  keeps them through renewals: its resident memory per hold, its renewal calls per period,
+  the commands Redis runs per renewed key, and its rate of other acquisitions meanwhile.
 - **(e) beyond one Redis**: the program starts a Redis Cluster (3 masters with a replica each;
   needs `redis-cli`) and measures rlock against the floor there, 64 tasks on distinct keys
   spread over the slots; then five independent servers, and the latency of `acquire()` alone
@@ -1197,3 +1259,88 @@ so both figures are reported: round trips per handoff, and `total_commands_proce
 handoff (which reflects the server's work). `connections / handoff` shows redlock's new TCP
 connection per command.
 "#;
+
+/// (d) at scale: one row per number of holds.
+fn at_scale(o: &mut String, config: &Config, runs: &[Scale]) {
+    let _ = writeln!(
+        o,
+        "\n#### (d) at scale: one client keeping up to {} holds\n\n\
+         One new client takes the holds (lease {} s; a full run's is the default lease) on \
+         fresh keys with {} tasks, waits a renewal period, then measures a window in which nothing but renewal runs (one lease; {} \
+         leases for the most holds). Memory is the growth of the process's resident set \
+         (`VmRSS`) while it took them, guards included, per hold. A renewal period is a \
+         third of the lease. Other acquisitions: 16 tasks of the same client lock and unlock \
+         fresh keys for 2 s, holding nothing first, then while it holds them. Lost: holds \
+         found lost when given back, after {} s held or more.\n",
+        runs.iter().map(|run| run.holds).max().unwrap_or(0),
+        config.scale_ttl.as_secs_f64(),
+        scale::TAKERS,
+        config.scale_leases,
+        runs.iter()
+            .map(|run| run.held_for.as_secs())
+            .min()
+            .unwrap_or(0),
+    );
+    let _ = writeln!(
+        o,
+        "| holds | taken/s | memory per hold | renewal calls per period | ÷ holds/200 | commands per renewed key | Redis commands/s | Redis CPU % | client CPU % | other acquisitions/s held ÷ idle | lost |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for run in runs {
+        let _ = writeln!(
+            o,
+            "| {} | {:.0} | {:.0} B | {:.1} | {:.2} | {:.2} | {:.0} | {:.1} | {:.1} | {:.0} ÷ {:.0} = {:.2} | {} |",
+            run.holds,
+            run.take_rate,
+            run.bytes_per_hold,
+            run.round_trips_per_period(),
+            ratio(run.round_trips_per_period(), run.holds as f64 / 200.0),
+            run.commands_per_renewal(),
+            run.commands_per_second(),
+            run.server_cpu_pct(),
+            run.client_cpu_pct(),
+            run.rate_held,
+            run.rate_idle,
+            run.rate_while_held(),
+            run.lost
+        );
+    }
+}
+
+/// (b) against tasks: one row per implementation, one column per number of tasks.
+fn against_tasks(o: &mut String, config: &Config, sweep: &[(Kind, usize, f64)]) {
+    let _ = writeln!(
+        o,
+        "\n#### (b) against tasks\n\n\
+         {} cycles on fresh keys shared by 1 to {} tasks of one client, each implementation \
+         in turn at each number of tasks; ops/s (one run each).\n",
+        config.sweep_cycles,
+        config.sweep_tasks.iter().max().unwrap_or(&0)
+    );
+    let header: Vec<String> = config
+        .sweep_tasks
+        .iter()
+        .map(|t| format!("{t} tasks"))
+        .collect();
+    let _ = writeln!(
+        o,
+        "| implementation | {} |\n|---|{}",
+        header.join(" | "),
+        "---:|".repeat(header.len())
+    );
+    for kind in Kind::ALL {
+        let rates: Vec<String> = config
+            .sweep_tasks
+            .iter()
+            .filter_map(|&tasks| {
+                sweep
+                    .iter()
+                    .find(|(k, t, _)| *k == kind && *t == tasks)
+                    .map(|(_, _, rate)| format!("{rate:.0}"))
+            })
+            .collect();
+        if !rates.is_empty() {
+            let _ = writeln!(o, "| {} | {} |", kind.label(), rates.join(" | "));
+        }
+    }
+}

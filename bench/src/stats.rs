@@ -203,3 +203,17 @@ fn clock_ticks() -> u64 {
             .unwrap_or(100)
     })
 }
+
+/// This process's resident memory (`VmRSS` of `/proc/self/status`), in bytes; 0 where it
+/// cannot be read.
+pub fn resident_bytes() -> u64 {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return 0;
+    };
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
