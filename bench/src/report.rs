@@ -1320,7 +1320,7 @@ fn against_tasks(o: &mut String, config: &Config, sweep: &[(Kind, usize, f64)]) 
     let header: Vec<String> = config
         .sweep_tasks
         .iter()
-        .map(|t| format!("{t} tasks"))
+        .map(|&t| format!("{t} task{}", if t == 1 { "" } else { "s" }))
         .collect();
     let _ = writeln!(
         o,
