@@ -82,6 +82,8 @@ fn draw_tasks(sweep: &[(Kind, usize, f64)], dir: &Path) -> Result<String, BenchE
         .configure_mesh()
         .x_desc("concurrent tasks (log scale)")
         .y_desc("lock + unlock per second")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()?;
     let mut kinds: Vec<Kind> = Vec::new();
     for (kind, _, _) in sweep {
@@ -151,6 +153,8 @@ fn draw_watchdog(runs: &[Scale], dir: &Path) -> Result<String, BenchError> {
         .configure_mesh()
         .x_desc("holds in one client (log scale)")
         .y_desc("per second (log scale)")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()?;
     let lines: [(&str, PerSecond); 2] = [
         ("Redis commands/s", Scale::commands_per_second),
