@@ -92,25 +92,14 @@ fn draw_tasks(sweep: &[(Kind, usize, f64)], dir: &Path) -> Result<String, BenchE
         }
     }
     for (i, kind) in kinds.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
         let points: Vec<(f64, f64)> = sweep
             .iter()
             .filter(|(k, _, _)| k == kind)
             .map(|(_, tasks, rate)| (*tasks as f64, *rate))
             .collect();
-        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
-        chart
-            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
-            .label(kind.label())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+        named_line(&mut chart, i, kind.label(), points, true)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
+    finish(chart, SeriesLabelPosition::LowerRight)?;
     Ok(format!(
         "![{caption}]({FOLDER}/{TASKS})\n\nLocks taken and given back per second (y) by one \
          client as its tasks grow (x, log scale), on fresh keys so that nothing waits: where a \
@@ -164,24 +153,13 @@ fn draw_watchdog(runs: &[Scale], dir: &Path) -> Result<String, BenchError> {
         ),
     ];
     for (i, (label, per_second)) in lines.into_iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
         let points: Vec<(f64, f64)> = runs
             .iter()
             .map(|run| (run.holds as f64, per_second(run).max(lowest)))
             .collect();
-        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
-        chart
-            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
-            .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+        named_line(&mut chart, i, label, points, true)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
+    finish(chart, SeriesLabelPosition::UpperLeft)?;
     Ok(format!(
         "![{caption}]({FOLDER}/{WATCHDOG})\n\nWhat the watchdog costs Redis (y, log scale) \
          against the holds one client keeps (x, log scale), from (d) at scale: commands and \
@@ -252,7 +230,6 @@ fn waits_chart(
         .y_desc("waits at or below (%)")
         .draw()?;
     for (i, (label, run)) in runs.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
         let n = run.waits.len() as f64;
         // At most a few hundred points per curve: every quantile step, not every wait.
         let step = (run.waits.len() / 400).max(1);
@@ -261,19 +238,54 @@ fn waits_chart(
             .iter()
             .enumerate()
             .filter(|(k, _)| k % step == 0 || *k + 1 == run.waits.len())
-            .map(|(k, wait)| (ms(wait).max(shortest), (k + 1) as f64 * 100.0 / n));
-        chart
-            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
-            .label(label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+            .map(|(k, wait)| (ms(wait).max(shortest), (k + 1) as f64 * 100.0 / n))
+            .collect();
+        named_line(&mut chart, i, label, points, false)?;
+    }
+    finish(chart, SeriesLabelPosition::MiddleRight)?;
+    Ok(())
+}
+
+/// One chart's drawing: a line per series.
+type Chart<'a, X, Y> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>;
+
+/// Draws series `i` as a line through `points` (with a dot at each when `dots`), named
+/// `label` in the legend.
+fn named_line<X, Y>(
+    chart: &mut Chart<'_, X, Y>,
+    i: usize,
+    label: &str,
+    points: Vec<(f64, f64)>,
+    dots: bool,
+) -> Result<(), BenchError>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let color = Palette99::pick(i).to_rgba();
+    if dots {
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
     chart
+        .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+    Ok(())
+}
+
+/// Draws the legend at `position` and writes the chart out.
+fn finish<X, Y>(mut chart: Chart<'_, X, Y>, position: SeriesLabelPosition) -> Result<(), BenchError>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::MiddleRight)
+        .position(position)
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
         .draw()?;
-    root.present()?;
+    chart.plotting_area().present()?;
     Ok(())
 }
 

@@ -1270,7 +1270,7 @@ fn at_scale(o: &mut String, config: &Config, runs: &[Scale]) {
          leases for the most holds). Memory is the growth of the process's resident set \
          (`VmRSS`) while it took them, guards included, per hold. A renewal period is a \
          third of the lease. Other acquisitions: 16 tasks of the same client lock and unlock \
-         fresh keys for 2 s, holding nothing first, then while it holds them. Lost: holds \
+         fresh keys for a renewal period (at least 2 s), holding nothing first, then while it holds them. Lost: holds \
          found lost when given back, after {} s held or more.\n",
         runs.iter().map(|run| run.holds).max().unwrap_or(0),
         config.scale_ttl.as_secs_f64(),

@@ -16,7 +16,8 @@ use crate::stats::{self, Delta, Probe};
 pub const TAKERS: usize = 256;
 /// Tasks that lock and unlock fresh keys when the acquisition rate is measured.
 const CYCLERS: usize = 16;
-/// How long each acquisition rate is measured.
+/// The shortest time each acquisition rate is measured; at least a renewal period, so that
+/// the rate while held takes in the watchdog's busy and quiet moments alike.
 const RATE_FOR: Duration = Duration::from_secs(2);
 /// The longest any stage may take before the run fails.
 const STAGE_LIMIT: Duration = Duration::from_secs(600);
@@ -103,7 +104,8 @@ pub async fn hold_many(
 ) -> Result<Scale, BenchError> {
     let client = LockClient::connect(url).await?;
     // Warm: connections open, scripts loaded, the watchdog's task started and stopped.
-    let rate_idle = cycle_rate(&client).await?;
+    let rate_for = RATE_FOR.max(ttl / 3);
+    let rate_idle = cycle_rate(&client, rate_for).await?;
     let resident_before = stats::resident_bytes();
     let started = Instant::now();
     let guards = take(&client, holds, ttl).await?;
@@ -122,7 +124,7 @@ pub async fn hold_many(
     let client_cpu = stats::process_cpu().saturating_sub(cpu_before);
     let window = window_start.elapsed();
     let renewed = client.metrics().renewed - renewed_before;
-    let rate_held = cycle_rate(&client).await?;
+    let rate_held = cycle_rate(&client, rate_for).await?;
     let lost = guards.iter().filter(|g| g.is_lost()).count();
     let held_for = held_from.elapsed();
     give_back(guards).await?;
@@ -187,9 +189,9 @@ async fn give_back(mut guards: Vec<LockGuard>) -> Result<(), BenchError> {
 }
 
 /// Fresh keys locked and unlocked per second by [`CYCLERS`] tasks of `client`, for
-/// [`RATE_FOR`].
-async fn cycle_rate(client: &LockClient) -> Result<f64, BenchError> {
-    let until = Instant::now() + RATE_FOR;
+/// `rate_for`.
+async fn cycle_rate(client: &LockClient, rate_for: Duration) -> Result<f64, BenchError> {
+    let until = Instant::now() + rate_for;
     let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let started = Instant::now();
     let mut cyclers = Vec::new();
