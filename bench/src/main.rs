@@ -206,6 +206,8 @@ pub struct Results {
     pub watchdog: Vec<(Kind, Watchdog)>,
     /// (b) against tasks: ops/s of each implementation at each number of tasks.
     pub sweep: Vec<(Kind, usize, f64)>,
+    /// (g) what Redis ran for each way's cycles: the way, its cycles, the server's counts.
+    pub read_write_cost: Vec<(&'static str, u64, stats::Delta)>,
     /// (d) at scale: one run per number of holds, fewest first.
     pub scale: Vec<scale::Scale>,
     /// (e) on the cluster, per implementation (floor, rlock): one batch per round.
@@ -736,6 +738,15 @@ async fn read_write_phase(
                 .or_default()
                 .push(rate);
         }
+    }
+    // What Redis runs for each way's cycle, one way at a time.
+    for way in read_write::Way::all() {
+        let before = probe.snapshot().await?;
+        locks.rate(way, config.rw_n).await?;
+        let after = probe.snapshot().await?;
+        results
+            .read_write_cost
+            .push((way.label(), config.rw_n, stats::delta(&before, &after)));
     }
     results.admission = Some(
         read_write::admission(

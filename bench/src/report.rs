@@ -1037,6 +1037,27 @@ fn read_write_locks(
     }
     let mut sorted = admission.to_last_grant.clone();
     sorted.sort();
+    if !results.read_write_cost.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nWhat Redis ran for each way, measured apart: {} cycles of each, one way at a \
+             time, after the rounds (`INFO commandstats`, counting what the scripts run; \
+             `used_cpu_user+used_cpu_sys`).\n\n\
+             | way | Redis commands per cycle | Redis CPU µs per cycle | commands |\n\
+             |---|---:|---:|---|",
+            config.rw_n
+        );
+        for (label, cycles, server) in &results.read_write_cost {
+            let n = (*cycles).max(1) as f64;
+            let _ = writeln!(
+                o,
+                "| {label} | {:.1} | {:.1} | {} |",
+                server.total_commands as f64 / n,
+                server.cpu_seconds * 1e6 / n,
+                server.describe()
+            );
+        }
+    }
     let _ = writeln!(
         o,
         "\n**Readers admitted together.** A writer holds a fresh key while {} readers, spread \
@@ -1083,11 +1104,25 @@ fn beyond_one_redis(o: &mut String, config: &Config, results: &Results) {
          `LockClient::connect(\"redis+cluster://…\")` with the manual API.\n",
         config.cluster_tasks, config.cluster_rounds, config.cluster_tasks, config.cluster_per_task
     );
-    let _ = writeln!(o, "| implementation | ops/s | ÷ floor |\n|---|---:|---:|");
+    let _ = writeln!(
+        o,
+        "| implementation | ops/s | ÷ floor | client CPU µs/op |\n|---|---:|---:|---:|"
+    );
     let floor = rate(results.cluster.get(Kind::Floor.label()));
     for kind in [Kind::Floor, Kind::Manual] {
-        let r = rate(results.cluster.get(kind.label()));
-        let _ = writeln!(o, "| {} | {r:.0} | {} |", kind.label(), x(ratio(r, floor)));
+        let batches = results.cluster.get(kind.label());
+        let r = rate(batches);
+        let ops = batches
+            .map_or(0, |b| b.iter().map(|b| b.ops).sum::<u64>())
+            .max(1) as f64;
+        let cpu: f64 = batches.map_or(0.0, |b| b.iter().map(|b| b.client_cpu.as_secs_f64()).sum());
+        let _ = writeln!(
+            o,
+            "| {} | {r:.0} | {} | {:.1} |",
+            kind.label(),
+            x(ratio(r, floor)),
+            cpu * 1e6 / ops
+        );
     }
     let _ = writeln!(
         o,

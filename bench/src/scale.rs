@@ -11,6 +11,7 @@ use rlock_runtime::{LockClient, LockGuard};
 use crate::BenchError;
 use crate::lockers::{RENEWAL_TOP_LEVEL, fresh};
 use crate::stats::{self, Delta, Probe};
+use crate::workloads::renewal_window;
 
 /// Tasks that take (and later give back) the holds, each its share in turn.
 pub const TAKERS: usize = 256;
@@ -60,12 +61,13 @@ impl Scale {
         self.server.round_trips(RENEWAL_TOP_LEVEL) as f64 / self.periods().max(1e-9)
     }
 
-    /// Commands Redis ran per renewed key (the holder card's few included).
+    /// Commands Redis ran per renewed key. The holder card's post also lengthens the card
+    /// (one `PEXPIRE`, or a `DEL`, per post); each post runs one `HLEN`, by which its
+    /// `PEXPIRE`s are left out.
     pub fn commands_per_renewal(&self) -> f64 {
-        let renewal: u64 = ["get", "pttl", "pexpire"]
-            .iter()
-            .map(|c| self.server.calls.get(*c).copied().unwrap_or(0))
-            .sum();
+        let calls = |c: &str| self.server.calls.get(c).copied().unwrap_or(0);
+        let renewal =
+            (calls("get") + calls("pttl") + calls("pexpire")).saturating_sub(calls("hlen"));
         renewal as f64 / (self.renewed as f64).max(1.0)
     }
 
@@ -116,13 +118,7 @@ pub async fn hold_many(
     // A renewal period, so that every hold has been renewed once before the window.
     tokio::time::sleep(ttl / 3).await;
     let renewed_before = client.metrics().renewed;
-    let before = probe.snapshot().await?;
-    let cpu_before = stats::process_cpu();
-    let window_start = Instant::now();
-    tokio::time::sleep(window).await;
-    let after = probe.snapshot().await?;
-    let client_cpu = stats::process_cpu().saturating_sub(cpu_before);
-    let window = window_start.elapsed();
+    let (server, client_cpu, window) = renewal_window(probe, Duration::ZERO, window).await?;
     let renewed = client.metrics().renewed - renewed_before;
     let rate_held = cycle_rate(&client, rate_for).await?;
     let lost = guards.iter().filter(|g| g.is_lost()).count();
@@ -135,7 +131,7 @@ pub async fn hold_many(
         held_for,
         bytes_per_hold,
         take_rate,
-        server: stats::delta(&before, &after),
+        server,
         renewed,
         client_cpu,
         lost,

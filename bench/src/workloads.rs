@@ -116,6 +116,7 @@ async fn together(
 ) -> Result<Batch, BenchError> {
     let run = async {
         let start = Instant::now();
+        let cpu0 = stats::process_cpu();
         let handles: Vec<_> = (0..tasks).map(|_| spawn()).collect();
         for h in handles {
             h.await??;
@@ -123,6 +124,7 @@ async fn together(
         Ok(Batch {
             ops: tasks as u64 * per_task,
             elapsed: start.elapsed(),
+            client_cpu: stats::process_cpu().saturating_sub(cpu0),
             ..Batch::default()
         })
     };
@@ -479,7 +481,7 @@ impl Watchdog {
 }
 
 /// Waits `settle`, then measures a window of `window` during which nothing but renewal runs.
-async fn renewal_window(
+pub async fn renewal_window(
     probe: &mut Probe,
     settle: Duration,
     window: Duration,
