@@ -11,6 +11,7 @@ use std::time::Duration;
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
 use rlock_tests::deploy::ClusterDeployment;
+use rlock_tests::locking::app_client;
 use serde_json::Value;
 
 /// One run of `rlock doctor URL --json`: its exit code and its report. The namespace is
@@ -158,7 +159,7 @@ async fn without_pubsub_waiters_poll_at_the_documented_rate() {
     assert_eq!(report["waiting"]["every_ms"], 50);
     assert_eq!(check(&report, "subscribe")["outcome"], "refused");
 
-    let (a, b) = (client(&url).await, client(&url).await);
+    let (a, b) = (app_client(&url).await, app_client(&url).await);
     let held = a.lock("order:1").acquire().await.unwrap();
     let waiting = tokio::spawn(async move {
         b.lock("order:1")
@@ -246,14 +247,4 @@ async fn doctor_reports_each_redlock_master() {
     assert_eq!(report["deployment"], "Redlock masters");
     assert_eq!(report["servers"].as_array().unwrap().len(), 3);
     assert_eq!(report["fencing"], false);
-}
-
-async fn client(url: &str) -> LockClient {
-    LockClient::builder()
-        .url(url)
-        .namespace("app")
-        .command_timeout(Duration::from_secs(2))
-        .connect()
-        .await
-        .unwrap()
 }

@@ -47,6 +47,22 @@ pub async fn client_at(url: &str, timeout: Duration) -> LockClient {
         .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"))
 }
 
+/// A client of `url` as a service with a user of its own would configure one: the namespace
+/// `app`, commands timing out after 2 s (the tests of users with limited rights).
+///
+/// # Panics
+///
+/// When it cannot connect.
+pub async fn app_client(url: &str) -> LockClient {
+    LockClient::builder()
+        .url(url)
+        .namespace("app")
+        .command_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"))
+}
+
 /// The value stored under `key` on `server` (for a lock: its owner token).
 ///
 /// # Panics

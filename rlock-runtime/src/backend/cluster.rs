@@ -35,7 +35,7 @@ use tokio::sync::mpsc;
 
 use super::pubsub::{Announcement, Connector, Heard, Session, Subscribed};
 use super::scripted::Scripted;
-use super::topology::{Announcing, Opened, Topology, shard_channel};
+use super::topology::{Announcing, Opened, Topology, hello_field, shard_channel};
 use crate::error::LockError;
 use crate::util::slot::slot;
 use crate::util::tuning::{CLUSTER_RETRIES, CLUSTER_RETRY_MAX_MS, CLUSTER_RETRY_MIN_MS};
@@ -84,18 +84,7 @@ impl ClusterTopology {
 /// Whether a node that answered `HELLO` with `reply` has sharded pub/sub: any Valkey, and
 /// Redis from 7.0. A reply that names no server or version is taken to have it.
 fn has_sharded_pubsub(reply: &Value) -> bool {
-    let fields: Vec<(&Value, &Value)> = match reply {
-        Value::Map(pairs) => pairs.iter().map(|(k, v)| (k, v)).collect(),
-        Value::Array(flat) => flat.chunks_exact(2).map(|kv| (&kv[0], &kv[1])).collect(),
-        _ => return true,
-    };
-    let field = |name: &str| {
-        fields.iter().find_map(|(k, v)| {
-            (redis::from_redis_value_ref::<String>(k).ok()? == name)
-                .then(|| redis::from_redis_value_ref::<String>(v).ok())
-                .flatten()
-        })
-    };
+    let field = |name: &str| hello_field(reply, name);
     let (Some(server), Some(version)) = (field("server"), field("version")) else {
         return true;
     };

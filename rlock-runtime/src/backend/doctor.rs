@@ -16,7 +16,7 @@ use redis::{Cmd, RedisError, Value};
 
 use super::pubsub::{Connector, Heard, Session, Subscribed};
 use super::scripted::Scripted;
-use super::topology::{Announcing, Topology, release_channel};
+use super::topology::{Announcing, Topology, hello_field, release_channel};
 use crate::error::{LockError, Operation};
 
 /// What one probe of a server found.
@@ -436,7 +436,7 @@ impl<D: Topology + Connector> Scripted<D> {
         let hello = self.probe(redis::cmd("HELLO")).await;
         let outcome = CheckOutcome::from_reply(&hello);
         if let Ok(hello) = hello {
-            let field = |name: &str| field_of(&hello, name);
+            let field = |name: &str| hello_field(&hello, name);
             return (outcome, (field("server"), field("version"), field("mode")));
         }
         let mut info = redis::cmd("INFO");
@@ -558,20 +558,6 @@ fn normalize(value: Value) -> Value {
     }
 }
 
-/// `name`'s value in a `HELLO` reply: a map in RESP3, a flat array in RESP2.
-fn field_of(hello: &Value, name: &str) -> Option<String> {
-    let pairs: Vec<(&Value, &Value)> = match hello {
-        Value::Map(pairs) => pairs.iter().map(|(k, v)| (k, v)).collect(),
-        Value::Array(flat) => flat.chunks_exact(2).map(|kv| (&kv[0], &kv[1])).collect(),
-        _ => return None,
-    };
-    pairs.into_iter().find_map(|(k, v)| {
-        (redis::from_redis_value_ref::<String>(k).ok()? == name)
-            .then(|| redis::from_redis_value_ref::<String>(v).ok())
-            .flatten()
-    })
-}
-
 fn now_micros() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -625,20 +611,5 @@ mod tests {
         probed.sort_unstable();
         assert!(!documented.is_empty(), "the README shows the ACL line");
         assert_eq!(documented, probed);
-    }
-
-    #[test]
-    fn hello_fields_read_in_both_protocols() {
-        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
-        let resp2 = Value::Array(vec![
-            bulk("server"),
-            bulk("valkey"),
-            bulk("version"),
-            bulk("8.1.8"),
-        ]);
-        assert_eq!(field_of(&resp2, "version").as_deref(), Some("8.1.8"));
-        let resp3 = Value::Map(vec![(bulk("mode"), bulk("cluster"))]);
-        assert_eq!(field_of(&resp3, "mode").as_deref(), Some("cluster"));
-        assert_eq!(field_of(&Value::Nil, "mode"), None);
     }
 }

@@ -166,6 +166,20 @@ impl Announcing {
     }
 }
 
+/// `name`'s value in a `HELLO` reply: a map in RESP3, a flat array in RESP2.
+pub(crate) fn hello_field(hello: &Value, name: &str) -> Option<String> {
+    let pairs: Vec<(&Value, &Value)> = match hello {
+        Value::Map(pairs) => pairs.iter().map(|(k, v)| (k, v)).collect(),
+        Value::Array(flat) => flat.chunks_exact(2).map(|kv| (&kv[0], &kv[1])).collect(),
+        _ => return None,
+    };
+    pairs.into_iter().find_map(|(k, v)| {
+        (redis::from_redis_value_ref::<String>(k).ok()? == name)
+            .then(|| redis::from_redis_value_ref::<String>(v).ok())
+            .flatten()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +193,20 @@ mod tests {
         assert_eq!(hashed_part(&shard_channel("order:42")), "order:42");
         assert_eq!(hashed_part(&shard_channel("{u}:x")), "u");
         assert_eq!(shard_channel("a{}b}"), "a{}b}");
+    }
+
+    #[test]
+    fn hello_fields_read_in_both_protocols() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![
+            bulk("server"),
+            bulk("valkey"),
+            bulk("version"),
+            bulk("8.1.8"),
+        ]);
+        assert_eq!(hello_field(&resp2, "version").as_deref(), Some("8.1.8"));
+        let resp3 = Value::Map(vec![(bulk("mode"), bulk("cluster"))]);
+        assert_eq!(hello_field(&resp3, "mode").as_deref(), Some("cluster"));
+        assert_eq!(hello_field(&Value::Nil, "mode"), None);
     }
 }

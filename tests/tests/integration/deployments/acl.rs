@@ -5,24 +5,14 @@
 
 use std::time::Duration;
 
-use rlock_runtime::LockClient;
 use rlock_tests::RedisServer;
-
-async fn client(url: &str) -> LockClient {
-    LockClient::builder()
-        .url(url)
-        .namespace("app")
-        .command_timeout(Duration::from_secs(2))
-        .connect()
-        .await
-        .unwrap()
-}
+use rlock_tests::locking::app_client;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_least_privilege_user_is_enough() {
     let server = RedisServer::start();
     let url = server.documented_user("rlock", &[]).await;
-    let (a, b) = (client(&url).await, client(&url).await);
+    let (a, b) = (app_client(&url).await, app_client(&url).await);
 
     // Acquire with a fence, renewals across several leases, extend, inspect.
     let held = a
