@@ -110,7 +110,7 @@ pub async fn hold_many(
     let rate_idle = cycle_rate(&client, rate_for).await?;
     let resident_before = stats::resident_bytes();
     let started = Instant::now();
-    let guards = take(&client, holds, ttl).await?;
+    let guards = take(&client, holds, ttl, TAKERS, STAGE_LIMIT).await?;
     let take_rate = holds as f64 / started.elapsed().as_secs_f64().max(1e-9);
     let bytes_per_hold =
         stats::resident_bytes().saturating_sub(resident_before) as f64 / holds.max(1) as f64;
@@ -123,7 +123,7 @@ pub async fn hold_many(
     let rate_held = cycle_rate(&client, rate_for).await?;
     let lost = guards.iter().filter(|g| g.is_lost()).count();
     let held_for = held_from.elapsed();
-    give_back(guards).await?;
+    give_back(guards, TAKERS, STAGE_LIMIT).await?;
     Ok(Scale {
         holds,
         ttl,
@@ -140,46 +140,54 @@ pub async fn hold_many(
     })
 }
 
-/// `holds` locks on fresh keys, taken by [`TAKERS`] tasks.
-async fn take(
+/// `holds` locks of lease `ttl` on fresh keys, taken by `takers` tasks in turn, each within
+/// `limit`.
+pub async fn take(
     client: &LockClient,
     holds: usize,
     ttl: Duration,
+    takers: usize,
+    limit: Duration,
 ) -> Result<Vec<LockGuard>, BenchError> {
     let prefix = fresh();
-    let mut takers = Vec::new();
-    for t in 0..TAKERS.min(holds.max(1)) {
+    let takers = takers.min(holds).max(1);
+    let mut tasks = Vec::new();
+    for t in 0..takers {
         let client = client.clone();
-        takers.push(tokio::spawn(async move {
-            let mut guards = Vec::with_capacity(holds / TAKERS + 1);
-            for i in (t..holds).step_by(TAKERS) {
-                let key = format!("bench:scale:{prefix}:{i}");
+        tasks.push(tokio::spawn(async move {
+            let mut guards = Vec::with_capacity(holds / takers + 1);
+            for i in (t..holds).step_by(takers) {
+                let key = format!("bench:held:{prefix}:{i}");
                 guards.push(client.lock(key).ttl(ttl).acquire().await?);
             }
             Ok::<_, BenchError>(guards)
         }));
     }
     let mut guards = Vec::with_capacity(holds);
-    for taker in takers {
-        guards.extend(tokio::time::timeout(STAGE_LIMIT, taker).await???);
+    for task in tasks {
+        guards.extend(tokio::time::timeout(limit, task).await???);
     }
     Ok(guards)
 }
 
-/// Releases every guard, [`TAKERS`] at a time.
-async fn give_back(mut guards: Vec<LockGuard>) -> Result<(), BenchError> {
-    let share = guards.len().div_ceil(TAKERS).max(1);
-    let mut givers = Vec::new();
+/// Releases every guard, `givers` tasks at a time, each within `limit`.
+pub async fn give_back(
+    mut guards: Vec<LockGuard>,
+    givers: usize,
+    limit: Duration,
+) -> Result<(), BenchError> {
+    let share = guards.len().div_ceil(givers.max(1)).max(1);
+    let mut tasks = Vec::new();
     while !guards.is_empty() {
         let chunk: Vec<LockGuard> = guards.drain(..guards.len().min(share)).collect();
-        givers.push(tokio::spawn(async move {
+        tasks.push(tokio::spawn(async move {
             for guard in chunk {
                 let _ = guard.release().await;
             }
         }));
     }
-    for giver in givers {
-        tokio::time::timeout(STAGE_LIMIT, giver).await??;
+    for task in tasks {
+        tokio::time::timeout(limit, task).await??;
     }
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use rlock_runtime::{LockClient, LockGuard};
+use rlock_runtime::LockClient;
 use tokio::task::JoinHandle;
 
 use crate::BenchError;
@@ -505,45 +505,10 @@ pub async fn watchdog_rlock(
     window: Duration,
 ) -> Result<Watchdog, BenchError> {
     let client = LockClient::connect(url).await?;
-    let prefix = fresh();
-    let workers = 64.min(locks.max(1));
-    let mut handles = Vec::new();
-    for w in 0..workers {
-        let client = client.clone();
-        handles.push(tokio::spawn(async move {
-            let mut guards: Vec<LockGuard> = Vec::new();
-            for i in (w..locks).step_by(workers) {
-                guards.push(
-                    client
-                        .lock(format!("bench:wd:{prefix}:{i}"))
-                        .ttl(ttl)
-                        .acquire()
-                        .await?,
-                );
-            }
-            Ok::<_, BenchError>(guards)
-        }));
-    }
-    let mut guards = Vec::with_capacity(locks);
-    for h in handles {
-        guards.extend(tokio::time::timeout(PHASE_LIMIT, h).await???);
-    }
+    let guards = crate::scale::take(&client, locks, ttl, 64, PHASE_LIMIT).await?;
     let (server, client_cpu, elapsed) = renewal_window(probe, ttl / 2, window).await?;
     let kept = guards.iter().filter(|g| !g.is_lost()).count();
-    // Release them all, a few at a time.
-    let mut rest = guards;
-    let mut releases = Vec::new();
-    while !rest.is_empty() {
-        let chunk: Vec<LockGuard> = rest.drain(..rest.len().min(locks.div_ceil(64))).collect();
-        releases.push(tokio::spawn(async move {
-            for g in chunk {
-                let _ = g.release().await;
-            }
-        }));
-    }
-    for r in releases {
-        tokio::time::timeout(PHASE_LIMIT, r).await??;
-    }
+    crate::scale::give_back(guards, 64, PHASE_LIMIT).await?;
     Ok(Watchdog {
         locks,
         ttl,
