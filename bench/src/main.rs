@@ -206,8 +206,8 @@ pub struct Results {
     pub watchdog: Vec<(Kind, Watchdog)>,
     /// (b) against tasks: ops/s of each implementation at each number of tasks.
     pub sweep: Vec<(Kind, usize, f64)>,
-    /// (g) what Redis ran for each way's cycles: the way, its cycles, the server's counts.
-    pub read_write_cost: Vec<(&'static str, u64, stats::Delta)>,
+    /// (g) what each way's cycles cost, measured apart.
+    pub read_write_cost: Vec<read_write::Cost>,
     /// (d) at scale: one run per number of holds, fewest first.
     pub scale: Vec<scale::Scale>,
     /// (e) on the cluster, per implementation (floor, rlock): one batch per round.
@@ -739,14 +739,22 @@ async fn read_write_phase(
                 .push(rate);
         }
     }
-    // What Redis runs for each way's cycle, one way at a time.
+    // What each way's cycle costs, one way at a time: ten times a round's cycles, so that
+    // the client's CPU (counted in the kernel's 10 ms ticks) resolves a few µs per cycle.
+    let cost_cycles = config.rw_n * 10;
     for way in read_write::Way::all() {
         let before = probe.snapshot().await?;
-        locks.rate(way, config.rw_n).await?;
+        let cpu0 = stats::process_cpu();
+        let rate = locks.rate(way, cost_cycles).await?;
+        let client_cpu = stats::process_cpu().saturating_sub(cpu0);
         let after = probe.snapshot().await?;
-        results
-            .read_write_cost
-            .push((way.label(), config.rw_n, stats::delta(&before, &after)));
+        results.read_write_cost.push(read_write::Cost {
+            way: way.label(),
+            cycles: cost_cycles,
+            rate,
+            client_cpu,
+            server: stats::delta(&before, &after),
+        });
     }
     results.admission = Some(
         read_write::admission(

@@ -86,6 +86,19 @@ impl Way {
     }
 }
 
+/// What one way's uncontended cycles cost, measured apart from the other ways.
+#[derive(Debug)]
+pub struct Cost {
+    pub way: &'static str,
+    pub cycles: u64,
+    /// Cycles per second.
+    pub rate: f64,
+    /// This process's CPU over the cycles.
+    pub client_cpu: Duration,
+    /// What Redis ran meanwhile.
+    pub server: Delta,
+}
+
 /// What the uncontended rows need: the clients and the scripts by hand.
 pub struct ReadWrite {
     client: LockClient,

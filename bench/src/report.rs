@@ -1042,19 +1042,23 @@ fn read_write_locks(
             o,
             "\nWhat Redis ran for each way, measured apart: {} cycles of each, one way at a \
              time, after the rounds (`INFO commandstats`, counting what the scripts run; \
-             `used_cpu_user+used_cpu_sys`).\n\n\
-             | way | Redis commands per cycle | Redis CPU µs per cycle | commands |\n\
-             |---|---:|---:|---|",
-            config.rw_n
+             `used_cpu_user+used_cpu_sys`), beside the cycle's time and the client's CPU \
+             (this process's, which runs the client alone meanwhile).\n\n\
+             | way | µs per cycle | client CPU µs per cycle | Redis commands per cycle | Redis CPU µs per cycle | commands |\n\
+             |---|---:|---:|---:|---:|---|",
+            config.rw_n * 10
         );
-        for (label, cycles, server) in &results.read_write_cost {
-            let n = (*cycles).max(1) as f64;
+        for cost in &results.read_write_cost {
+            let n = cost.cycles.max(1) as f64;
             let _ = writeln!(
                 o,
-                "| {label} | {:.1} | {:.1} | {} |",
-                server.total_commands as f64 / n,
-                server.cpu_seconds * 1e6 / n,
-                server.describe()
+                "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+                cost.way,
+                1e6 / cost.rate.max(f64::MIN_POSITIVE),
+                cost.client_cpu.as_secs_f64() * 1e6 / n,
+                cost.server.total_commands as f64 / n,
+                cost.server.cpu_seconds * 1e6 / n,
+                cost.server.describe()
             );
         }
     }

@@ -72,3 +72,16 @@ end
 local function remove_members(set, owner)
   return redis.call('ZREM', set, unpack(members_of(owner))) > 0
 end
+
+-- Keeps `set` alive for at least `ms` more: PEXPIRE's GT flag where the server has it (every
+-- script that creates a set of leases gives it an expiry), else PTTL then PEXPIRE. A `fresh`
+-- set, created by this call, has no expiry yet: it is given one.
+local function expire_at_least(set, ms, fresh)
+  if fresh then
+    redis.call('PEXPIRE', set, ms)
+  elseif (redis.REDIS_VERSION_NUM or 0) >= 0x070000 then
+    redis.call('PEXPIRE', set, ms, 'GT')
+  elseif redis.call('PTTL', set) < tonumber(ms) then
+    redis.call('PEXPIRE', set, ms)
+  end
+end

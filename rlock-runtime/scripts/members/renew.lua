@@ -7,9 +7,6 @@
 -- another kind) per key, in order. A renewal never shortens a lease (see the lock's
 -- renew.lua).
 local now = now_ms()
--- As the lock's renew.lua: PEXPIRE's GT flag where the server has it (the set has an
--- expiry: every script that creates it sets one).
-local gt = (redis.REDIS_VERSION_NUM or 0) >= 0x070000
 local sign = ME == 'w' and -1 or 1
 -- The member that marks the set as this kind's, read with the lease in one command.
 local mark = ME == 'p' and PERMITS_MEMBER or READ_WRITE_MEMBER
@@ -26,11 +23,7 @@ for i, key in ipairs(KEYS) do
     if now + ms > ends then
       score_members(key, string.format('%.0f', sign * (now + ms)), owner, true)
     end
-    if gt then
-      redis.call('PEXPIRE', key, ms, 'GT')
-    elseif redis.call('PTTL', key) < ms then
-      redis.call('PEXPIRE', key, ms)
-    end
+    expire_at_least(key, ms)
     renewed[i] = 1
   else
     renewed[i] = 0

@@ -15,12 +15,6 @@
 -- Returns as the lock's acquire.lua, or {OTHER_KIND, what the key holds}.
 local queue, fence_key = KEYS[2], KEYS[3]
 
-local found = kind_of(rw)
-if found ~= READ_WRITE and found ~= FREE then
-  return {OTHER_KIND, found}
-end
-purge()
-
 -- The fence of a lease granted to this caller.
 local function fence(read_only)
   if writing and fenced then
@@ -28,6 +22,22 @@ local function fence(read_only)
   end
   return 0
 end
+
+-- Neither the lock nor a queue exists (the uncontended call): the caller is granted at once,
+-- with nothing to purge and nobody to pass. (An upgrade whose reader is gone is refused by
+-- the checks below.)
+if redis.call('EXISTS', rw, queue) == 0 and not (writing and upgrade_of(token)) then
+  creating = true
+  take(token, lease, ME)
+  return {TAKEN, fence(false)}
+end
+
+local found = kind_of(rw)
+if found ~= READ_WRITE and found ~= FREE then
+  return {OTHER_KIND, found}
+end
+creating = found == FREE
+purge()
 
 -- Handed to this caller by a release before this call came (only a queued caller can be).
 local function handed()

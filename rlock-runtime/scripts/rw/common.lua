@@ -82,6 +82,10 @@ local function holders()
   return redis.call('ZCARD', rw) - redis.call('ZCOUNT', rw, 0, 0)
 end
 
+-- Whether the set does not exist yet, so that the next `take` creates it (with no expiry to
+-- keep): each script sets it from what it found the key holding, before any `take`.
+local creating = false
+
 -- Grants `owner` the lock as `letter` ('w' the writer, 'r' a reader, 'u' the upgradeable
 -- reader) for `ms`; the set lives as long as its longest lease. (Scores are written whole: a
 -- Lua number as an argument would be rounded to 14 digits.)
@@ -97,9 +101,8 @@ local function take(owner, ms, letter)
     redis.call('ZADD', rw, 0, UPGRADER_MARK .. owner)
     known_upgrader = owner
   end
-  if redis.call('PTTL', rw) < tonumber(ms) then
-    redis.call('PEXPIRE', rw, ms)
-  end
+  expire_at_least(rw, ms, creating)
+  creating = false
 end
 
 -- Whether a waiter of `letter` under `token` can be granted now: a writer when nobody holds

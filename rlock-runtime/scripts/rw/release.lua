@@ -15,6 +15,8 @@ local found, scores = kind_of(rw, token)
 if found ~= READ_WRITE and found ~= FREE then
   return NOT_OURS
 end
+-- A waiter leaving a lock that is gone may hand it on, creating the set anew.
+creating = found == FREE
 -- Ours while its lease lasts (a writer's is scored by minus its end): one that ended (not
 -- purged yet) was lost: it goes, and what it
 -- held is handed on, but the answer is NOT_OURS.
@@ -27,7 +29,8 @@ end
 -- Only a waiter can be admitted: with none queued, the ended leases are left to the next
 -- acquire's purge and to the set's expiry. (On a lock that is gone, a leaving waiter still
 -- hands it to the next live one: it may have been the one a release told.)
-if (removed or leaving) and redis.call('LLEN', queue) > 0 then
+local waiting = (removed or leaving) and redis.call('LLEN', queue) > 0
+if waiting then
   purge()
   for _ = 1, MOST_ENTRIES do
     if hand_off(rw, queue, fence_key, channel, publish, nil, take, fits) ~= 'handed' then
@@ -35,6 +38,11 @@ if (removed or leaving) and redis.call('LLEN', queue) > 0 then
     end
   end
 end
--- The set lives until its latest lease ends, and goes with the last one.
-expire_with_latest(rw, now)
+-- The set lives until its latest lease ends, and goes with the last one: at once when
+-- nobody was admitted and its mark is all that is left (the last holder's release).
+if not waiting and redis.call('ZCARD', rw) <= 1 then
+  redis.call('DEL', rw)
+else
+  expire_with_latest(rw, now)
+end
 return ours and RELEASED or NOT_OURS

@@ -46,16 +46,15 @@ end
 local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', sem, 0, string.format('%.0f', now))
 
--- Grants `owner` its permits for `ms`; the set lives as long as its longest permit. (Scores
--- are written whole: a Lua number as an argument would be rounded to 14 digits.)
+-- Whether the set does not exist yet: the first grant creates it, with no expiry to keep.
+local creating = found == FREE
+
+-- Grants `owner` its permits for `ms`; the set lives as long as its longest permit (see
+-- permits.lua).
 local function take(owner, ms)
   redis.call('ZADD', sem, -permits, PERMITS_MEMBER)
-  give_permits(sem, now, owner, ms)
-end
-
--- Whether `owner`'s hold fits beside the permits in use now (see permits.lua).
-local function fits(_, owner)
-  return permits_fit(sem, permits, owner)
+  give_permits(sem, now, owner, ms, creating)
+  creating = false
 end
 
 -- The permits kept for the queue's head: another caller's hold of several permits waiting
@@ -80,14 +79,6 @@ local function earliest_left()
   return -2
 end
 
--- A permit a release handed this waiter before this call came, if any.
-local function handed()
-  local ends = redis.call('ZSCORE', sem, token)
-  if ends then
-    return {HANDED, 0, tonumber(ends) - now}
-  end
-end
-
 -- A permit a release handed this waiter, read with the kind; one whose lease ended is none.
 if scores and scores[3] and tonumber(scores[3]) > now then
   return {HANDED, 0, tonumber(scores[3]) - now}
@@ -104,17 +95,12 @@ end
 -- while they fit (one of them may be this caller); a head that does not fit keeps its
 -- permits.
 if mode == 'q' and in_use < permits and (fair or keep > 0) then
-  for _ = 1, MOST_ENTRIES do
-    if redis.call('ZCOUNT', sem, 0, '+inf') >= permits
-      or hand_off(sem, queue, nil, channel, publish, nil, take, fits, served) ~= 'handed' then
-      break
-    end
-    local given = handed()
-    if given then
-      return given
-    end
+  local granted
+  in_use, granted = grant_waiters(sem, queue, channel, publish, permits, in_use, served, take,
+    token)
+  if granted then
+    return {HANDED, 0, granted}
   end
-  in_use = redis.call('ZCOUNT', sem, 0, '+inf')
   keep = kept()
 end
 local free = in_use + want + keep <= permits

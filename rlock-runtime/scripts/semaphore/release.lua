@@ -36,27 +36,18 @@ local removed = remove_members(sem, token)
 redis.call('ZREMRANGEBYSCORE', sem, 0, string.format('%.0f', now))
 local permits = -tonumber(scores[1])
 
-local function take(owner, ms)
-  give_permits(sem, now, owner, ms)
-end
-
--- Whether `owner`'s hold fits beside the permits in use now (see permits.lua).
-local function fits(_, owner)
-  return permits_fit(sem, permits, owner)
+-- A grant's permits; the set's expiry is written once, below, after every grant.
+local function grant(owner, ms)
+  score_members(sem, string.format('%.0f', now + ms), owner)
 end
 
 -- The free permits go to the next live waiters in arrival order: those this release gave
--- back, and any whose lease ended unreleased. A waiter that wants more permits than are
--- free stops the hand-offs (it keeps its place, and the permits it waits for are kept for
--- it: see acquire.lua). (A waiter leaving may have been the one a release told.)
+-- back, and any whose lease ended unreleased. A waiter that wants more permits than are free
+-- stops the hand-offs (see permits.lua). (A waiter leaving may have been the one a release
+-- told.)
 if removed or leaving then
-  for _ = 1, MOST_ENTRIES do
-    if redis.call('ZCOUNT', sem, 0, '+inf') >= permits
-      or hand_off(sem, queue, nil, channel, publish, nil, take, fits, ME .. permits)
-      ~= 'handed' then
-      break
-    end
-  end
+  local in_use = redis.call('ZCOUNT', sem, 0, '+inf')
+  grant_waiters(sem, queue, channel, publish, permits, in_use, ME .. permits, grant)
 end
 -- The set lives until its latest permit ends; the count goes with the last one.
 expire_with_latest(sem, now)

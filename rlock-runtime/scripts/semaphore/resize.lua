@@ -59,20 +59,11 @@ for i, text in ipairs(redis.call('LRANGE', queue, 0, MOST_ENTRIES - 1)) do
   end
 end
 
-local function take(owner, ms)
+local function grant(owner, ms)
   give_permits(sem, now, owner, ms)
 end
 
--- Whether `owner`'s hold fits beside the permits in use now (see permits.lua).
-local function fits(_, owner)
-  return permits_fit(sem, permits, owner)
-end
-
 -- The permits a raised count frees go to the waiters in arrival order, as a release's do.
-for _ = 1, MOST_ENTRIES do
-  if redis.call('ZCOUNT', sem, 0, '+inf') >= permits
-    or hand_off(sem, queue, nil, channel, publish, nil, take, fits, new) ~= 'handed' then
-    break
-  end
-end
+grant_waiters(sem, queue, channel, publish, permits, redis.call('ZCOUNT', sem, 0, '+inf'), new,
+  grant)
 return {0, permits}

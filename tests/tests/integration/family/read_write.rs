@@ -828,3 +828,66 @@ async fn reads_and_writes_re_enter_within_their_scope() {
     assert!(fence.is_some());
     assert_eq!(members(&server).await, 0);
 }
+
+/// An uncontended read or write, taken and given back on a key that nobody uses, looks
+/// neither at a queue that does not exist nor for leases that ended: one `EXISTS` of the key
+/// and its queue to take it, one `LLEN` to give it back, and nothing purged or ranged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_read_or_write_skips_the_queue_and_the_purge() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    // The scripts are loaded, and the client's connections opened, before the count.
+    take_and_give_back(&a, Of::Read, "doc:warm", PATIENCE).await;
+    take_and_give_back(&a, Of::Write, "doc:warm", PATIENCE).await;
+    server.reset_stats();
+    let cycles = 10;
+    for i in 0..cycles {
+        for of in [Of::Read, Of::Write] {
+            take_and_give_back(&a, of, &format!("doc:fresh:{i}"), PATIENCE).await;
+        }
+    }
+    let counts = server.command_stats();
+    let count = |command: &str| counts.get(command).copied().unwrap_or(0);
+    for command in ["zadd", "zrem", "zcard", "llen", "zmscore"] {
+        assert_eq!(count(command), 2 * cycles, "{command} in {counts:?}");
+    }
+    for command in [
+        "pttl",
+        "zrangebyscore",
+        "zrevrangebyscore",
+        "zremrangebyscore",
+    ] {
+        assert_eq!(count(command), 0, "{command} in {counts:?}");
+    }
+}
+
+/// Every grant that creates a read-write lock's set gives it an expiry, whichever way it
+/// came: uncontended, or on a free key whose queue still exists (an entry nobody listens
+/// for), or handed to a waiter by a release. A set without one would outlive its leases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_set_a_grant_creates_expires() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let mut raw = server.raw().await;
+    let expiry = |key: &str| redis::cmd("PTTL").arg(key).to_owned();
+    for (i, of) in [Of::Read, Of::Write, Of::UpgradeableRead, Of::Permit(2)]
+        .into_iter()
+        .enumerate()
+    {
+        for queued in [false, true] {
+            let key = format!("doc:expiry:{i}:{queued}");
+            if queued {
+                let _: () = redis::cmd("RPUSH")
+                    .arg(format!("{{{key}}}:waiters"))
+                    .arg("gone:1 5000 0 r")
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+            }
+            let guard = of.request(&a, &key).wait(PATIENCE).acquire().await.unwrap();
+            let left: i64 = expiry(&key).query_async(&mut raw).await.unwrap();
+            assert!(left > 0, "{of:?} (queue existing: {queued}): PTTL {left}");
+            guard.release().await.unwrap();
+        }
+    }
+}

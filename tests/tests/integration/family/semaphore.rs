@@ -541,13 +541,23 @@ async fn a_cancelled_waiter_is_never_left_holding_a_permit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphores_follow_a_sentinel_failover() {
     let deployment = rlock_tests::deploy::SentinelDeployment::start();
+    // A short command timeout, so that the failover is seen at once; on a loaded machine
+    // the first connection (Sentinel, then the master) may need more than one try.
     let connect = || async {
-        LockClient::builder()
-            .url(deployment.url().as_str())
-            .command_timeout(Duration::from_millis(300))
-            .connect()
-            .await
-            .unwrap()
+        let mut tries = 0;
+        loop {
+            let client = LockClient::builder()
+                .url(deployment.url().as_str())
+                .command_timeout(Duration::from_millis(300))
+                .connect()
+                .await;
+            tries += 1;
+            match client {
+                Ok(client) => break client,
+                Err(e) if tries < 20 => eprintln!("connecting, try {tries}: {e}"),
+                Err(e) => panic!("cannot connect through Sentinel: {e}"),
+            }
+        }
     };
     let (a, b) = (connect().await, connect().await);
     let mut held = Vec::new();
