@@ -23,20 +23,28 @@
 -- Returns as the lock's acquire.lua (with the earliest permit's remaining lease for pttl), or
 -- {OTHER_COUNT, stored count}, or {OTHER_KIND, what the key holds}.
 local sem, queue = KEYS[1], KEYS[2]
--- pcall: a record of another type (not rlock's) counts as no count set.
-local set_count = tonumber(redis.pcall('GET', KEYS[3]))
-local permits = set_count or tonumber(own)
 local want = weight_of(token)
 
 local found, scores = kind_of(sem, token)
 if found ~= SEMAPHORE and found ~= FREE then
   return {OTHER_KIND, found}
 end
-if found == SEMAPHORE and -tonumber(scores[1]) ~= permits then
-  if not set_count then
-    return {OTHER_COUNT, -tonumber(scores[1])}
+-- The count: the caller's when the set stores it. Otherwise (a new set, or another count
+-- stored) the count record's when there is one: a count set at run time is written to the
+-- set with the record (resize.lua), so a set that stores the caller's count follows the
+-- record already.
+local stored = found == SEMAPHORE and -tonumber(scores[1])
+local permits = tonumber(own)
+if stored ~= permits then
+  -- pcall: a record of another type (not rlock's) counts as no count set.
+  local set_count = tonumber(redis.pcall('GET', KEYS[3]))
+  permits = set_count or permits
+  if stored and stored ~= permits then
+    if not set_count then
+      return {OTHER_COUNT, stored}
+    end
+    redis.call('ZADD', sem, 'XX', -permits, PERMITS_MEMBER)
   end
-  redis.call('ZADD', sem, 'XX', -permits, PERMITS_MEMBER)
 end
 -- More permits than a count set at run time: never granted while it lasts (a count of 0
 -- pauses the semaphore instead: its callers wait for it to be raised).

@@ -30,7 +30,7 @@ async fn the_taker_renews_the_lease_and_releases_it(
 ) {
     let guard = giver
         .lock(key)
-        .ttl(Duration::from_millis(400))
+        .ttl(Duration::from_secs(1))
         .fenced()
         .acquire()
         .await
@@ -52,7 +52,7 @@ async fn the_taker_renews_the_lease_and_releases_it(
         .unwrap_err();
     assert!(again.is_lost(), "{again:?}");
     // Past three of its leases.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_millis(3500)).await;
     assert!(
         !taken.is_lost(),
         "renewed by the taker past its first lease"
