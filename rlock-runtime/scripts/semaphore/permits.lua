@@ -2,8 +2,8 @@
 -- and queue.lua).
 
 -- Gives `owner` its permits of `sem` for `ms` from `now`; the set lives as long as its
--- longest permit (`fresh`: the set did not exist before, and has no expiry yet). (Scores are written whole: a Lua number
--- as an argument would be rounded to 14 digits.)
+-- longest permit (`fresh`: the set did not exist before, and has no expiry yet). (Scores
+-- are written whole: a Lua number as an argument would be rounded to 14 digits.)
 local function give_permits(sem, now, owner, ms, fresh)
   score_members(sem, string.format('%.0f', now + ms), owner)
   expire_at_least(sem, ms, fresh)
