@@ -1,5 +1,7 @@
-//! Redis Cluster, through the `redis` crate's own cluster client (which follows `MOVED` and
-//! `TRYAGAIN` and refreshes the slot map after a failover or a resharding).
+//! Redis Cluster: commands through a cluster connection of rlock's own
+//! ([`ClusterConn`]: a watched connection per master, `MOVED` followed, the slot table read
+//! again after a failover or a resharding), the release feed through the `redis` crate's
+//! cluster client (RESP3, for its sharded subscriptions).
 //!
 //! The lease scripts run unchanged: each script's keys share one slot (the fence key is
 //! `{<lock key>}:fence`), renewals are batched per slot ([`Scripted`](super::scripted::Scripted)),
@@ -17,25 +19,26 @@
 //! `ASK`; rlock re-sends it with `ASKING` in the same write ([`ClusterTopology::asked`]), since
 //! the driver sends the two apart and, on a shared connection, another task's command can take
 //! the `ASKING`. A renewal batch whose keys are split between the nodes gets `TRYAGAIN` and is
-//! re-sent key by key. The driver's own retries are kept short (`tuning::CLUSTER_RETRIES`), so
-//! that errors come back to rlock, which knows each lease's deadline.
+//! re-sent key by key. The feed's driver keeps its own retries short
+//! (`tuning::CLUSTER_RETRIES`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
 use redis::{
     Cmd, ErrorKind, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult, ServerErrorKind,
     Value,
 };
 use tokio::sync::mpsc;
 
+use super::cluster_conn::ClusterConn;
 use super::pubsub::{Announcement, Connector, Heard, Session, Subscribed};
 use super::scripted::Scripted;
-use super::topology::{Announcing, Opened, Topology, hello_field, shard_channel};
+use super::topology::{Announcing, Opened, Reading, Topology, hello_field, shard_channel};
 use crate::error::LockError;
 use crate::util::slot::slot;
 use crate::util::tuning::{CLUSTER_RETRIES, CLUSTER_RETRY_MAX_MS, CLUSTER_RETRY_MIN_MS};
@@ -48,7 +51,6 @@ pub(crate) type ClusterStore = Scripted<ClusterTopology>;
 pub(crate) struct ClusterTopology {
     seeds: Arc<Vec<String>>,
     timeout: Duration,
-    commands: Arc<ClusterClient>,
     /// Whether the nodes have sharded pub/sub (`SPUBLISH`, `SSUBSCRIBE`: Redis 7.0 and
     /// later, every Valkey); learnt once on connecting.
     sharded: Arc<AtomicBool>,
@@ -56,13 +58,13 @@ pub(crate) struct ClusterTopology {
 
 impl ClusterTopology {
     pub(crate) fn new(seeds: Vec<String>, timeout: Duration) -> Result<Self, LockError> {
-        let commands = Self::builder(&seeds, timeout)
+        // Checks the seeds now, for an error on connecting rather than on the first call.
+        Self::builder(&seeds, timeout)
             .build()
             .map_err(|e| LockError::InvalidConfig(format!("unusable cluster URL: {e}")))?;
         Ok(Self {
             seeds: Arc::new(seeds),
             timeout,
-            commands: Arc::new(commands),
             sharded: Arc::new(AtomicBool::new(true)),
         })
     }
@@ -96,7 +98,7 @@ fn has_sharded_pubsub(reply: &Value) -> bool {
 }
 
 impl Topology for ClusterTopology {
-    type Conn = ClusterConnection;
+    type Conn = ClusterConn;
 
     /// `SPUBLISH` in the key's slot: only the key's shard carries it.
     fn announcing(&self, key: &str) -> Announcing {
@@ -107,13 +109,8 @@ impl Topology for ClusterTopology {
     /// server and version tell whether the cluster has sharded pub/sub. A refused `HELLO`
     /// (an ACL without it) leaves the default, sharded; `ERR` from a server before 6.2, which
     /// wants a protocol version, means it has not.
-    async fn learn(&self, mut conn: ClusterConnection) -> RedisResult<()> {
-        let hello = conn
-            .route_command(
-                redis::cmd("HELLO").clone(),
-                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-            )
-            .await;
+    async fn learn(&self, mut conn: ClusterConn) -> RedisResult<()> {
+        let hello = conn.on_any(&redis::cmd("HELLO")).await;
         let sharded = match hello {
             Ok(reply) => has_sharded_pubsub(&reply),
             Err(e) if e.code() == Some("ERR") => false,
@@ -137,35 +134,30 @@ impl Topology for ClusterTopology {
         e.kind() == ErrorKind::Server(ServerErrorKind::Ask)
     }
 
-    async fn open(&self, _timeout: Duration) -> RedisResult<Opened<ClusterConnection>> {
-        // The cluster client reads each node's replies in tasks of its own.
-        let conn = self.commands.get_async_connection().await?;
-        Ok(Opened { conn, reader: None })
+    async fn open(&self, timeout: Duration) -> RedisResult<Opened<ClusterConn>> {
+        let conn = ClusterConn::open(&self.seeds, timeout).await?;
+        Ok(Opened {
+            conn,
+            reading: Reading::Parts,
+        })
     }
 
     /// Routed to the master of `key`'s slot: the node, and connection, that wrote it.
     async fn wait_replicas(
-        mut conn: ClusterConnection,
+        mut conn: ClusterConn,
         key: &str,
         replicas: u32,
         wait_ms: u64,
     ) -> RedisResult<u32> {
         let mut wait = redis::cmd("WAIT");
         wait.arg(replicas).arg(wait_ms);
-        let route = Route::new(slot(key), SlotAddr::Master);
-        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-        let acked = conn.route_command(wait, routing).await?;
+        let acked = conn.on_slot(slot(key), &wait).await?;
         redis::from_redis_value(acked).map_err(Into::into)
     }
 
     /// The masters `CLUSTER NODES` lists as serving (not failed, not a handshake).
-    async fn scan_nodes(mut conn: ClusterConnection) -> RedisResult<Vec<Option<(String, u16)>>> {
-        let nodes = conn
-            .route_command(
-                redis::cmd("CLUSTER").arg("NODES").clone(),
-                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-            )
-            .await?;
+    async fn scan_nodes(mut conn: ClusterConn) -> RedisResult<Vec<Option<(String, u16)>>> {
+        let nodes = conn.on_any(redis::cmd("CLUSTER").arg("NODES")).await?;
         let text: String = redis::from_redis_value(nodes)?;
         Ok(text
             .lines()
@@ -185,36 +177,19 @@ impl Topology for ClusterTopology {
     }
 
     async fn scan_page(
-        mut conn: ClusterConnection,
+        mut conn: ClusterConn,
         node: Option<(String, u16)>,
         cmd: Cmd,
     ) -> RedisResult<(u64, Vec<String>)> {
-        let routing = match node {
-            Some((host, port)) => {
-                RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port })
-            }
-            None => RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+        let page = match node {
+            Some((host, port)) => conn.on_node(&host, port, &cmd).await?,
+            None => conn.on_any(&cmd).await?,
         };
-        let page = conn.route_command(cmd, routing).await?;
         redis::from_redis_value(page).map_err(Into::into)
     }
 
-    async fn asked(mut conn: ClusterConnection, cmd: &Cmd, ask: &RedisError) -> RedisResult<Value> {
-        let target = ask.redirect_node().and_then(|(node, _slot)| {
-            let (host, port) = node.rsplit_once(':')?;
-            Some(SingleNodeRoutingInfo::ByAddress {
-                host: host.to_owned(),
-                port: port.parse().ok()?,
-            })
-        });
-        let Some(target) = target else {
-            return Err(ask.clone());
-        };
-        let mut asking = redis::pipe();
-        asking.cmd("ASKING").add_command(cmd.clone());
-        // Both replies are read; the command's is the second.
-        let mut replies = conn.route_pipeline(asking, 1, 1, target).await?;
-        replies.pop().ok_or_else(|| ask.clone())
+    async fn asked(mut conn: ClusterConn, cmd: &Cmd, ask: &RedisError) -> RedisResult<Value> {
+        conn.asked(cmd, ask).await
     }
 }
 

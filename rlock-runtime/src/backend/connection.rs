@@ -1,5 +1,5 @@
 //! A command connection that heals: one multiplexed connection (or one cluster connection),
-//! replaced when it stops answering.
+//! replaced when it stops answering (a cluster's replaces its node connections itself).
 //!
 //! redis-rs reconnects after a connection *drops*, but a TCP flow that goes silent (a NAT or
 //! firewall that lost it, a load balancer that blackholes it) never drops: every command would
@@ -8,8 +8,9 @@
 //! next command opens a fresh one: a silently dead flow costs about two command timeouts.
 //! Reconnection is single-flight: concurrent callers share one attempt. On a plain TCP or
 //! Unix socket, which rlock opens itself, the bound is kept by one [`Watch`] per connection
-//! rather than a timer per command; TLS and cluster connections, whose sockets the driver
-//! opens, keep a timer per command.
+//! rather than a timer per command, and so on a cluster, by one per node connection
+//! (`cluster_conn.rs`); TLS connections, whose sockets the driver opens, keep a timer per
+//! command.
 //!
 //! Where the task that reads a connection's replies lives matters twice over. It must not live on a
 //! runtime that can end under the connection's other users (a per-test runtime sharing an installed
@@ -32,7 +33,7 @@ use std::time::Duration;
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::runtime::{Handle, RuntimeFlavor};
 
-use super::topology::{Opened, Topology};
+use super::topology::{Opened, Reading, Topology};
 use super::watch::{Ended, Watch};
 use crate::error::{LockError, Operation};
 
@@ -43,8 +44,27 @@ struct Live<C> {
     /// The topology's master switches when it was opened.
     switches: u64,
     conn: C,
-    /// Its deadline keeper, when it is watched.
-    watch: Option<Arc<Watch>>,
+    bound: Bound,
+}
+
+/// What bounds a connection's calls.
+#[derive(Clone)]
+enum Bound {
+    /// Its deadline keeper.
+    Watch(Arc<Watch>),
+    /// A timer per call.
+    Timer,
+    /// The connection itself ([`Reading::Parts`]): a failure is its part's, not its own.
+    Parts,
+}
+
+impl Bound {
+    fn watch(&self) -> Option<&Watch> {
+        match self {
+            Bound::Watch(watch) => Some(watch),
+            Bound::Timer | Bound::Parts => None,
+        }
+    }
 }
 
 /// The runtime a connection's replies are read on, and whose tasks use it.
@@ -140,15 +160,6 @@ struct Homes<C> {
     connections: Vec<Homed<C>>,
 }
 
-/// Aborts its task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Sets its flag when dropped.
 struct SetOnDrop(Arc<AtomicBool>);
 
@@ -229,7 +240,7 @@ impl<D: Topology> Connection<D> {
         let switches = self.topology.master_switches();
         let Opening {
             conn,
-            watch,
+            bound,
             ended,
             keep,
         } = tokio::time::timeout(self.timeout, self.open(home))
@@ -248,7 +259,7 @@ impl<D: Topology> Connection<D> {
             generation: homes.generations,
             switches,
             conn,
-            watch,
+            bound,
         };
         homes.connections.push(Homed {
             home,
@@ -283,16 +294,22 @@ impl<D: Topology> Connection<D> {
         let on_end = SetOnDrop(ended.clone());
         runtime.spawn(async move {
             let _on_end = on_end;
-            let Opened { conn, reader } = match topology.open(timeout).await {
+            let Opened { conn, reading } = match topology.open(timeout).await {
                 Ok(opened) => opened,
                 Err(e) => {
                     let _ = tx.send(Err(e));
                     return;
                 }
             };
-            let watched = reader.map(|reader| (reader, Arc::new(Watch::new(timeout))));
-            let watch = watched.as_ref().map(|(_, watch)| watch.clone());
-            if tx.send(Ok((conn, watch))).is_err() {
+            let (bound, watched) = match reading {
+                Reading::Ours(reader) => {
+                    let watch = Arc::new(Watch::new(timeout));
+                    (Bound::Watch(watch.clone()), Some((reader, watch)))
+                }
+                Reading::Driver => (Bound::Timer, None),
+                Reading::Parts => (Bound::Parts, None),
+            };
+            if tx.send(Ok((conn, bound))).is_err() {
                 return;
             }
             let retire = async {
@@ -300,22 +317,15 @@ impl<D: Topology> Connection<D> {
             };
             match watched {
                 Some((reader, watch)) => {
-                    // The reader in a task of its own, as the driver would run it: polled
-                    // alone on every reply, not beside the watch's timer. Stopped with this
-                    // task, and with it every call still waiting for a reply.
-                    let mut reader = AbortOnDrop(tokio::spawn(reader));
-                    let read = async {
-                        let _ = (&mut reader.0).await;
-                    };
-                    let _: Ended = watch.run(read, retire).await;
+                    let _: Ended = watch.run_reader(reader, retire).await;
                 }
                 None => retire.await,
             }
         });
         match rx.await {
-            Ok(Ok((conn, watch))) => Ok(Opening {
+            Ok(Ok((conn, bound))) => Ok(Opening {
                 conn,
-                watch,
+                bound,
                 ended,
                 keep,
             }),
@@ -371,19 +381,20 @@ impl<D: Topology> Connection<D> {
             None if limit == self.timeout => self.usable(home),
             None => None,
         };
-        // A watch bounds a call by the whole command timeout: a shorter limit needs a timer.
+        // A watch bounds a call by the whole command timeout, and so does a connection that
+        // bounds its calls itself: a shorter limit needs a timer.
         if limit == self.timeout
             && let Some(Live {
                 generation,
                 conn,
-                watch: Some(watch),
+                bound: bound @ (Bound::Watch(_) | Bound::Parts),
                 ..
             }) = ready
         {
-            let pending = watch.start();
+            let pending = bound.watch().map(Watch::start);
             let outcome = command(conn).await;
             drop(pending);
-            return outcome.map_err(|e| self.failed(operation, limit, generation, Some(&watch), e));
+            return outcome.map_err(|e| self.failed(operation, limit, generation, &bound, e));
         }
         // Boxed: this path is rare on a plain socket, and its timer and reconnection would
         // otherwise make every call's future (and every lock's) several hundred bytes larger.
@@ -411,12 +422,12 @@ impl<D: Topology> Connection<D> {
                 // A reconnection that fails is reported as the caller's operation failing.
                 None => self.current(home).await.map_err(|e| during(operation, e))?,
             };
-            used = Some(live.generation);
-            let watch = live.watch.as_deref();
-            let _pending = watch.map(Watch::start);
+            // A connection that bounds its calls itself is not condemned for one.
+            used = (!matches!(live.bound, Bound::Parts)).then_some(live.generation);
+            let _pending = live.bound.watch().map(Watch::start);
             command(live.conn)
                 .await
-                .map_err(|e| self.failed(operation, limit, live.generation, watch, e))
+                .map_err(|e| self.failed(operation, limit, live.generation, &live.bound, e))
         })
         .await;
         match outcome {
@@ -433,17 +444,20 @@ impl<D: Topology> Connection<D> {
         }
     }
 
-    /// The error of a command that failed on connection `generation` (watched by `watch`),
+    /// The error of a command that failed on connection `generation` (bounded by `bound`),
     /// which is condemned when the failure is the connection's.
     fn failed(
         &self,
         operation: Operation,
         limit: Duration,
         generation: u64,
-        watch: Option<&Watch>,
+        bound: &Bound,
         e: RedisError,
     ) -> LockError {
-        if watch.is_some_and(Watch::was_cut) {
+        if matches!(bound, Bound::Parts) {
+            return failure(operation, limit, e);
+        }
+        if bound.watch().is_some_and(Watch::was_cut) {
             self.condemn(generation);
             return LockError::Timeout {
                 operation,
@@ -460,7 +474,7 @@ impl<D: Topology> Connection<D> {
 /// A connection opened by [`Connection::open`].
 struct Opening<C> {
     conn: C,
-    watch: Option<Arc<Watch>>,
+    bound: Bound,
     /// Set when its task ends.
     ended: Arc<AtomicBool>,
     /// Dropping it gives the connection up.

@@ -8,6 +8,7 @@
 
 pub(crate) mod address;
 pub(crate) mod cluster;
+pub(crate) mod cluster_conn;
 pub(crate) mod connection;
 pub(crate) mod deployment;
 pub(crate) mod doctor;

@@ -5,13 +5,13 @@
 
 use futures_util::StreamExt;
 use redis::aio::{MultiplexedConnection, PubSubSink, PubSubStream};
-use redis::{AsyncConnectionConfig, ConnectionAddr, RedisResult};
+use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, RedisResult};
 use std::time::Duration;
 
 use super::endpoint::Endpoint;
 use super::pubsub::{Announcement, Connector, Heard, Session, Subscribed};
 use super::topology::release_channel;
-use super::topology::{Opened, Reader, Topology};
+use super::topology::{Opened, Reader, Reading, Topology};
 
 impl Topology for Endpoint {
     type Conn = MultiplexedConnection;
@@ -21,44 +21,19 @@ impl Topology for Endpoint {
     }
 
     async fn open(&self, timeout: Duration) -> RedisResult<Opened<MultiplexedConnection>> {
-        // No response timeout of the driver's own: every command is already bounded, by the
-        // connection's watch or by [`Connection::call`]'s timer, either of which also
-        // condemns a connection that stopped answering; a second timer per command only
-        // costs CPU.
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(None);
         let client = self.client().await?;
-        let info = client.get_connection_info();
-        // A plain socket is opened here, so that its reply reader is ours to run and to stop
-        // (see `watch.rs`); TLS is left to the driver's own connector, reader and all.
-        let (conn, reader): (_, Reader) = match info.addr() {
-            ConnectionAddr::Tcp(host, port) => {
-                let socket = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
-                socket.set_nodelay(info.tcp_settings().nodelay())?;
-                let (conn, reader) =
-                    MultiplexedConnection::new_with_config(info.redis_settings(), socket, config)
-                        .await?;
-                (conn, Box::pin(reader))
-            }
-            #[cfg(unix)]
-            ConnectionAddr::Unix(path) => {
-                let socket = tokio::net::UnixStream::connect(path).await?;
-                let (conn, reader) =
-                    MultiplexedConnection::new_with_config(info.redis_settings(), socket, config)
-                        .await?;
-                (conn, Box::pin(reader))
-            }
-            _ => {
-                let conn = client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await?;
-                return Ok(Opened { conn, reader: None });
-            }
-        };
+        if let Some((conn, reader)) = open_own(client.get_connection_info(), timeout).await? {
+            return Ok(Opened {
+                conn,
+                reading: Reading::Ours(reader),
+            });
+        }
+        let conn = client
+            .get_multiplexed_async_connection_with_config(&driver_config(timeout))
+            .await?;
         Ok(Opened {
             conn,
-            reader: Some(reader),
+            reading: Reading::Driver,
         })
     }
 
@@ -74,6 +49,46 @@ impl Topology for Endpoint {
             .query_async(&mut conn)
             .await
     }
+}
+
+/// No response timeout of the driver's own: every command is already bounded, by the
+/// connection's watch or by [`Connection::call`](super::connection::Connection::call)'s
+/// timer, either of which also condemns a connection that stopped answering; a second timer
+/// per command only costs CPU.
+fn driver_config(timeout: Duration) -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(None)
+}
+
+/// A connection to the server `info` names whose reply reader the caller runs (see
+/// `watch.rs`): a plain TCP or Unix socket, opened here. `None` for TLS, which is left to the
+/// driver's own connector, reader and all. The caller bounds the socket's connecting.
+pub(crate) async fn open_own(
+    info: &ConnectionInfo,
+    timeout: Duration,
+) -> RedisResult<Option<(MultiplexedConnection, Reader)>> {
+    let config = driver_config(timeout);
+    let (conn, reader): (_, Reader) = match info.addr() {
+        ConnectionAddr::Tcp(host, port) => {
+            let socket = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+            socket.set_nodelay(info.tcp_settings().nodelay())?;
+            let (conn, reader) =
+                MultiplexedConnection::new_with_config(info.redis_settings(), socket, config)
+                    .await?;
+            (conn, Box::pin(reader))
+        }
+        #[cfg(unix)]
+        ConnectionAddr::Unix(path) => {
+            let socket = tokio::net::UnixStream::connect(path).await?;
+            let (conn, reader) =
+                MultiplexedConnection::new_with_config(info.redis_settings(), socket, config)
+                    .await?;
+            (conn, Box::pin(reader))
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some((conn, reader)))
 }
 
 /// One server's (or the sentinels' master's) RESP2 pub/sub connection.

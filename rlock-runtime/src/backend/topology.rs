@@ -16,10 +16,21 @@ pub(crate) type Reader = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// A connection just opened.
 pub(crate) struct Opened<C> {
     pub(crate) conn: C,
-    /// Its reply reader, when the topology hands it over (a socket rlock opened itself): the
-    /// connection is then [watched](Watch), and its calls need no timer of their own.
-    /// `None` when the driver runs the reader in a task of its own (TLS, a cluster).
-    pub(crate) reader: Option<Reader>,
+    /// Who reads its replies, which decides how its calls are bounded.
+    pub(crate) reading: Reading,
+}
+
+/// Who reads a connection's replies, and so what bounds its calls.
+pub(crate) enum Reading {
+    /// rlock, with this reader (a socket it opened itself): the connection is
+    /// [watched](super::watch::Watch), and its calls need no timer of their own.
+    Ours(Reader),
+    /// The driver, in a task of its own (TLS): each call runs under a timer.
+    Driver,
+    /// The connection's parts, each watched on its own (a cluster's connection per node):
+    /// the connection bounds every call itself and replaces a part that fails, so a call
+    /// needs no timer, and a failed call no new connection.
+    Parts,
 }
 
 /// What a deployment's shape decides, for the scripted store over it: how its connections

@@ -33,6 +33,15 @@ const SLICES: u64 = 16;
 /// never judges a counter that newer calls have already reused.
 const BUCKETS: usize = 2 * SLICES as usize;
 
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 #[repr(align(64))]
 struct Stripe([AtomicU32; BUCKETS]);
 
@@ -145,6 +154,21 @@ impl Watch {
 
     fn outstanding(&self) -> bool {
         (0..BUCKETS).any(|bucket| self.outstanding_in(bucket) > 0)
+    }
+
+    /// [`run`](Self::run) with `reader` in a task of its own, as the driver would run it:
+    /// polled alone on every reply, not beside the watch's timer. The task is aborted when
+    /// this ends, and with it every call still waiting for a reply.
+    pub(crate) async fn run_reader(
+        &self,
+        reader: impl Future<Output = ()> + Send + 'static,
+        retire: impl Future<Output = ()>,
+    ) -> Ended {
+        let mut reader = AbortOnDrop(tokio::spawn(reader));
+        let read = async {
+            let _ = (&mut reader.0).await;
+        };
+        self.run(read, retire).await
     }
 
     /// Runs the connection's reply reader (`reader`) and keeps its calls' deadlines, until

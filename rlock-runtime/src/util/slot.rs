@@ -1,7 +1,7 @@
 //! Redis Cluster's key slots: which part of a key is hashed, and the slot it lands in.
 
 /// The number of slots of a cluster.
-const SLOTS: u16 = 16384;
+pub(crate) const SLOTS: u16 = 16384;
 
 /// The part of a key Redis Cluster hashes: the content of its first `{…}` when non-empty,
 /// else the whole key.
@@ -17,7 +17,17 @@ pub(crate) fn hashed_part(key: &str) -> &str {
 
 /// The slot of `key`: CRC16 (XMODEM) of its hashed part, modulo 16384.
 pub(crate) fn slot(key: &str) -> u16 {
-    crc16(hashed_part(key).as_bytes()) % SLOTS
+    slot_of(key.as_bytes())
+}
+
+/// [`slot`] of a key as bytes (a command's argument), hashed as [`hashed_part`] says.
+pub(crate) fn slot_of(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let len = rest.iter().position(|&b| b == b'}')?;
+        (len > 0).then(|| &rest[..len])
+    });
+    crc16(tagged.unwrap_or(key)) % SLOTS
 }
 
 /// CRC16/XMODEM, the checksum Redis Cluster hashes keys with.

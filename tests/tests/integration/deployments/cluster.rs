@@ -601,3 +601,51 @@ async fn keys_whose_companions_cannot_share_their_slot_are_refused() {
     let permit = a.semaphore("p}{q}", 1).acquire().await.unwrap();
     permit.release().await.unwrap();
 }
+
+/// A master that stops answering (its clients paused, while the cluster bus keeps it a
+/// member, so nothing fails over) costs only the calls on its slots: one there ends with a
+/// timeout, not a hang, while the other masters' keys are taken and released as before; once
+/// it answers again, so do its keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_master_stalls_only_its_own_slots() {
+    let cluster = ClusterDeployment::start();
+    let client = client_at(&cluster.url(), Duration::from_secs(1)).await;
+    let silent_key = "silent:1";
+    let silent = cluster.master_of_key(silent_key).unwrap();
+    let other_key = (0..100)
+        .map(|i| format!("other:{i}"))
+        .find(|key| cluster.master_of_key(key).unwrap().port() != silent.port())
+        .unwrap();
+    // Both masters' connections open.
+    for key in [silent_key, other_key.as_str()] {
+        let guard = client.lock(key).acquire().await.unwrap();
+        guard.release().await.unwrap();
+    }
+    let mut raw = silent.raw().await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(5000)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let stalled = tokio::spawn({
+        let client = client.clone();
+        async move { client.lock(silent_key).acquire().await.map(drop) }
+    });
+    for _ in 0..5 {
+        let guard = client.lock(other_key.as_str()).acquire().await.unwrap();
+        guard.release().await.unwrap();
+    }
+    let err = stalled.await.unwrap().unwrap_err();
+    assert!(
+        matches!(err, rlock_runtime::LockError::Timeout { .. }),
+        "{err}"
+    );
+    let guard = serving_again(
+        &client,
+        silent_key,
+        Instant::now() + Duration::from_secs(30),
+    )
+    .await;
+    guard.release().await.unwrap();
+}
