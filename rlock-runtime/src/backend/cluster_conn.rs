@@ -206,9 +206,19 @@ fn target_of(cmd: &Cmd) -> Target {
     if is("SCRIPT") {
         return Target::Every;
     }
-    const KEYLESS: [&str; 15] = [
-        "PING", "INFO", "SCAN", "WAIT", "CLUSTER", "PUBSUB", "HELLO", "TIME", "ROLE", "CLIENT",
-        "CONFIG", "ASKING", "DBSIZE", "PUBLISH", "FUNCTION",
+    // A shard channel's subscribers are counted on the master of its slot.
+    if is("PUBSUB") {
+        let shard = args
+            .next()
+            .is_some_and(|sub| sub.eq_ignore_ascii_case(b"SHARDNUMSUB"));
+        return match args.next() {
+            Some(channel) if shard => Target::Slot(slot_of(channel)),
+            _ => Target::Any,
+        };
+    }
+    const KEYLESS: [&str; 14] = [
+        "PING", "INFO", "SCAN", "WAIT", "CLUSTER", "HELLO", "TIME", "ROLE", "CLIENT", "CONFIG",
+        "ASKING", "DBSIZE", "PUBLISH", "FUNCTION",
     ];
     if KEYLESS.iter().any(|word| is(word)) {
         return Target::Any;
@@ -744,6 +754,12 @@ mod tests {
         let mut load = redis::cmd("SCRIPT");
         load.arg("LOAD").arg("return 1");
         assert!(matches!(target_of(&load), Target::Every));
+        let mut shard = redis::cmd("PUBSUB");
+        shard.arg("SHARDNUMSUB").arg("foo");
+        assert!(matches!(target_of(&shard), Target::Slot(12182)));
+        let mut plain = redis::cmd("PUBSUB");
+        plain.arg("NUMSUB").arg("foo");
+        assert!(matches!(target_of(&plain), Target::Any));
         let mut pipe = redis::pipe();
         pipe.cmd("ASKING").cmd("GET").arg("foo");
         assert!(matches!(
