@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::Script;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Script};
 use rlock_runtime::__private_0_1::script_calls::ScriptCalls;
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 
@@ -36,6 +36,10 @@ pub enum Kind {
     Macro,
     Rslock,
     Redlock,
+    /// The floor's commands on a cluster, each sent by hand to its key's master over a
+    /// connection per master: the floor without the cluster connection's dispatch. Measured
+    /// in (e) only, so not among [`Kind::ALL`].
+    FloorByNode,
 }
 
 impl Kind {
@@ -56,6 +60,7 @@ impl Kind {
             Kind::Macro => "rlock, `#[distributed_lock]`",
             Kind::Rslock => "rslock 0.10",
             Kind::Redlock => "redlock 2.0",
+            Kind::FloorByNode => "floor by node (the same, a connection per master, by hand)",
         }
     }
 
@@ -68,6 +73,7 @@ impl Kind {
             Kind::Macro => "macro",
             Kind::Rslock => "rslock",
             Kind::Redlock => "redlock",
+            Kind::FloorByNode => "floor by node",
         }
     }
 
@@ -75,6 +81,7 @@ impl Kind {
     pub fn flag(self) -> &'static str {
         match self {
             Kind::Scripts => "scripts-by-hand",
+            Kind::FloorByNode => "floor-by-node",
             other => other.short(),
         }
     }
@@ -114,7 +121,7 @@ impl Kind {
             "auth",
         ];
         match self {
-            Kind::Floor | Kind::Rslock | Kind::Redlock => SET_THEN_SCRIPT,
+            Kind::Floor | Kind::FloorByNode | Kind::Rslock | Kind::Redlock => SET_THEN_SCRIPT,
             Kind::Manual | Kind::Macro | Kind::Scripts => SCRIPTS_AND_FEED,
         }
     }
@@ -313,6 +320,7 @@ impl Cycle for Lockers {
                 Kind::Macro => Ok(macro_cycle(&self.client, n).await?),
                 Kind::Rslock => rslock_cycle(&self.rslock, n).await,
                 Kind::Redlock => Err("redlock is blocking; use redlock_cycle".into()),
+                Kind::FloorByNode => Err("the floor by node is measured on the cluster".into()),
             }
         })
         .await
@@ -323,6 +331,7 @@ impl Cycle for Lockers {
 #[derive(Clone)]
 pub struct ClusterLockers {
     pub floor: Floor<ClusterConnection>,
+    pub by_node: Floor<ByNode>,
     pub client: LockClient,
 }
 
@@ -332,6 +341,7 @@ impl ClusterLockers {
     pub async fn connect(url: &str, seeds: &[String]) -> Result<Self, BenchError> {
         Ok(Self {
             floor: Floor::cluster(seeds).await?,
+            by_node: Floor::on(ByNode::connect(seeds).await?).await?,
             client: LockClient::connect(url).await?,
         })
     }
@@ -342,10 +352,166 @@ impl Cycle for ClusterLockers {
         bounded(async {
             match kind {
                 Kind::Floor => self.floor.cycle(n).await,
+                Kind::FloorByNode => self.by_node.cycle(n).await,
                 Kind::Manual => manual_cycle(&self.client, n).await,
                 other => Err(format!("{} is not measured on the cluster", other.label()).into()),
             }
         })
         .await
+    }
+}
+
+/// A cluster's masters, each command sent by hand to its key's: see [`Kind::FloorByNode`].
+/// The slot table is read once, since the bench's cluster does not change while it runs, and
+/// `SCRIPT` goes to every master.
+#[derive(Clone)]
+pub struct ByNode {
+    masters: Arc<Vec<MultiplexedConnection>>,
+    /// Each slot's master, as an index into `masters`.
+    owners: Arc<Vec<usize>>,
+}
+
+impl ByNode {
+    /// Reads the slot table from the first of `seeds` (`redis://` URLs) and connects to
+    /// every master.
+    pub async fn connect(seeds: &[String]) -> Result<Self, BenchError> {
+        let seed = seeds.first().ok_or("no cluster seed")?;
+        let open = |url: String| async move {
+            let client = redis::Client::open(url)?;
+            let conn = tokio::time::timeout(
+                Duration::from_secs(5),
+                client.get_multiplexed_async_connection(),
+            )
+            .await??;
+            Ok::<_, BenchError>(conn)
+        };
+        let mut conn = open(seed.clone()).await?;
+        let slots: redis::Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut conn)
+            .await?;
+        let redis::Value::Array(ranges) = slots else {
+            return Err("CLUSTER SLOTS: not an array".into());
+        };
+        let (mut addresses, mut owners) = (Vec::<(String, i64)>::new(), vec![0; 16384]);
+        for range in ranges {
+            let redis::Value::Array(fields) = range else {
+                return Err("CLUSTER SLOTS: a range not an array".into());
+            };
+            let [
+                redis::Value::Int(first),
+                redis::Value::Int(last),
+                redis::Value::Array(master),
+                ..,
+            ] = fields.as_slice()
+            else {
+                return Err("CLUSTER SLOTS: a range of another shape".into());
+            };
+            let [host, redis::Value::Int(port), ..] = master.as_slice() else {
+                return Err("CLUSTER SLOTS: a master of another shape".into());
+            };
+            let address = (redis::from_redis_value_ref::<String>(host)?, *port);
+            let index = match addresses.iter().position(|a| *a == address) {
+                Some(index) => index,
+                None => {
+                    addresses.push(address);
+                    addresses.len() - 1
+                }
+            };
+            for slot in *first..=*last {
+                if let Some(owner) = usize::try_from(slot).ok().and_then(|s| owners.get_mut(s)) {
+                    *owner = index;
+                }
+            }
+        }
+        let mut masters = Vec::new();
+        for (host, port) in addresses {
+            masters.push(open(format!("redis://{host}:{port}/")).await?);
+        }
+        Ok(Self {
+            masters: Arc::new(masters),
+            owners: Arc::new(owners),
+        })
+    }
+
+    /// The master `cmd` goes to: its key's (a script's first key, `SET`'s key), or the
+    /// first.
+    fn master_of(&self, cmd: &Cmd) -> MultiplexedConnection {
+        let args: Vec<&[u8]> = cmd
+            .args_iter()
+            .filter_map(|arg| match arg {
+                redis::Arg::Simple(bytes) => Some(bytes),
+                _ => None,
+            })
+            .collect();
+        let key = match args.first() {
+            Some(name)
+                if name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL") =>
+            {
+                args.get(3)
+            }
+            _ => args.get(1),
+        };
+        let owner = key.map_or(0, |key| self.owners[usize::from(key_slot(key))]);
+        self.masters[owner].clone()
+    }
+}
+
+/// A key's cluster slot: CRC16 (XMODEM) of its hash tag or whole key, modulo 16384.
+fn key_slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let len = rest.iter().position(|&b| b == b'}')?;
+        (len > 0).then(|| &rest[..len])
+    });
+    let mut crc: u16 = 0;
+    for &byte in tagged.unwrap_or(key) {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+impl ConnectionLike for ByNode {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> redis::RedisFuture<'a, redis::Value> {
+        Box::pin(async move {
+            let is_script = cmd
+                .args_iter()
+                .next()
+                .is_some_and(|arg| matches!(arg, redis::Arg::Simple(name) if name.eq_ignore_ascii_case(b"SCRIPT")));
+            if is_script {
+                let mut reply = redis::Value::Nil;
+                for master in self.masters.iter() {
+                    reply = master.clone().req_packed_command(cmd).await?;
+                }
+                return Ok(reply);
+            }
+            self.master_of(cmd).req_packed_command(cmd).await
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        Box::pin(async move {
+            let mut conn = match pipeline.cmd_iter().next() {
+                Some(cmd) => self.master_of(cmd),
+                None => self.masters[0].clone(),
+            };
+            conn.req_packed_commands(pipeline, offset, count).await
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
     }
 }

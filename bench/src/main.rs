@@ -358,7 +358,7 @@ async fn beyond_one_redis(config: &Config, results: &mut Results) -> Result<(), 
     let cluster = workloads::start("a Redis Cluster", ClusterDeployment::start).await?;
     let seeds: Vec<String> = cluster.masters().iter().map(|m| m.url()).collect();
     let on_cluster = ClusterLockers::connect(&cluster.url(), &seeds).await?;
-    let kinds = [Kind::Floor, Kind::Manual];
+    let kinds = [Kind::Floor, Kind::FloorByNode, Kind::Manual];
     // Warm-up: every node's connection open, scripts cached.
     for kind in kinds {
         workloads::concurrent(&on_cluster, kind, config.cluster_tasks, 4).await?;

@@ -1105,7 +1105,9 @@ fn beyond_one_redis(o: &mut String, config: &Config, results: &Results) {
          {} rounds of {} tasks × {} cycles per implementation, the two alternating; median \
          round. The floor sends `SET NX PX` and the compare-and-delete script through the \
          `redis` crate's own `cluster_async::ClusterConnection`; rlock is \
-         `LockClient::connect(\"redis+cluster://…\")` with the manual API.\n",
+         `LockClient::connect(\"redis+cluster://…\")` with the manual API, whose commands \
+         go through a connection of its own (one per master, routed by slot), not that \
+         one.\n",
         config.cluster_tasks, config.cluster_rounds, config.cluster_tasks, config.cluster_per_task
     );
     let _ = writeln!(
@@ -1113,7 +1115,7 @@ fn beyond_one_redis(o: &mut String, config: &Config, results: &Results) {
         "| implementation | ops/s | ÷ floor | client CPU µs/op |\n|---|---:|---:|---:|"
     );
     let floor = rate(results.cluster.get(Kind::Floor.label()));
-    for kind in [Kind::Floor, Kind::Manual] {
+    for kind in [Kind::Floor, Kind::FloorByNode, Kind::Manual] {
         let batches = results.cluster.get(kind.label());
         let r = rate(batches);
         let ops = batches
@@ -1131,7 +1133,13 @@ fn beyond_one_redis(o: &mut String, config: &Config, results: &Results) {
     let _ = writeln!(
         o,
         "\n{}",
-        round_ratios(&results.cluster, &[(Kind::Manual, Kind::Floor)])
+        round_ratios(
+            &results.cluster,
+            &[
+                (Kind::Manual, Kind::Floor),
+                (Kind::Manual, Kind::FloorByNode),
+            ]
+        )
     );
 
     let _ = writeln!(
