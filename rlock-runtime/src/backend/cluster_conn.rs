@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
@@ -134,15 +134,39 @@ impl SlotTable {
     }
 }
 
-/// A master's connection, with its deadline keeper.
-#[derive(Clone)]
+/// A node's open connection, with its deadline keeper.
 struct Node {
+    link: Link,
+    /// Dropping it (with the node) gives the connection up: its task ends with its last call.
+    _keep: tokio::sync::oneshot::Sender<()>,
+}
+
+/// What one command takes of a node's connection.
+#[derive(Clone)]
+struct Link {
+    address: Address,
     conn: MultiplexedConnection,
     watch: Arc<Watch>,
     /// Which connection to this node it is, so that only the one that failed is forgotten.
     generation: u64,
-    /// Dropping the last clone gives the connection up: its task ends with its last call.
-    _keep: Arc<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// The slot table and the nodes' open connections, under one lock: a command finds both at
+/// once.
+struct Routes {
+    table: Arc<SlotTable>,
+    nodes: HashMap<Address, Node>,
+}
+
+impl Routes {
+    /// The address `target` names now (the first master for [`Target::Any`]).
+    fn address<'a>(&'a self, target: &'a Target) -> Option<&'a Address> {
+        match target {
+            Target::Slot(slot) => self.table.master(*slot),
+            Target::Any | Target::Every => self.table.masters.first(),
+            Target::Node(address) => Some(address),
+        }
+    }
 }
 
 /// Where a request goes.
@@ -182,11 +206,14 @@ impl Request<'_> {
         }
     }
 
-    async fn send(self, mut conn: MultiplexedConnection) -> RedisResult<Reply> {
+    /// Sent on `link`, counted by its watch while outstanding.
+    async fn send(self, link: &mut Link) -> RedisResult<Reply> {
+        let _pending = link.watch.start();
         match self {
-            Request::One(cmd) => conn.req_packed_command(cmd).await.map(Reply::One),
-            Request::Many(pipeline, offset, count) => conn
-                .req_packed_commands(pipeline, offset, count)
+            Request::One(cmd) => link.conn.send_packed_command(cmd).await.map(Reply::One),
+            Request::Many(pipeline, offset, count) => link
+                .conn
+                .send_packed_commands(pipeline, offset, count)
                 .await
                 .map(Reply::Many),
         }
@@ -290,8 +317,7 @@ struct Shared {
     timeout: Duration,
     /// The runtime the nodes' reply readers run on: the connection's home.
     runtime: Handle,
-    table: RwLock<Arc<SlotTable>>,
-    nodes: Mutex<HashMap<Address, Node>>,
+    routes: Mutex<Routes>,
     /// One connecting at a time per node.
     connecting: Mutex<HashMap<Address, Arc<tokio::sync::Mutex<()>>>>,
     refreshing: Mutex<Refreshing>,
@@ -306,54 +332,53 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
+    fn routes(&self) -> MutexGuard<'_, Routes> {
+        locked(&self.routes)
+    }
+
     fn table(&self) -> Arc<SlotTable> {
-        self.table
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.routes().table.clone()
     }
 
     /// The address `target` names now (the first master for [`Target::Any`]).
     fn address(&self, target: &Target) -> Option<Address> {
-        match target {
-            Target::Slot(slot) => self.table().master(*slot).cloned(),
-            Target::Any | Target::Every => self.table().masters.first().cloned(),
-            Target::Node(address) => Some(address.clone()),
-        }
+        self.routes().address(target).cloned()
     }
 
-    /// `address`'s open connection, if it has one.
-    fn open_node(&self, address: &str) -> Option<Node> {
-        locked(&self.nodes).get(address).cloned()
+    /// The open connection of the node `target` names, if it has one.
+    fn open_link(&self, target: &Target) -> Option<Link> {
+        let routes = self.routes();
+        let address = routes.address(target)?;
+        Some(routes.nodes.get(address)?.link.clone())
     }
 
-    /// Forgets `address`'s connection `generation`, if it is still the open one.
-    fn forget(&self, address: &str, generation: u64) {
-        let mut nodes = locked(&self.nodes);
-        if nodes
-            .get(address)
-            .is_some_and(|n| n.generation == generation)
-        {
-            nodes.remove(address);
+    /// Forgets `link`'s connection, if it is still its node's open one.
+    fn forget(&self, link: &Link) {
+        let mut routes = self.routes();
+        let open = routes.nodes.get(&link.address);
+        if open.is_some_and(|node| node.link.generation == link.generation) {
+            routes.nodes.remove(&link.address);
         }
     }
 
     /// `address`'s connection, opened if it has none (unless a concurrent caller just did).
-    async fn node(self: &Arc<Self>, address: &Address) -> RedisResult<Node> {
-        if let Some(node) = self.open_node(address) {
-            return Ok(node);
+    async fn node(self: &Arc<Self>, address: &Address) -> RedisResult<Link> {
+        let target = Target::Node(address.clone());
+        if let Some(link) = self.open_link(&target) {
+            return Ok(link);
         }
         let gate = locked(&self.connecting)
             .entry(address.clone())
             .or_default()
             .clone();
         let _connecting = gate.lock().await;
-        if let Some(node) = self.open_node(address) {
-            return Ok(node);
+        if let Some(link) = self.open_link(&target) {
+            return Ok(link);
         }
         let node = self.connect(address).await?;
-        locked(&self.nodes).insert(address.clone(), node.clone());
-        Ok(node)
+        let link = node.link.clone();
+        self.routes().nodes.insert(address.clone(), node);
+        Ok(link)
     }
 
     /// Opens a connection to `address`, its reply reader and watch in a task on the home
@@ -379,29 +404,27 @@ impl Shared {
                 "a cluster node's address is not a plain TCP one",
             )));
         };
-        let watch = Arc::new(Watch::new(self.timeout));
-        let generation = self.generations.fetch_add(1, Ordering::Relaxed);
+        let link = Link {
+            address: address.clone(),
+            conn,
+            watch: Arc::new(Watch::new(self.timeout)),
+            generation: self.generations.fetch_add(1, Ordering::Relaxed),
+        };
         let (keep, kept) = tokio::sync::oneshot::channel::<()>();
-        let (shared, task_watch, task_address) =
-            (Arc::downgrade(self), watch.clone(), address.clone());
+        let (shared, watched) = (Arc::downgrade(self), link.clone());
         self.runtime.spawn(async move {
             let retire = async {
                 let _ = kept.await;
             };
-            let ended = task_watch.run_reader(reader, retire).await;
+            let ended = watched.watch.run_reader(reader, retire).await;
             if ended != Ended::Retired
                 && let Some(shared) = Weak::upgrade(&shared)
             {
-                shared.forget(&task_address, generation);
+                shared.forget(&watched);
                 shared.refresh_soon();
             }
         });
-        Ok(Node {
-            conn,
-            watch,
-            generation,
-            _keep: Arc::new(keep),
-        })
+        Ok(Node { link, _keep: keep })
     }
 
     /// Reads the slot table again in the background, unless a reading runs or one ended
@@ -448,14 +471,13 @@ impl Shared {
         for address in asked.iter().take(MOST_ASKED) {
             let host = address.rsplit_once(':').map_or("", |(host, _)| host);
             let read = tokio::time::timeout(self.timeout, async {
-                let node = self.node(address).await?;
-                let mut conn = node.conn.clone();
+                let mut link = self.node(address).await?;
                 let reply = redis::cmd("CLUSTER")
                     .arg("SLOTS")
-                    .query_async::<Value>(&mut conn)
+                    .query_async::<Value>(&mut link.conn)
                     .await;
                 if reply.as_ref().is_err_and(is_connection_failure) {
-                    self.forget(address, node.generation);
+                    self.forget(&link);
                 }
                 reply
             })
@@ -463,7 +485,7 @@ impl Shared {
             .unwrap_or_else(|_| Err(timed_out()));
             match read.map(|reply| SlotTable::from_reply(&reply, host)) {
                 Ok(Some(table)) if !table.masters.is_empty() => {
-                    *self.table.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
+                    self.routes().table = Arc::new(table);
                     return Ok(());
                 }
                 Ok(_) => {
@@ -482,29 +504,22 @@ impl Shared {
 
     /// Records a `MOVED` to `address` for `slot`, and reads the whole table again soon.
     fn moved(self: &Arc<Self>, slot: u16, address: &str) {
-        {
-            let mut table = self.table.write().unwrap_or_else(PoisonError::into_inner);
-            Arc::make_mut(&mut table).moved(slot, address);
-        }
+        Arc::make_mut(&mut self.routes().table).moved(slot, address);
         self.refresh_soon();
     }
 
-    /// What `reply`, from `node` at `address`, means for the node: one cut by its watch or
-    /// failed is forgotten (its call then fails with a timeout, or its own error).
-    fn judge(
-        self: &Arc<Self>,
-        address: &str,
-        node: &Node,
-        reply: RedisResult<Reply>,
-    ) -> RedisResult<Reply> {
+    /// What `reply`, on `link`, means for its node: a connection cut by its watch or failed
+    /// is forgotten (its call then fails with a timeout, or its own error).
+    fn judge(self: &Arc<Self>, link: &Link, reply: RedisResult<Reply>) -> RedisResult<Reply> {
         let Err(e) = reply else {
             return reply;
         };
-        if node.watch.was_cut() || is_connection_failure(&e) {
-            self.forget(address, node.generation);
+        let cut = link.watch.was_cut();
+        if cut || is_connection_failure(&e) {
+            self.forget(link);
             self.refresh_soon();
         }
-        Err(if node.watch.was_cut() { timed_out() } else { e })
+        Err(if cut { timed_out() } else { e })
     }
 }
 
@@ -539,8 +554,10 @@ impl ClusterConn {
             seeds: addresses,
             timeout,
             runtime: Handle::current(),
-            table: RwLock::new(Arc::new(SlotTable::empty())),
-            nodes: Mutex::new(HashMap::new()),
+            routes: Mutex::new(Routes {
+                table: Arc::new(SlotTable::empty()),
+                nodes: HashMap::new(),
+            }),
             connecting: Mutex::new(HashMap::new()),
             refreshing: Mutex::new(Refreshing::default()),
             reading: tokio::sync::Mutex::new(()),
@@ -562,24 +579,26 @@ impl ClusterConn {
         let mut target = target;
         if first
             && !matches!(target, Target::Every)
-            && let Some(address) = self.shared.address(&target)
-            && let Some(node) = self.shared.open_node(&address)
+            && let Some(mut link) = self.shared.open_link(&target)
         {
-            let pending = node.watch.start();
-            let reply = request.send(node.conn.clone()).await;
-            drop(pending);
+            let reply = request.send(&mut link).await;
             match moved_to(&reply) {
-                None => return self.shared.judge(&address, &node, reply),
+                None => return self.shared.judge(&link, reply),
                 Some((to, slot)) => {
                     self.shared.moved(slot, &to);
                     target = Target::Node(to);
                 }
             }
         }
+        // Boxed: this way is rare (a node to connect to, a redirect, a second command), and
+        // inline its futures would make every command's several times larger.
         let shared = self.shared.clone();
-        tokio::time::timeout_at(deadline, shared.redirected(target, request))
-            .await
-            .unwrap_or_else(|_| Err(timed_out()))
+        Box::pin(tokio::time::timeout_at(
+            deadline,
+            shared.redirected(target, request),
+        ))
+        .await
+        .unwrap_or_else(|_| Err(timed_out()))
     }
 
     /// `ASKING` and `cmd` in one write to the node the `ASK` redirect `ask` names, and
@@ -652,8 +671,8 @@ impl Shared {
                     })?
                 }
             };
-            let node = match self.node(&address).await {
-                Ok(node) => node,
+            let mut link = match self.node(&address).await {
+                Ok(link) => link,
                 // Nothing was sent: a master that cannot be reached may have been failed
                 // over, and its slot is tried again on the master the table names now.
                 Err(e) => {
@@ -665,11 +684,9 @@ impl Shared {
                     return Err(e);
                 }
             };
-            let pending = node.watch.start();
-            let reply = request.send(node.conn.clone()).await;
-            drop(pending);
+            let reply = request.send(&mut link).await;
             match moved_to(&reply) {
-                None => return self.judge(&address, &node, reply),
+                None => return self.judge(&link, reply),
                 Some((to, slot)) => {
                     self.moved(slot, &to);
                     target = Target::Node(to);
@@ -687,11 +704,9 @@ impl Shared {
         let masters = self.table().masters.clone();
         let mut first = None;
         for address in &masters {
-            let node = self.node(address).await?;
-            let pending = node.watch.start();
-            let reply = request.send(node.conn.clone()).await;
-            drop(pending);
-            let reply = self.judge(address, &node, reply)?;
+            let mut link = self.node(address).await?;
+            let reply = request.send(&mut link).await;
+            let reply = self.judge(&link, reply)?;
             first.get_or_insert(reply);
         }
         first.ok_or_else(|| RedisError::from((ErrorKind::Client, "no cluster master known")))
