@@ -359,19 +359,27 @@ async fn beyond_one_redis(config: &Config, results: &mut Results) -> Result<(), 
     let seeds: Vec<String> = cluster.masters().iter().map(|m| m.url()).collect();
     let on_cluster = ClusterLockers::connect(&cluster.url(), &seeds).await?;
     let kinds = [Kind::Floor, Kind::FloorByNode, Kind::Manual];
+    // Every node's CPU, replicas' too: on one host they share the cores with the client.
+    let mut probes = Vec::new();
+    for node in &cluster.nodes {
+        probes.push(stats::Probe::connect(&node.url()).await?);
+    }
     // Warm-up: every node's connection open, scripts cached.
     for kind in kinds {
         workloads::concurrent(&on_cluster, kind, config.cluster_tasks, 4).await?;
     }
     for round in 0..config.cluster_rounds {
         for kind in rotated(&kinds, round) {
-            let batch = workloads::concurrent(
+            let before = stats::cpu_seconds(&mut probes).await?;
+            let mut batch = workloads::concurrent(
                 &on_cluster,
                 kind,
                 config.cluster_tasks,
                 config.cluster_per_task,
             )
             .await?;
+            let spent = stats::cpu_seconds(&mut probes).await? - before;
+            batch.server_cpu = Duration::from_secs_f64(spent.max(0.0));
             results.cluster.entry(kind.label()).or_default().push(batch);
         }
     }

@@ -75,6 +75,15 @@ pub struct Probe {
     conn: MultiplexedConnection,
 }
 
+/// The CPU seconds the servers behind `probes` have spent so far, together.
+pub async fn cpu_seconds(probes: &mut [Probe]) -> Result<f64, BenchError> {
+    let mut total = 0.0;
+    for probe in probes {
+        total += probe.snapshot().await?.cpu_seconds;
+    }
+    Ok(total)
+}
+
 impl Probe {
     pub async fn connect(url: &str) -> Result<Self, BenchError> {
         let client = redis::Client::open(url)?;
