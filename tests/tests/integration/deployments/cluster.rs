@@ -248,9 +248,9 @@ impl<'a> Migration<'a> {
 }
 
 /// Whether `e` is the redirect or refusal of a script whose keys a migrating slot splits
-/// between its two nodes (`TRYAGAIN`, `MOVED`), as rlock passes the driver's error on; or
-/// the call's time running out while the driver retries `TRYAGAIN` (it backs off between
-/// tries, which on a loaded machine once outlasted the contender's 5 s, on Redis 6.2).
+/// between its two nodes (`TRYAGAIN`, or `MOVED` redirected too many times), as rlock passes
+/// the server's error on; or the call's time running out, which a loaded machine may reach
+/// first.
 fn split_by_the_migration(e: &rlock_runtime::LockError) -> bool {
     let refused = matches!(e, rlock_runtime::LockError::Unavailable { .. })
         && std::error::Error::source(e).is_some_and(|source| {
@@ -294,7 +294,7 @@ async fn holds_stay_renewed_while_their_slot_migrates() {
     // Before Redis 7.0 a contender's acquire is the acquire script (no `SET … NX … GET`),
     // whose keys a half-moved slot splits: Redis answers `TRYAGAIN` (or, at the importing
     // node, `MOVED`) instead of running it, and the contender is told Redis is unavailable
-    // (or runs out of time while the driver retries `TRYAGAIN`).
+    // (or runs out of time on a loaded machine).
     // Nobody is granted the key and the holds stay renewed, which is what is checked there.
     let one_command_acquire = source.version().has_set_nx_get();
     // All twenty at once, so that redirected commands share the client's connections.
