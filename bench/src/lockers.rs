@@ -9,6 +9,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Script};
+use rlock_runtime::__private_0_1::cluster_slot;
 use rlock_runtime::__private_0_1::script_calls::ScriptCalls;
 use rlock_runtime::{LockClient, LockError, distributed_lock};
 
@@ -452,30 +453,9 @@ impl ByNode {
             }
             _ => args.get(1),
         };
-        let owner = key.map_or(0, |key| self.owners[usize::from(key_slot(key))]);
+        let owner = key.map_or(0, |key| self.owners[usize::from(cluster_slot(key))]);
         self.masters[owner].clone()
     }
-}
-
-/// A key's cluster slot: CRC16 (XMODEM) of its hash tag or whole key, modulo 16384.
-fn key_slot(key: &[u8]) -> u16 {
-    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
-        let rest = &key[open + 1..];
-        let len = rest.iter().position(|&b| b == b'}')?;
-        (len > 0).then(|| &rest[..len])
-    });
-    let mut crc: u16 = 0;
-    for &byte in tagged.unwrap_or(key) {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
 }
 
 impl ConnectionLike for ByNode {

@@ -381,6 +381,12 @@ mod private {
     pub mod script_calls {
         pub use crate::backend::script_calls::*;
     }
+
+    /// A key's Redis Cluster slot, for the benchmark's commands sent by hand to each
+    /// master.
+    pub fn cluster_slot(key: &[u8]) -> u16 {
+        crate::util::slot::slot_of(key)
+    }
 }
 
 // The support module under the versioned name generated code uses (`__private_0_1`), which
