@@ -77,8 +77,8 @@ impl SlotTable {
         self.masters.get(usize::from(owner))
     }
 
-    /// Records that `address` serves `slot` (a `MOVED`).
-    fn moved(&mut self, slot: u16, address: &str) {
+    /// Records that `address` serves `slots` (a `CLUSTER SLOTS` range, or a `MOVED`).
+    fn serves(&mut self, slots: std::ops::RangeInclusive<u16>, address: &str) {
         let owner = match self.masters.iter().position(|m| &**m == address) {
             Some(owner) => owner,
             None => {
@@ -86,10 +86,9 @@ impl SlotTable {
                 self.masters.len() - 1
             }
         };
-        if let (Some(entry), Ok(owner)) =
-            (self.owners.get_mut(usize::from(slot)), u16::try_from(owner))
-        {
-            *entry = owner;
+        let range = usize::from(*slots.start())..=usize::from(*slots.end());
+        if let (Some(entries), Ok(owner)) = (self.owners.get_mut(range), u16::try_from(owner)) {
+            entries.fill(owner);
         }
     }
 
@@ -126,9 +125,7 @@ impl SlotTable {
             let (Ok(first), Ok(last)) = (u16::try_from(*first), u16::try_from(*last)) else {
                 return None;
             };
-            for slot in first..=last.min(SLOTS - 1) {
-                table.moved(slot, &address);
-            }
+            table.serves(first..=last.min(SLOTS - 1), &address);
         }
         Some(table)
     }
@@ -195,17 +192,6 @@ enum Reply {
 }
 
 impl Request<'_> {
-    fn target(self) -> Target {
-        match self {
-            Request::One(cmd) => target_of(cmd),
-            Request::Many(pipeline, ..) => pipeline
-                .cmd_iter()
-                .map(target_of)
-                .find(|target| matches!(target, Target::Slot(_)))
-                .unwrap_or(Target::Any),
-        }
-    }
-
     /// Sent on `link`, counted by its watch while outstanding.
     async fn send(self, link: &mut Link) -> RedisResult<Reply> {
         let _pending = link.watch.start();
@@ -230,6 +216,27 @@ fn target_of(cmd: &Cmd) -> Target {
         return Target::Any;
     };
     let is = |word: &str| name.eq_ignore_ascii_case(word.as_bytes());
+    // Script calls first: nearly every command is one.
+    if [
+        "EVALSHA",
+        "EVAL",
+        "EVALSHA_RO",
+        "EVAL_RO",
+        "FCALL",
+        "FCALL_RO",
+    ]
+    .iter()
+    .any(|word| is(word))
+    {
+        let _script = args.next();
+        let keys = args
+            .next()
+            .and_then(|n| std::str::from_utf8(n).ok()?.parse::<u64>().ok());
+        return match args.next() {
+            Some(key) if keys.unwrap_or(0) > 0 => Target::Slot(slot_of(key)),
+            _ => Target::Any,
+        };
+    }
     if is("SCRIPT") {
         return Target::Every;
     }
@@ -250,29 +257,17 @@ fn target_of(cmd: &Cmd) -> Target {
     if KEYLESS.iter().any(|word| is(word)) {
         return Target::Any;
     }
-    let key = if [
-        "EVAL",
-        "EVALSHA",
-        "EVAL_RO",
-        "EVALSHA_RO",
-        "FCALL",
-        "FCALL_RO",
-    ]
-    .iter()
-    .any(|word| is(word))
-    {
-        let _script = args.next();
-        let keys = args
-            .next()
-            .and_then(|n| std::str::from_utf8(n).ok()?.parse::<u64>().ok());
-        if keys.unwrap_or(0) == 0 {
-            return Target::Any;
-        }
-        args.next()
-    } else {
-        args.next()
-    };
-    key.map_or(Target::Any, |key| Target::Slot(slot_of(key)))
+    args.next()
+        .map_or(Target::Any, |key| Target::Slot(slot_of(key)))
+}
+
+/// Where a pipeline goes: where its first command with a key goes.
+fn pipeline_target(pipeline: &Pipeline) -> Target {
+    pipeline
+        .cmd_iter()
+        .map(target_of)
+        .find(|target| matches!(target, Target::Slot(_)))
+        .unwrap_or(Target::Any)
 }
 
 /// The node and slot a `MOVED` in `reply` names: the error of a command, or of any command
@@ -504,7 +499,7 @@ impl Shared {
 
     /// Records a `MOVED` to `address` for `slot`, and reads the whole table again soon.
     fn moved(self: &Arc<Self>, slot: u16, address: &str) {
-        Arc::make_mut(&mut self.routes().table).moved(slot, address);
+        Arc::make_mut(&mut self.routes().table).serves(slot..=slot, address);
         self.refresh_soon();
     }
 
@@ -715,13 +710,7 @@ impl Shared {
 
 impl ConnectionLike for ClusterConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(async move {
-            let request = Request::One(cmd);
-            match self.request(request.target(), request).await? {
-                Reply::One(value) => Ok(value),
-                Reply::Many(_) => Err(RedisError::from((ErrorKind::Client, "one reply expected"))),
-            }
-        })
+        Box::pin(self.one(target_of(cmd), cmd))
     }
 
     fn req_packed_commands<'a>(
@@ -730,9 +719,10 @@ impl ConnectionLike for ClusterConn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
+        let target = pipeline_target(pipeline);
         Box::pin(async move {
             let request = Request::Many(pipeline, offset, count);
-            match self.request(request.target(), request).await? {
+            match self.request(target, request).await? {
                 Reply::Many(values) => Ok(values),
                 Reply::One(_) => Err(RedisError::from((ErrorKind::Client, "replies expected"))),
             }
@@ -777,10 +767,7 @@ mod tests {
         assert!(matches!(target_of(&plain), Target::Any));
         let mut pipe = redis::pipe();
         pipe.cmd("ASKING").cmd("GET").arg("foo");
-        assert!(matches!(
-            Request::Many(&pipe, 0, 2).target(),
-            Target::Slot(12182)
-        ));
+        assert!(matches!(pipeline_target(&pipe), Target::Slot(12182)));
     }
 
     #[test]
@@ -811,9 +798,9 @@ mod tests {
     #[test]
     fn a_moved_slot_names_its_new_master() {
         let mut table = SlotTable::empty();
-        table.moved(5, "a:1");
-        table.moved(6, "b:2");
-        table.moved(5, "b:2");
+        table.serves(5..=5, "a:1");
+        table.serves(6..=6, "b:2");
+        table.serves(5..=5, "b:2");
         assert_eq!(table.master(5).map(|a| &**a), Some("b:2"));
         assert_eq!(table.masters.len(), 2);
         let reply: RedisResult<Reply> = Err(RedisError::from((

@@ -6,13 +6,15 @@ pub(crate) const SLOTS: u16 = 16384;
 /// The part of a key Redis Cluster hashes: the content of its first `{…}` when non-empty,
 /// else the whole key.
 pub(crate) fn hashed_part(key: &str) -> &str {
-    if let Some(open) = key.find('{')
-        && let Some(len) = key[open + 1..].find('}')
-        && len > 0
-    {
-        return &key[open + 1..open + 1 + len];
-    }
-    key
+    // The braces are ASCII: the range's ends are character boundaries.
+    tag(key.as_bytes()).map_or(key, |range| &key[range])
+}
+
+/// Where a key's hash tag lies: the content of its first `{…}`, when non-empty.
+fn tag(key: &[u8]) -> Option<std::ops::Range<usize>> {
+    let open = key.iter().position(|&b| b == b'{')? + 1;
+    let len = key[open..].iter().position(|&b| b == b'}')?;
+    (len > 0).then_some(open..open + len)
 }
 
 /// The slot of `key`: CRC16 (XMODEM) of its hashed part, modulo 16384.
@@ -22,12 +24,7 @@ pub(crate) fn slot(key: &str) -> u16 {
 
 /// [`slot`] of a key as bytes (a command's argument), hashed as [`hashed_part`] says.
 pub(crate) fn slot_of(key: &[u8]) -> u16 {
-    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
-        let rest = &key[open + 1..];
-        let len = rest.iter().position(|&b| b == b'}')?;
-        (len > 0).then(|| &rest[..len])
-    });
-    crc16(tagged.unwrap_or(key)) % SLOTS
+    crc16(tag(key).map_or(key, |range| &key[range])) % SLOTS
 }
 
 /// CRC16/XMODEM, the checksum Redis Cluster hashes keys with.
