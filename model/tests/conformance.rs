@@ -147,7 +147,11 @@ fn replayed() -> Vec<(&'static str, Config, usize)> {
             "a count set at run time",
             Config::new(
                 now,
-                &[Client::permit(2), Client::permit(2), Client::permits(2, 2)],
+                &[
+                    Client::permit(2),
+                    Client::permit(2).appends(),
+                    Client::permits(2, 2),
+                ],
             )
             .set_counts(&[1, 3], 2)
             .faults(1, 1, 0),
@@ -160,7 +164,7 @@ fn replayed() -> Vec<(&'static str, Config, usize)> {
                 &[
                     Client::lock().fenced().appends(),
                     Client::permit(1),
-                    Client::permit(1),
+                    Client::permit(1).appends(),
                     Client::permit(2).fair(),
                 ],
             )

@@ -123,7 +123,7 @@ fn now_keeps_every_kind_to_itself() {
             now,
             &[
                 Client::permit(2),
-                Client::permit(2),
+                Client::permit(2).appends(),
                 Client::permits(2, 2),
                 Client::permit(3).fair(),
                 Client::lock(),
@@ -131,7 +131,7 @@ fn now_keeps_every_kind_to_itself() {
         )
         .set_counts(&[1, 3], 2)
         .faults(1, 1, 1),
-        &[],
+        &FINDINGS,
     );
     assert_keeps(
         "now, semaphores of two counts",
@@ -139,13 +139,13 @@ fn now_keeps_every_kind_to_itself() {
             now,
             &[
                 Client::permit(1),
-                Client::permit(1),
+                Client::permit(1).appends(),
                 Client::permit(2),
                 Client::permit(2).fair(),
             ],
         )
         .faults(2, 2, 1),
-        &[],
+        &FINDINGS,
     );
     assert_keeps(
         "now, holds of several permits",

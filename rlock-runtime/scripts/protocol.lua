@@ -26,6 +26,12 @@ local UPGRADER_MARK = '#up:'
 -- {6}, an upgrade whose upgradeable read is no longer held (of a `lock_all`, {6, i}: KEYS[i],
 -- which the caller held, no longer holds its token).
 local BUSY, TAKEN, HANDED, FULL, OTHER_COUNT, OTHER_KIND, NOT_HELD = 0, 1, 2, 3, 4, 5, 6
+-- A busy answer's pttl when it tells no lease: NOT_TOLD (a waiter behind others, whose client's
+-- next waiter may join the queue with a plain RPUSHX), and RECOUNTED (a semaphore's waiter
+-- behind others under a count set at run time: a plain join's entry would carry its caller's
+-- count, which no release of that semaphore serves, so the client's next waiter arrives
+-- through the script).
+local NOT_TOLD, RECOUNTED = -3, -4
 -- A release's answers: NOT_OURS (it ended, or is another's, or another kind's), RELEASED
 -- (given back or handed on), AGAIN_WITH_FENCE (nothing done: the waiter next wants a fence,
 -- and the call must come again with the fence record declared).

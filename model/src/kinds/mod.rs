@@ -14,8 +14,9 @@
 //! asks for once that reader holds; its token names that reader, and it is announced on
 //! that reader's channel); a lock or writer may be fenced (an upgrade always is), a lock or
 //! permit fair, and
-//! a lock client may join a queue with a plain `RPUSHX` as a client that already waits for
-//! the name does. Its side ([`Progress`]): where it is in its life, and whether an
+//! a lock or permit client may join a queue with a plain `RPUSHX` as a client that already
+//! waits for the name does (a permit's entry then carries the count its caller names, not
+//! one set at run time). Its side ([`Progress`]): where it is in its life, and whether an
 //! announcement handed it a lease.
 //!
 //! Every [`Action`] is one atomic step: one script call (or the store's release and its
@@ -57,7 +58,7 @@
 //!   another kind (or a semaphore of another count) is refused: never queued, never granted.
 //! - **K4 every step ends**: every script call ends within a constant number of loop turns.
 //! - **K5 plain joins refused**: a plain join (`RPUSHX`) never stands in the queue of a key
-//!   holding another kind.
+//!   holding another kind, or a semaphore of another count.
 //! - **K6 lost leases told**: the release of a lease that ended unreleased answers that it
 //!   was not the caller's (the client's `LockError::Lost`).
 //! - **K7 one upgradeable reader**: at most one upgradeable reader holds a live lease.
@@ -150,8 +151,8 @@ pub struct Client {
     /// It never passes a live waiter queued earlier (a lock or a permit; a read-write lock's
     /// waiters are always served in arrival order).
     pub fair: bool,
-    /// It may arrive by a plain join of the queue (a lock, whose client already waits for
-    /// the name: `QueueCall::Append`).
+    /// It may arrive by a plain join of the queue (a lock or a permit, whose client already
+    /// waits for the name: `QueueCall::Append`).
     pub appends: bool,
 }
 
@@ -235,7 +236,10 @@ impl Client {
 
     /// It may arrive by a plain join.
     pub fn appends(self) -> Self {
-        assert_eq!(self.kind, Kind::Lock);
+        assert!(
+            matches!(self.kind, Kind::Lock | Kind::Permit { .. }),
+            "{self:?}"
+        );
         Client {
             appends: true,
             ..self
@@ -324,7 +328,7 @@ impl Config {
 pub enum Action {
     /// The client's first call: its kind's acquire script (`Acquisition::queued`, the arrival).
     Arrive(usize),
-    /// A lock client's first call as a plain join (`Scripted::append`: `RPUSHX` of its
+    /// A lock or permit client's first call as a plain join (`Scripted::append`: `RPUSHX` of its
     /// entry); with no queue to join, the acquire script in the same attempt.
     Append(usize),
     /// A waiter's later acquire call, by its timer or once woken.
@@ -442,10 +446,14 @@ impl KindsModel {
                     run.effect.answers.push(Answer::Appended(0));
                     self.arrive(&mut run, c);
                 } else {
-                    if run.s.name.holds() != self.config.clients[c].kind.holds() {
+                    let entry = run.plain_entry(c);
+                    let elsewhere = match &run.s.name {
+                        Name::Semaphore { permits, .. } => *permits != entry.count,
+                        name => name.holds() != self.config.clients[c].kind.holds(),
+                    };
+                    if elsewhere {
                         run.s.broken.plain_join_admitted = true;
                     }
-                    let entry = run.entry(c);
                     run.s.queue.push(entry);
                     let length = u8::try_from(run.s.queue.len()).unwrap_or(u8::MAX);
                     run.effect.answers.push(Answer::Appended(length));

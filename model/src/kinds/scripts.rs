@@ -78,6 +78,18 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The entry `client`'s plain join (`RPUSHX`) stands in the queue: a permit's under the
+    /// count its caller names, which is all its client knows.
+    pub(super) fn plain_entry(&self, client: usize) -> Entry {
+        Entry {
+            count: match self.kind(client) {
+                Kind::Permit { permits, .. } => permits,
+                _ => 0,
+            },
+            ..self.entry(client)
+        }
+    }
+
     /// The count a permit client naming `permits` acquires under: the count set at run time,
     /// if one is (`semaphore/acquire.lua` reads its record).
     fn count_of(&self, permits: u8) -> u8 {
@@ -653,9 +665,12 @@ impl<'a> Run<'a> {
             return Answer::NotOurs;
         };
         // Ours while its lease lasts; one that ended goes too, and what it held is handed on.
+        // Other ended leases stay (the live ones are counted): the next acquire purges them.
         let ours = self.live(client);
         let removed = self.s.name.remove(client);
-        self.s.name.purge();
+        if self.config.scripts == Scripts::Before {
+            self.s.name.purge();
+        }
         if removed || leaving {
             // Each free permit goes to the next live waiter.
             self.repeat(|run| {

@@ -265,7 +265,8 @@ pub struct Broken {
     pub missed_handoff: bool,
     /// A check in answered busy, yet its caller's entry is not in the queue.
     pub out_after_checkin: bool,
-    /// A plain join stood in the queue of a key holding another kind.
+    /// A plain join stood in the queue of a key holding another kind (or a semaphore of
+    /// another count).
     pub plain_join_admitted: bool,
     /// A holder's release of a lease that had ended answered that it gave it back.
     pub lost_release_released: bool,

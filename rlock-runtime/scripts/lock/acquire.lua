@@ -3,8 +3,8 @@
 -- queue.lua.) WAITING.md is the
 -- protocol this script keeps.
 -- Returns as protocol.lua's acquire answers: {TAKEN, fence or 0}; {HANDED, fence or 0, pttl};
--- {BUSY, pttl}, queued if asked (pttl -3: not read; the queue's head is told the holder's
--- lease on every call, the others are not); {FULL, pttl}; {OTHER_KIND, what the key holds}.
+-- {BUSY, pttl}, queued if asked (pttl NOT_TOLD: not read; the queue's head is told the
+-- holder's lease on every call, the others are not); {FULL, pttl}; {OTHER_KIND, what the key holds}.
 --
 -- The lock key holds the plain token with a PX expiry, the format redis-py's Lock and the
 -- SET NX PX + Lua release recipe use, so other clients locking the same key exclude us: a
@@ -79,4 +79,4 @@ end
 -- The head times its next look by the holder's lease, told afresh on each of its calls:
 -- nobody may release the lock (a holder that died, a client that is not rlock), and a holder
 -- that renews moves that time on.
-return {BUSY, place == 0 and redis.call('PTTL', lock) or -3}
+return {BUSY, place == 0 and redis.call('PTTL', lock) or NOT_TOLD}

@@ -104,4 +104,4 @@ local place = stand(queue, mine, queued, mode_lease, most, upgrading)
 if not place then
   return {FULL, left()}
 end
-return {BUSY, place == 0 and left() or -3}
+return {BUSY, place == 0 and left() or NOT_TOLD}

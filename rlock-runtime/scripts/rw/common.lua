@@ -127,7 +127,7 @@ local function fits(letter, token)
 end
 
 -- How long until a caller of this script's role could be granted, as far as the holders'
--- leases tell: a writer waits for every lease, a reader for the writer's; -3 when unknown.
+-- leases tell: a writer waits for every lease, a reader for the writer's; NOT_TOLD when unknown.
 local function left()
   local last = nil
   if writing then
@@ -141,5 +141,5 @@ local function left()
   if last then
     return last - now
   end
-  return -3
+  return NOT_TOLD
 end

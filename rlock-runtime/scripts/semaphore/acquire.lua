@@ -20,7 +20,8 @@
 -- KEYS: the set, its waiters' queue, and its count record (the count set at run time, if any)
 -- own: the permit count the caller names. (The fence flag is ignored; mode 'm' is not used: Redlock refuses
 -- semaphores.)
--- Returns as the lock's acquire.lua (with the earliest permit's remaining lease for pttl), or
+-- Returns as the lock's acquire.lua (with the earliest permit's remaining lease for pttl, and
+-- RECOUNTED for a waiter behind others under a count set at run time), or
 -- {OTHER_COUNT, stored count}, or {OTHER_KIND, what the key holds}.
 local sem, queue = KEYS[1], KEYS[2]
 local want = weight_of(token)
@@ -129,9 +130,14 @@ if free then
   return {TAKEN, 0}
 end
 
--- Busy: the caller stands in the queue (queue.lua's `stand`).
+-- Busy: the caller stands in the queue (queue.lua's `stand`). Behind others, under a count
+-- set at run time, it is answered RECOUNTED: its client's next waiter comes through this
+-- script, which writes its entry under that count, and not by a plain join.
 local place = stand(queue, mine, queued, mode_lease, most)
 if not place then
   return {FULL, earliest_left()}
 end
-return {BUSY, place == 0 and earliest_left() or -3}
+if place == 0 then
+  return {BUSY, earliest_left()}
+end
+return {BUSY, permits == tonumber(own) and NOT_TOLD or RECOUNTED}

@@ -33,22 +33,35 @@ local now = now_ms()
 -- held is handed on, but the answer is NOT_OURS.
 local ours = scores[3] and tonumber(scores[3]) > now
 local removed = remove_members(sem, token)
-redis.call('ZREMRANGEBYSCORE', sem, 0, string.format('%.0f', now))
 local permits = -tonumber(scores[1])
 
--- A grant's permits; the set's expiry is written once, below, after every grant.
+-- A grant's permits; the set's expiry is written once, below, after every grant, which
+-- keep the end of the latest of them.
+local latest_grant = nil
 local function grant(owner, ms)
-  score_members(sem, string.format('%.0f', now + ms), owner)
+  local ends = now + tonumber(ms)
+  score_members(sem, string.format('%.0f', ends), owner)
+  latest_grant = math.max(latest_grant or 0, ends)
 end
 
 -- The free permits go to the next live waiters in arrival order: those this release gave
 -- back, and any whose lease ended unreleased. A waiter that wants more permits than are free
 -- stops the hand-offs (see permits.lua). (A waiter leaving may have been the one a release
 -- told.)
+-- Only live permits are counted: permits whose lease ended stay in the set until the next
+-- acquire purges them (the set's expiry, its latest end, is theirs only if none is live).
 if removed or leaving then
-  local in_use = redis.call('ZCOUNT', sem, 0, '+inf')
+  local in_use = redis.call('ZCOUNT', sem, string.format('(%.0f', now), '+inf')
   grant_waiters(sem, queue, channel, publish, permits, in_use, ME .. permits, grant)
 end
--- The set lives until its latest permit ends; the count goes with the last one.
-expire_with_latest(sem, now)
+-- The set lives until its latest permit ends; the count goes with the last one. Its expiry
+-- is that end already (every script keeps it so). A grant that ends no earlier than the
+-- permit given back leaves the later of its end and the expiry as the latest end: one
+-- PEXPIREAT … GT (7.0 and later) writes it, with no look at the set.
+if latest_grant and not (ours and tonumber(scores[3]) > latest_grant)
+  and (redis.REDIS_VERSION_NUM or 0) >= 0x070000 then
+  redis.call('PEXPIREAT', sem, string.format('%.0f', latest_grant), 'GT')
+else
+  expire_with_latest(sem, now)
+end
 return ours and RELEASED or NOT_OURS

@@ -70,13 +70,15 @@ impl Kind {
     }
 
     /// Whether a waiter may join the queue with a plain `RPUSHX` ([`QueueCall::Append`]
-    /// (super::QueueCall::Append)), without the acquire script: only where the queue's
-    /// entries say nothing of the kind, and the script checks nothing every call must pass
-    /// (a semaphore's count; a read-write lock's entries carry their role).
+    /// (super::QueueCall::Append)), without the acquire script. A lock's or a permit's
+    /// entry says all its release needs, and a release drops an entry of another kind or
+    /// another count, whose waiter its next check in refuses: it is never granted. A
+    /// read-write lock's roles are not: a reader's arrival decides whether it may pass the
+    /// queue, and an upgrade's stands at its head.
     pub(crate) fn joins_by_append(self) -> bool {
         match self {
-            Self::Lock => true,
-            Self::Permit { .. } | Self::Read | Self::UpgradeableRead | Self::Write => false,
+            Self::Lock | Self::Permit { .. } => true,
+            Self::Read | Self::UpgradeableRead | Self::Write => false,
         }
     }
 

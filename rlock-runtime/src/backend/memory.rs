@@ -14,6 +14,7 @@ use super::protocol::MOST_LISTED;
 use super::{
     AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, CountChange, GroupLease, Holder,
     KeepKey, Kind, Lease, LeaseStore, Misfit, Permits, Recounted, ReleaseListener, Scanned,
+    Standing,
 };
 use crate::error::{KeyKind, LockError};
 use crate::util::token::{Token, permits_taken};
@@ -204,6 +205,7 @@ impl MemoryBackend {
                 Some(State::Lock(entry)) => Attempt::Busy {
                     remaining: Some(entry.expires - now),
                     queued: false,
+                    standing: Standing::Head,
                 },
                 Some(other) => misfit(other),
                 None => {
@@ -422,6 +424,7 @@ fn take_permit(semaphore: &mut Semaphore, lease: Lease<'_>, permits: u32, now: I
     Attempt::Busy {
         remaining: held.values().min().map(|ends| *ends - now),
         queued: false,
+        standing: Standing::Head,
     }
 }
 
@@ -458,6 +461,7 @@ fn take_read_write(
         return Attempt::Busy {
             remaining: last.map(|ends| ends - now),
             queued: false,
+            standing: Standing::Head,
         };
     }
     let own_writer = rw
@@ -475,6 +479,7 @@ fn take_read_write(
     Attempt::Busy {
         remaining: writer_ends.map(|ends| ends - now),
         queued: false,
+        standing: Standing::Head,
     }
 }
 

@@ -60,11 +60,27 @@ pub(crate) enum Attempt {
     Busy {
         remaining: Option<Duration>,
         queued: bool,
+        standing: Standing,
     },
     /// Redlock: too few masters answered for a majority to grant it.
     NoQuorum { granted: usize, needed: usize },
     /// The key holds what this kind cannot take: nothing was done.
     Misfit(Misfit),
+}
+
+/// Where a busy attempt left its waiter in the queue in Redis, as its client's next waiter's
+/// arrival needs to know: whether it may join with a plain `RPUSHX`
+/// ([`Kind::joins_by_append`]) rather than the acquire script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// At the queue's head, or not in it: the next arrival takes the script, which takes a
+    /// free lease in the same round trip.
+    Head,
+    /// Behind others: the next may join plainly.
+    Behind,
+    /// Behind others under a semaphore's count set at run time, which a plain join's entry
+    /// (its caller's count) would not carry: the next arrival takes the script.
+    Recounted,
 }
 
 /// Why a key cannot be taken as the kind asked.

@@ -92,6 +92,15 @@ pub(crate) mod acquired {
     /// `{6}`: an upgrade whose upgradeable read is no longer held; nothing was done. (Of a
     /// `lock_all`, `{6, i}`: its `i`th key, which the caller held, no longer holds its token.)
     pub(crate) const NOT_HELD: i64 = 6;
+    /// A busy answer's pttl when it tells no lease: a waiter behind others, whose client's
+    /// next waiter may join the queue with a plain `RPUSHX`. (Told apart from a lease by its
+    /// sign alone; named for the test that holds both halves alike.)
+    #[cfg(test)]
+    pub(crate) const NOT_TOLD: i64 = -3;
+    /// A busy answer's pttl for a semaphore's waiter behind others under a count set at run
+    /// time: a plain join's entry would carry its caller's count, which no release of that
+    /// semaphore serves, so the client's next waiter arrives through the script.
+    pub(crate) const RECOUNTED: i64 = -4;
 }
 
 /// A release's answers.
@@ -507,6 +516,8 @@ mod tests {
             ("OTHER_COUNT", acquired::OTHER_COUNT),
             ("OTHER_KIND", acquired::OTHER_KIND),
             ("NOT_HELD", acquired::NOT_HELD),
+            ("NOT_TOLD", acquired::NOT_TOLD),
+            ("RECOUNTED", acquired::RECOUNTED),
             ("NOT_OURS", released::NOT_OURS),
             ("RELEASED", released::RELEASED),
             ("AGAIN_WITH_FENCE", released::AGAIN_WITH_FENCE),

@@ -25,7 +25,7 @@ use super::endpoint::Endpoint;
 use super::scripted::RedisNode;
 use super::{
     Attempt, AttemptAsks, CardFields, CardPost, CountChange, Feature, Holder, KeepKey, Kind, Lease,
-    LeaseStore, Recounted, ReleaseFeed, ReleaseListener, Scanned,
+    LeaseStore, Recounted, ReleaseFeed, ReleaseListener, Scanned, Standing,
 };
 use crate::error::{LockError, Operation};
 use crate::util::tuning::{REDLOCK_NODE_TIMEOUT_DIVISOR, lease_margin};
@@ -254,6 +254,7 @@ impl LeaseStore for Redlock {
         Ok(Attempt::Busy {
             remaining,
             queued: false,
+            standing: Standing::Head,
         })
     }
 

@@ -27,7 +27,7 @@ use super::topology::{Announcing, Topology};
 use super::{
     AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, CountChange, GroupLease, Holder,
     KeepKey, Kind, Lease, LeaseStore, Misfit, QueueAsk, QueueCall, Recounted, ReleaseListener,
-    Scanned, millis,
+    Scanned, Standing, millis,
 };
 use crate::error::{KeyKind, LockError, Operation};
 use crate::key::Companion;
@@ -206,6 +206,7 @@ impl<D: Topology> Scripted<D> {
                     return Ok(Attempt::Busy {
                         remaining: None,
                         queued: false,
+                        standing: Standing::Head,
                     });
                 }
                 SetNx::Unsupported => self.set_nx_get.store(false, Ordering::Relaxed),
@@ -258,10 +259,20 @@ impl<D: Topology> Scripted<D> {
                 found: found.key_kind().unwrap_or(KeyKind::Other),
             }),
             AcquireReply::NotHeld => Attempt::Misfit(Misfit::NotHeld),
-            AcquireReply::Busy { pttl, queued } => Attempt::Busy {
-                remaining: lease_left(pttl),
-                queued: queue.is_some() && queued,
-            },
+            AcquireReply::Busy { pttl, queued } => {
+                let queued = queue.is_some() && queued;
+                let remaining = lease_left(pttl);
+                Attempt::Busy {
+                    remaining,
+                    queued,
+                    standing: match pttl {
+                        acquired::RECOUNTED => Standing::Recounted,
+                        // The script reads the holder's lease only for the queue's head.
+                        _ if queued && remaining.is_none() => Standing::Behind,
+                        _ => Standing::Head,
+                    },
+                }
+            }
         })
     }
 
@@ -355,9 +366,15 @@ impl<D: Topology> Scripted<D> {
                 Ok(length)
             })
             .await?;
+        let queued = length <= u64::from(WAITERS_QUEUE_MAX);
         Ok((length > 0).then_some(Attempt::Busy {
             remaining: None,
-            queued: length <= u64::from(WAITERS_QUEUE_MAX),
+            queued,
+            standing: if queued {
+                Standing::Behind
+            } else {
+                Standing::Head
+            },
         }))
     }
 }

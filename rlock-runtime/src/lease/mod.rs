@@ -218,15 +218,15 @@ impl Engine {
             Err(e) => return Err(e),
             Ok(Attempt::Acquired { fence }) => (fence, plan.ttl),
             Ok(Attempt::Handed { fence, left }) => (fence, left),
-            Ok(Attempt::Busy { remaining, queued }) => {
+            Ok(Attempt::Busy {
+                remaining,
+                queued,
+                standing,
+            }) => {
                 orphan.armed = false;
                 return Ok(Attempted::Busy {
                     remaining,
-                    place: Place {
-                        queued,
-                        // The script reads the holder's lease only for the queue's head.
-                        first: remaining.is_some(),
-                    },
+                    place: Place { queued, standing },
                 });
             }
             Ok(Attempt::Misfit(misfit)) => {

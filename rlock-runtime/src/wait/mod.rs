@@ -35,7 +35,7 @@ pub(crate) use ticket::{Place, Ticket};
 mod tests {
     use super::*;
     use crate::backend::memory::MemoryBackend;
-    use crate::backend::{Backend, Handoff, QueueCall, ReleaseFeed, ReleaseListener};
+    use crate::backend::{Backend, Handoff, QueueCall, ReleaseFeed, ReleaseListener, Standing};
     use crate::util::tuning::{SUBSCRIPTION_LINGER, WAITER_CHECK_INTERVAL};
     use std::sync::atomic::AtomicBool;
     use std::sync::{Arc, Mutex};
@@ -110,7 +110,7 @@ mod tests {
     fn queued_first() -> Place {
         Place {
             queued: true,
-            first: true,
+            standing: Standing::Head,
         }
     }
 
@@ -136,7 +136,7 @@ mod tests {
             "the last arrival made the queue: the script"
         );
         let crowded = Place {
-            first: false,
+            standing: Standing::Behind,
             ..queued_first()
         };
         second.answered(ask, now, crowded);
@@ -155,6 +155,49 @@ mod tests {
         );
         assert_eq!(first.queue_ask(false, true, now).call, QueueCall::CheckIn);
         queues.feed_lost();
+        assert_eq!(third.queue_ask(false, false, now).call, QueueCall::Arrive);
+        drop((first, second, third));
+    }
+
+    /// A semaphore's waiter queued under a count set at run time (`Standing::Recounted`)
+    /// makes its client's next waiter arrive through the script, which writes the entry
+    /// under that count, whether an arrival or a check in was told so.
+    #[tokio::test]
+    async fn a_count_set_at_run_time_stops_plain_joins() {
+        let queues = with_feed(Arc::new(Recorder::default()));
+        let now = Instant::now();
+        let behind = Place {
+            standing: Standing::Behind,
+            ..queued_first()
+        };
+        let recounted = Place {
+            standing: Standing::Recounted,
+            ..queued_first()
+        };
+        let first = queues.join("k", "c:1".into());
+        first.listen();
+        queues.confirmed("k");
+        let ask = first.queue_ask(false, false, now);
+        first.answered(ask, now, recounted);
+        let second = queues.join("k", "c:2".into());
+        assert_eq!(second.queue_ask(false, false, now).call, QueueCall::Arrive);
+        let ask = second.queue_ask(false, false, now);
+        second.answered(ask, now, behind);
+        let third = queues.join("k", "c:3".into());
+        assert!(matches!(
+            third.queue_ask(false, false, now).call,
+            QueueCall::Append { .. }
+        ));
+        let check_in = first.queue_ask(false, true, now);
+        first.answered(check_in, now, behind);
+        assert!(
+            matches!(
+                third.queue_ask(false, false, now).call,
+                QueueCall::Append { .. }
+            ),
+            "a check in behind others changes nothing"
+        );
+        first.answered(check_in, now, recounted);
         assert_eq!(third.queue_ask(false, false, now).call, QueueCall::Arrive);
         drop((first, second, third));
     }

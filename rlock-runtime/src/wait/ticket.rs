@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::queues::{Announced, WaitQueues, Waiter};
 use crate::backend::connection::CallerConnection;
-use crate::backend::{Handoff, Lease, LeaseStore, QueueAsk, QueueCall, QueueEntry};
+use crate::backend::{Handoff, Lease, LeaseStore, QueueAsk, QueueCall, QueueEntry, Standing};
 use crate::util::tuning::{WAIT_COURTESY, WAITER_CHECK_INTERVAL};
 
 /// Where a busy reply left a waiter in the queue in Redis.
@@ -15,8 +15,8 @@ use crate::util::tuning::{WAIT_COURTESY, WAITER_CHECK_INTERVAL};
 pub(crate) struct Place {
     /// It stands in the queue now.
     pub(crate) queued: bool,
-    /// It is the queue's head (for an arrival: its arrival made the queue).
-    pub(crate) first: bool,
+    /// Where it stands, as its client's next arrival needs to know.
+    pub(crate) standing: Standing,
 }
 
 impl WaitQueues {
@@ -98,8 +98,12 @@ impl Ticket {
         if ask.call.renews_queue() && key.refreshed_at.is_none_or(|at| at < sent_at) {
             key.refreshed_at = Some(sent_at);
         }
-        if ask.call != QueueCall::CheckIn {
-            key.crowded = place.queued && !place.first;
+        // A check in's place says nothing of arrivals, but that a plain join's entry would
+        // not carry the count the semaphore has now.
+        match (ask.call, place.standing) {
+            (_, Standing::Recounted) => key.crowded = false,
+            (QueueCall::CheckIn, _) => {}
+            (_, standing) => key.crowded = place.queued && standing == Standing::Behind,
         }
     }
 

@@ -60,6 +60,70 @@ async fn never_more_holders_than_permits() {
     assert_eq!(exists, 0);
 }
 
+/// 4 clients × 4 tasks take a permit of `key` (naming `named` permits) 10 times each, holding
+/// it 2 ms: returns the most bodies that ran at once.
+async fn take_permits_in_turn(server: &RedisServer, key: &'static str, named: u32) -> usize {
+    let first = client(server).await;
+    let inside = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let c = first.sibling();
+        for _ in 0..4 {
+            let (c, inside, most) = (c.clone(), inside.clone(), most.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..10 {
+                    let permit = c
+                        .semaphore(key, named)
+                        .wait(PATIENCE)
+                        .acquire()
+                        .await
+                        .unwrap();
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    permit.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    most.load(Ordering::SeqCst)
+}
+
+/// A client already waiting for a semaphore queues its next waiter with one plain `RPUSHX`,
+/// as for a lock: a contended grant costs about one script call (the release that hands the
+/// permit on), where an arrival through the acquire script made two. Under a count set at
+/// run time a plain join's entry would carry the caller's count, which no release serves:
+/// there every arrival takes the script, which writes the entry under the count set, and
+/// every waiter is granted within the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_client_joins_the_semaphores_queue_with_one_command() {
+    let server = RedisServer::start();
+    let grants = 4 * 4 * 10;
+    let before = server.counts();
+    let most = take_permits_in_turn(&server, "export:plain", 3).await;
+    let counts = server.counts().minus(&before);
+    assert!(most <= 3, "{most} bodies at once");
+    let scripts = counts.calls("evalsha") + counts.calls("eval");
+    assert!(counts.calls("rpushx") > 0, "{counts:?}");
+    assert!(
+        scripts as f64 <= 1.5 * f64::from(grants),
+        "{scripts} script calls for {grants} grants: {counts:?}"
+    );
+
+    let admin = client(&server).await;
+    admin.set_permits("export:set", 2).await.unwrap();
+    let before = server.counts();
+    let most = take_permits_in_turn(&server, "export:set", 3).await;
+    let counts = server.counts().minus(&before);
+    assert!(most <= 2, "{most} bodies at once under the count set");
+    assert_eq!(counts.calls("rpushx"), 0, "{counts:?}");
+}
+
 /// A holder that stops without releasing (a crash: no release, no renewal) keeps its permit
 /// only until its own lease ends, by Redis's clock; the other holder's permit is untouched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,6 +278,81 @@ async fn the_release_script_grants_the_permit_to_the_first_live_waiter() {
     assert_eq!(told.get_channel_name(), "rlock:released:render:y:w1");
     assert_eq!(told.get_payload::<String>().unwrap(), "w1:1 0");
     kept.release().await.unwrap();
+}
+
+/// How far `key`'s expiry is from the end of its latest permit, in ms, read at one instant.
+async fn expiry_past_latest_end(raw: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
+    let (pttl, (secs, micros), latest): (i64, (i64, i64), Vec<(String, f64)>) = redis::pipe()
+        .atomic()
+        .cmd("PTTL")
+        .arg(key)
+        .cmd("TIME")
+        .cmd("ZREVRANGEBYSCORE")
+        .arg(key)
+        .arg("+inf")
+        .arg("(0")
+        .arg("WITHSCORES")
+        .arg("LIMIT")
+        .arg(0)
+        .arg(1)
+        .query_async(raw)
+        .await
+        .unwrap();
+    let now_ms = secs * 1000 + micros / 1000;
+    pttl - (latest[0].1 as i64 - now_ms)
+}
+
+/// A release that hands its permit on leaves the set's expiry exactly at its latest permit's
+/// end, whichever lease is the latest: another holder's (the grant's end is written with
+/// `PEXPIREAT … GT` on 7.0 and later, without a look at the set), the grant's, or, when the
+/// permit given back was the latest and the grant ends sooner, the next latest (the set is
+/// read). A set that outlived its leases would keep the name from any other kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_keeps_the_sets_expiry_at_its_latest_permit() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let mut raw = server.raw().await;
+    let _listening = {
+        let mut listener = server.redis_client().get_async_pubsub().await.unwrap();
+        for key in ["exp:other", "exp:grant", "exp:next"] {
+            listener
+                .subscribe(format!("rlock:released:{key}:w"))
+                .await
+                .unwrap();
+        }
+        listener
+    };
+    let secs = Duration::from_secs;
+    // (key, the kept permit's lease, the released one's, the grant's lease in ms)
+    for (key, kept, released, grant) in [
+        ("exp:other", secs(60), secs(10), 20_000),
+        ("exp:grant", secs(10), secs(10), 30_000),
+        ("exp:next", secs(10), secs(60), 5_000),
+    ] {
+        let kept = a.semaphore(key, 2).ttl(kept).acquire().await.unwrap();
+        let released = a.semaphore(key, 2).ttl(released).acquire().await.unwrap();
+        let _: () = redis::cmd("RPUSH")
+            .arg(format!("{{{key}}}:waiters"))
+            .arg(format!("w:1 {grant} 0 p2"))
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        released.release().await.unwrap();
+        let in_use: u32 = redis::cmd("ZCOUNT")
+            .arg(key)
+            .arg(0)
+            .arg("+inf")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert_eq!(in_use, 2, "{key}: the permit was handed on");
+        let past = expiry_past_latest_end(&mut raw, key).await;
+        assert!(
+            past.abs() <= 2,
+            "{key}: the set expires {past} ms past its latest permit's end"
+        );
+        kept.release().await.unwrap();
+    }
 }
 
 /// The count is stored with the permits: another count is an error while one is in use, and
