@@ -16,63 +16,28 @@ use rlock_tests::locking::{
     take_and_give_back,
 };
 
-/// 4 clients × 6 tasks contend for 3 permits, each task 15 times: the number of bodies
-/// running at once never exceeds 3, and every task gets its turns.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn never_more_holders_than_permits() {
-    let server = RedisServer::start();
-    let first = client(&server).await;
-    let clients: Vec<LockClient> = (0..4).map(|_| first.sibling()).collect();
-    let inside = Arc::new(AtomicUsize::new(0));
-    let most = Arc::new(AtomicUsize::new(0));
-    let entered = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for c in &clients {
-        for _ in 0..6 {
-            let (c, inside, most, entered) =
-                (c.clone(), inside.clone(), most.clone(), entered.clone());
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..15 {
-                    let permit = c
-                        .semaphore("export:acme", 3)
-                        .wait(PATIENCE)
-                        .acquire()
-                        .await
-                        .unwrap();
-                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(now, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    inside.fetch_sub(1, Ordering::SeqCst);
-                    entered.fetch_add(1, Ordering::SeqCst);
-                    permit.release().await.unwrap();
-                }
-            }));
-        }
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    assert!(most.load(Ordering::SeqCst) <= 3, "{most:?} bodies at once");
-    assert_eq!(entered.load(Ordering::SeqCst), 4 * 6 * 15);
-    // The last release took the count with it: nothing is left behind.
-    let mut raw = server.raw().await;
-    let exists = keys_left(&mut raw, &["export:acme"]).await;
-    assert_eq!(exists, 0);
-}
-
-/// 4 clients × 4 tasks take a permit of `key` (naming `named` permits) 10 times each, holding
-/// it 2 ms: returns the most bodies that ran at once.
-async fn take_permits_in_turn(server: &RedisServer, key: &'static str, named: u32) -> usize {
+/// `clients` siblings of one client, `tasks` tasks each, take a permit of `key` (naming
+/// `named` permits) `turns` times each, holding it `hold`; every task gets all its turns.
+/// Returns the most bodies that ran at once.
+async fn take_permits_in_turn(
+    server: &RedisServer,
+    key: &'static str,
+    named: u32,
+    (clients, tasks, turns): (usize, usize, usize),
+    hold: Duration,
+) -> usize {
     let first = client(server).await;
     let inside = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..4 {
+    let entered = Arc::new(AtomicUsize::new(0));
+    let mut running = Vec::new();
+    for _ in 0..clients {
         let c = first.sibling();
-        for _ in 0..4 {
-            let (c, inside, most) = (c.clone(), inside.clone(), most.clone());
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..10 {
+        for _ in 0..tasks {
+            let (c, inside, most, entered) =
+                (c.clone(), inside.clone(), most.clone(), entered.clone());
+            running.push(tokio::spawn(async move {
+                for _ in 0..turns {
                     let permit = c
                         .semaphore(key, named)
                         .wait(PATIENCE)
@@ -81,17 +46,50 @@ async fn take_permits_in_turn(server: &RedisServer, key: &'static str, named: u3
                         .unwrap();
                     let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
                     most.fetch_max(now, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    tokio::time::sleep(hold).await;
                     inside.fetch_sub(1, Ordering::SeqCst);
+                    entered.fetch_add(1, Ordering::SeqCst);
                     permit.release().await.unwrap();
                 }
             }));
         }
     }
-    for task in tasks {
+    for task in running {
         task.await.unwrap();
     }
+    assert_eq!(entered.load(Ordering::SeqCst), clients * tasks * turns);
     most.load(Ordering::SeqCst)
+}
+
+/// How many permits of `key` are in use.
+async fn permits_in_use(raw: &mut redis::aio::MultiplexedConnection, key: &str) -> u32 {
+    redis::cmd("ZCOUNT")
+        .arg(key)
+        .arg(0)
+        .arg("+inf")
+        .query_async(raw)
+        .await
+        .unwrap()
+}
+
+/// 4 clients × 6 tasks contend for 3 permits, each task 15 times: the number of bodies
+/// running at once never exceeds 3, and every task gets its turns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_more_holders_than_permits() {
+    let server = RedisServer::start();
+    let most = take_permits_in_turn(
+        &server,
+        "export:acme",
+        3,
+        (4, 6, 15),
+        Duration::from_millis(1),
+    )
+    .await;
+    assert!(most <= 3, "{most} bodies at once");
+    // The last release took the count with it: nothing is left behind.
+    let mut raw = server.raw().await;
+    let exists = keys_left(&mut raw, &["export:acme"]).await;
+    assert_eq!(exists, 0);
 }
 
 /// A client already waiting for a semaphore queues its next waiter with one plain `RPUSHX`,
@@ -102,10 +100,11 @@ async fn take_permits_in_turn(server: &RedisServer, key: &'static str, named: u3
 /// every waiter is granted within the count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_client_joins_the_semaphores_queue_with_one_command() {
+    const HOLD: Duration = Duration::from_millis(2);
     let server = RedisServer::start();
     let grants = 4 * 4 * 10;
     let before = server.counts();
-    let most = take_permits_in_turn(&server, "export:plain", 3).await;
+    let most = take_permits_in_turn(&server, "export:plain", 3, (4, 4, 10), HOLD).await;
     let counts = server.counts().minus(&before);
     assert!(most <= 3, "{most} bodies at once");
     let scripts = counts.calls("evalsha") + counts.calls("eval");
@@ -118,7 +117,7 @@ async fn a_waiting_client_joins_the_semaphores_queue_with_one_command() {
     let admin = client(&server).await;
     admin.set_permits("export:set", 2).await.unwrap();
     let before = server.counts();
-    let most = take_permits_in_turn(&server, "export:set", 3).await;
+    let most = take_permits_in_turn(&server, "export:set", 3, (4, 4, 10), HOLD).await;
     let counts = server.counts().minus(&before);
     assert!(most <= 2, "{most} bodies at once under the count set");
     assert_eq!(counts.calls("rpushx"), 0, "{counts:?}");
@@ -200,13 +199,7 @@ async fn a_release_hands_its_permit_to_one_waiter() {
         .await
         .unwrap()
         .unwrap();
-    let in_use: u32 = redis::cmd("ZCOUNT")
-        .arg("render:x")
-        .arg(0)
-        .arg("+inf")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    let in_use = permits_in_use(&mut raw, "render:x").await;
     assert_eq!(in_use, 2, "one permit handed on, not more");
     let queued: u32 = redis::cmd("LLEN")
         .arg(queue)
@@ -263,13 +256,7 @@ async fn the_release_script_grants_the_permit_to_the_first_live_waiter() {
         .await
         .unwrap();
     assert_eq!(queue, ["w2:1 5000 0 p2"]);
-    let in_use: u32 = redis::cmd("ZCOUNT")
-        .arg("render:y")
-        .arg(0)
-        .arg("+inf")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    let in_use = permits_in_use(&mut raw, "render:y").await;
     assert_eq!(in_use, 2);
     let told = tokio::time::timeout(PATIENCE, listener.on_message().next())
         .await
@@ -338,13 +325,7 @@ async fn a_hand_off_keeps_the_sets_expiry_at_its_latest_permit() {
             .await
             .unwrap();
         released.release().await.unwrap();
-        let in_use: u32 = redis::cmd("ZCOUNT")
-            .arg(key)
-            .arg(0)
-            .arg("+inf")
-            .query_async(&mut raw)
-            .await
-            .unwrap();
+        let in_use = permits_in_use(&mut raw, key).await;
         assert_eq!(in_use, 2, "{key}: the permit was handed on");
         let past = expiry_past_latest_end(&mut raw, key).await;
         assert!(
