@@ -145,7 +145,7 @@ impl ScriptCalls {
 
     /// A release sent again after it answered [`released::AGAIN_WITH_FENCE`].
     pub fn release_again(&self, token: &str) -> Cmd {
-        self.send(&release_again_call(self.lease(token)))
+        self.send(&release_again_call(self.lease(token), &Announcing::Plain))
     }
 
     /// The renewal of one lease (a batch of one).

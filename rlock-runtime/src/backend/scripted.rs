@@ -110,13 +110,8 @@ impl<D: Topology> Scripted<D> {
         releaser: Releaser,
         fence_record: bool,
     ) -> Result<bool, LockError> {
-        let release = release_call(
-            lease,
-            releaser,
-            fence_record,
-            self.queue,
-            &self.topology.announcing(lease.key),
-        );
+        let announcing = self.topology.announcing(lease.key);
+        let release = release_call(lease, releaser, fence_record, self.queue, &announcing);
         let operation = match releaser {
             Releaser::Holder => Operation::Release,
             Releaser::LeavingWaiter { .. } => Operation::Withdraw,
@@ -127,7 +122,7 @@ impl<D: Topology> Scripted<D> {
         if outcome == released::AGAIN_WITH_FENCE {
             // Boxed: a hand-off to a fenced waiter is the rare release.
             outcome = Box::pin(async {
-                let again = release_again_call(lease);
+                let again = release_again_call(lease, &announcing);
                 self.invoke::<i64>(operation, self.conn.timeout(), &again)
                     .await
             })
@@ -488,16 +483,14 @@ pub(super) fn release_call(
     queue: bool,
     announcing: &Announcing,
 ) -> ScriptCall {
-    // The common release (plain announcements, a queue, not leaving, no fence) takes the
-    // lock and its queue as keys, and the token and the channel alone: each key and argument
-    // costs Redis strings to parse and to build for Lua, a key most of all. The fence record
-    // is declared when the script asks for it (a fenced waiter is next: `release_again_call`).
+    // The common release (a queue, not leaving, no fence) takes the lock and its queue as
+    // keys, and the token and the channel alone: each key and argument costs Redis strings
+    // to parse and to build for Lua, a key most of all (and on a cluster a slot to check).
+    // The fence record is declared when the script asks for it (a fenced waiter is next:
+    // `release_again_call`).
     let script = &lease.kind.scripts().release;
-    let common = *announcing == Announcing::Plain
-        && queue
-        && releaser == Releaser::Holder
-        && lease.kind.short_release()
-        && !fence_record;
+    let common =
+        queue && releaser == Releaser::Holder && lease.kind.short_release() && !fence_record;
     let mut release = if common {
         let queue = Companion::waiters(lease.key);
         let mut call = script.start(2, lease.key.len() + queue.len());
@@ -530,8 +523,7 @@ pub(super) fn release_call(
 
 /// The release script's call again after it answered `AGAIN_WITH_FENCE`, which only the
 /// common release (see [`release_call`]) can: the fence record declared, the rest as before.
-pub(super) fn release_again_call(lease: Lease<'_>) -> ScriptCall {
-    let announcing = Announcing::Plain;
+pub(super) fn release_again_call(lease: Lease<'_>, announcing: &Announcing) -> ScriptCall {
     let mut again = keyed(&lease.kind.scripts().release, lease, true);
     again
         .arg(lease.token)
@@ -838,5 +830,59 @@ async fn renew_group<D: Topology>(
             Ok(join_all(singles).await)
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys, then the arguments, of a script call as sent (after `EVALSHA <hash>`).
+    fn sent(call: &ScriptCall) -> (Vec<String>, Vec<String>) {
+        let words: Vec<String> = call
+            .evalsha()
+            .args_iter()
+            .skip(2)
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => String::new(),
+            })
+            .collect();
+        let keys: usize = words[0].parse().unwrap();
+        (words[1..=keys].to_vec(), words[keys + 1..].to_vec())
+    }
+
+    /// A holder's release with no fence to issue declares the lock and its queue alone, and
+    /// sends the token, the channel and its command, on one server and on a cluster alike
+    /// (a cluster master checks the slot of every key a call declares). Its call again, when
+    /// a fenced waiter is next, declares the fence record and announces on the same channel.
+    #[test]
+    fn a_holders_release_declares_two_keys_on_every_server() {
+        let lease = Lease {
+            kind: Kind::Lock,
+            key: "order:1",
+            token: "c:1",
+            ttl: Duration::from_secs(10),
+        };
+        for announcing in [
+            Announcing::Plain,
+            Announcing::Sharded("rlock:released:{order:1}".to_owned()),
+        ] {
+            let release = release_call(lease, Releaser::Holder, false, true, &announcing);
+            let (keys, args) = sent(&release);
+            assert_eq!(keys, ["order:1", "{order:1}:waiters"], "{announcing:?}");
+            assert_eq!(
+                args,
+                ["c:1", announcing.script_channel(), announcing.command()],
+                "{announcing:?}"
+            );
+            let (keys, args) = sent(&release_again_call(lease, &announcing));
+            assert_eq!(keys.len(), 3, "the fence record declared: {keys:?}");
+            assert_eq!(
+                args,
+                ["c:1", announcing.script_channel(), announcing.command()],
+                "{announcing:?}"
+            );
+        }
     }
 }

@@ -11,7 +11,7 @@ use rlock_runtime::{LockClient, LockGuard, LockOptions};
 use rlock_tests::RedisServer;
 use rlock_tests::deploy::ClusterDeployment;
 use rlock_tests::locking::{
-    client_at, handoff, hold_all, kept_or_lost, serving_again, stored, wait_then_release,
+    KeysOn, client_at, handoff, hold_all, kept_or_lost, serving_again, stored, wait_then_release,
 };
 
 const TIMEOUT: Duration = Duration::from_millis(500);
@@ -95,6 +95,53 @@ async fn the_semantics_hold_on_a_cluster_and_keys_spread_over_every_shard() {
     }
     // Without sharded pub/sub (Redis before 7.0) the waiter subscribed nothing and found the
     // lock handed to it at a check in: `handoff` saw it take the lock.
+}
+
+/// A holder's release declares the fence record only when a fenced waiter is next, on a
+/// cluster as on one server: the release asks to be called again with it, and that call
+/// hands the waiter the lock with a fence and tells it on its key's shard channel, not on a
+/// plain one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_waiter_is_handed_the_lock_on_its_shard() {
+    let cluster = ClusterDeployment::start();
+    if !sharded_or_say_so(&cluster, "a_fenced_waiter_is_handed_the_lock_on_its_shard") {
+        return;
+    }
+    let a = cluster_client(&cluster).await;
+    let b = cluster_client(&cluster).await;
+    let key = "cart:9";
+    let held = a
+        .lock(key)
+        .ttl(Duration::from_secs(20))
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = tokio::spawn(async move {
+        b.lock(key)
+            .fenced()
+            .wait(Duration::from_secs(20))
+            .acquire()
+            .await
+    });
+    KeysOn::Cluster(&cluster)
+        .queued_and_listening(key, 1, 1)
+        .await;
+    for master in cluster.masters() {
+        master.reset_stats();
+    }
+    held.release().await.unwrap();
+    let granted = waiter.await.unwrap().unwrap();
+    assert!(granted.fence().is_some(), "handed without a fence");
+    let shard = cluster.master_of_key(key).unwrap().command_stats();
+    assert!(
+        shard.get("spublish").copied().unwrap_or(0) >= 1,
+        "told on its shard: {shard:?}"
+    );
+    for master in cluster.masters() {
+        let stats = master.command_stats();
+        assert_eq!(stats.get("publish"), None, "{stats:?}");
+    }
+    granted.release().await.unwrap();
 }
 
 /// Whether `cluster` has sharded pub/sub, saying so when it has not: a test of what lives on
