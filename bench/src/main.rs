@@ -128,7 +128,7 @@ impl Config {
             scale_holds: vec![10_000, 100_000, 1_000_000],
             scale_ttl: Duration::from_secs(30),
             scale_leases: 3,
-            cluster_rounds: 6,
+            cluster_rounds: 12,
             cluster_tasks: 64,
             cluster_per_task: 150,
             redlock_rounds: 10,
@@ -707,6 +707,9 @@ async fn semaphores_phase(
             results.permits.entry(way.label()).or_default().push(rate);
         }
     }
+    // The peers' clients are closed before the contended rows, so that nothing of theirs
+    // (connection readers, extension tasks) runs beside rlock's waiters.
+    drop(permits);
     let shape = |clients, heavy| semaphores::Contention {
         tasks: config.sem_tasks,
         clients,
@@ -715,6 +718,17 @@ async fn semaphores_phase(
         per_task: config.sem_per_task,
         hold: config.sem_hold,
     };
+    // Warm-up, not recorded: a short contended run, so that the first measured row does not
+    // start cold on the uncontended rows' heels (a p99 counts any stall of the process).
+    semaphores::contended(
+        url,
+        probe,
+        semaphores::Contention {
+            per_task: 2,
+            ..shape(config.sem_clients[0], 1)
+        },
+    )
+    .await?;
     for clients in config.sem_clients {
         results
             .semaphore
