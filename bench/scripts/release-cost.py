@@ -3,7 +3,8 @@
 rlock's release script (as the runtime assembles it: the kind's line, protocol.lua, then the
 files `rlock-runtime/src/backend/kind.rs` lists for the lock's release), and variants that
 add to the floor one of what rlock's release does besides (its arguments, its calling
-convention, the look at the queue) or take the look at the queue out of rlock's.
+convention, the look at the queue) or take the look at the queue out of rlock's; and rlock's
+bare release, the token alone, which the runtime sends for a lease taken without waiting.
 
 Each variant runs N cycles of `SET key token NX PX` then the release by `EVALSHA`, pipelined,
 on fresh keys, three times, on one `redis-server` started here: as a plain server, then as a
@@ -58,6 +59,7 @@ VARIANTS = [
     ("floor, looking at the queue", FLOOR_LOOKING, False),
     ("rlock's release, not looking at the queue", NOT_LOOKING, True),
     ("rlock's release", RELEASE, True),
+    ("rlock's bare release (the token alone)", RELEASE, False),
 ]
 
 

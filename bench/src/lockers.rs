@@ -197,8 +197,9 @@ impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
         )
     }
 
-    /// rlock's acquire script (lock + fence key) and release script (compare, delete,
-    /// announce), each by `EVALSHA`, with the arguments rlock gives them.
+    /// rlock's acquire script (lock + fence key) and release script (compare, look at the
+    /// queue, delete), each by `EVALSHA`, with the arguments rlock gives them: the release of
+    /// a lease taken without waiting is bare, its token alone.
     pub async fn scripts_cycle(&self, n: u64) -> Result<(), BenchError> {
         let key = format!("bench:{n}");
         let token = self.token();
@@ -212,7 +213,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Floor<C> {
         if acquired != 1 {
             return Err(format!("scripts: {key} was taken").into());
         }
-        let deleted: i64 = calls.release(&token, false).query_async(&mut conn).await?;
+        let deleted: i64 = calls.release_bare(&token).query_async(&mut conn).await?;
         if deleted != 1 {
             return Err(format!("scripts: {key} was lost").into());
         }

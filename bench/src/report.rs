@@ -1244,7 +1244,7 @@ port. Only the part between the `bench:results` markers is rewritten by a run.
 | row | what it does per lock + unlock |
 |---|---|
 | floor | by hand on one multiplexed connection: `SET key token NX PX ttl`, then the compare-and-delete script by `EVALSHA` (2 round trips) |
-| rlock, manual API | `client.lock(key).ttl(10s).acquire().await?` then `guard.release().await?` (2 round trips: a plain `SET NX PX GET`, whose reply also tells a held lock from another kind's state, since no fence is asked for, then the release script, which also `PUBLISH`es to waiters) |
+| rlock, manual API | `client.lock(key).ttl(10s).acquire().await?` then `guard.release().await?` (2 round trips: a plain `SET NX PX GET`, whose reply also tells a held lock from another kind's state, since no fence is asked for, then the release script with the token alone, as for every lease taken without waiting, which looks for a queue and would be sent again in full to hand the lock on) |
 | rlock, `#[distributed_lock]` | `#[distributed_lock(key = "bench:<i>", ttl = "10s", client = client)]` on an empty body |
 | rslock 0.10 | `LockManager::new(vec![url])`, `lock(key, ttl)` then `unlock(&lock)`: `SET NX PX`, then `EVALSHA` of its unlock script |
 | redlock 2.0 | `RedLock::new(vec![url])`, `lock(key, ttl)` then `unlock(&lock)`; the crate is blocking and opens a new TCP connection for every command, so it runs on Tokio's blocking threads |

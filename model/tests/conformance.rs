@@ -11,12 +11,13 @@
 //! - the fence record: the last fence issued, and every fence answered or announced, each
 //!   above the ones before;
 //! - each call's answer (taken, handed, busy and whether it told the holder's lease, other
-//!   kind and which, other count; released, not ours, again with the fence record; renewed);
+//!   kind and which, other count; released, not ours, again in full; renewed);
 //! - the announcements: who was named, on its own client's channel, with which fence.
 //!
 //! The calls are the runtime's own (`script_calls`, the scripted store's builders: the
 //! scripts as the runtime concatenates them, the arguments in its order, a release's second
-//! call when the first asks for the fence record), not a copy of the calling convention.
+//! call when the first asks for it in full, a bare release's token alone), not a copy of the
+//! calling convention.
 //! Each modelled client has a real subscription on its channel, so releases count it live;
 //! a client that dies unsubscribes.
 //!
@@ -56,7 +57,8 @@ const SLOW_PATH: Duration = Duration::from_millis(1500);
 /// The configurations replayed, each with the depth its paths are replayed to: locks hand on
 /// to fenced waiters, fairly or not, and every kind meets every other on the name, in every
 /// order, with a lease ending unreleased, a waiter giving up and a waiting process dying; a
-/// lock joins plainly, and semaphores of two counts take the name in turn.
+/// lock joins plainly, a lock's release is bare, and semaphores of two counts take the name
+/// in turn.
 fn replayed() -> Vec<(&'static str, Config, usize)> {
     let now = Scripts::Now;
     vec![
@@ -67,7 +69,7 @@ fn replayed() -> Vec<(&'static str, Config, usize)> {
                 &[
                     Client::lock().fenced(),
                     Client::lock().fair(),
-                    Client::lock(),
+                    Client::lock().releases_bare(),
                 ],
             )
             .faults(1, 1, 1),
@@ -79,7 +81,7 @@ fn replayed() -> Vec<(&'static str, Config, usize)> {
                 now,
                 &[
                     Client::lock().fenced(),
-                    Client::lock(),
+                    Client::lock().releases_bare(),
                     Client::permit(2),
                     Client::permit(2),
                 ],
@@ -236,7 +238,9 @@ fn the_model_is_the_scripts() {
         "a count set at run time",
         "released",
         "not ours",
-        "again with the fence record",
+        "again in full",
+        "a bare release",
+        "a bare release found a queue",
         "renewed",
         "appended",
         "appended to no queue",
@@ -287,10 +291,13 @@ fn the_findings_are_the_scripts() {
 struct Seen(BTreeMap<&'static str, usize>);
 
 impl Seen {
+    fn saw(&mut self, what: &'static str) {
+        *self.0.entry(what).or_default() += 1;
+    }
+
     fn note(&mut self, effect: &Effect) {
-        let mut saw = |what| *self.0.entry(what).or_default() += 1;
         for answer in &effect.answers {
-            saw(match answer {
+            self.saw(match answer {
                 Answer::Taken { fence: 0 } => "taken",
                 Answer::Taken { .. } => "taken with a fence",
                 Answer::Handed { fence: 0 } => "handed",
@@ -305,7 +312,7 @@ impl Seen {
                 Answer::NotHeld => "an upgrade's read not held",
                 Answer::Released => "released",
                 Answer::NotOurs => "not ours",
-                Answer::AgainWithFence => "again with the fence record",
+                Answer::AgainInFull => "again in full",
                 Answer::Renewed(true) => "renewed",
                 Answer::Renewed(false) => "not renewed",
                 Answer::Appended(0) => "appended to no queue",
@@ -314,14 +321,14 @@ impl Seen {
             });
         }
         for &(_, fence) in &effect.announced {
-            saw(if fence == 0 {
+            self.saw(if fence == 0 {
                 "announced"
             } else {
                 "announced with a fence"
             });
         }
         if effect.announced.len() > 1 {
-            saw("announced to several");
+            self.saw("announced to several");
         }
     }
 
@@ -473,6 +480,14 @@ impl Replay {
             self.compare_announced(&effect, &mut fences).map_err(at)?;
             self.compare_held(&next, &fences).map_err(at)?;
             self.seen.note(&effect);
+            if let Action::Release(c) = action
+                && self.model.config.clients[c].bare
+            {
+                self.seen.saw(match effect.answers.first() {
+                    Some(Answer::AgainInFull) => "a bare release found a queue",
+                    _ => "a bare release",
+                });
+            }
             s = next;
         }
         Ok(())
@@ -518,13 +533,17 @@ impl Replay {
                 let fenced = config.clients[c].fenced;
                 let token = token(config, c);
                 let first = if matches!(action, Action::Release(_)) {
-                    self.calls[c].release(&token, fenced)
+                    if config.clients[c].bare {
+                        self.calls[c].release_bare(&token)
+                    } else {
+                        self.calls[c].release(&token, fenced)
+                    }
                 } else {
                     self.calls[c].withdraw(&token, fenced)
                 };
                 let answer: i64 = first.query(&mut self.conn).unwrap();
                 let mut replies = vec![Reply::Released(answer)];
-                if answer == released::AGAIN_WITH_FENCE {
+                if answer == released::AGAIN_IN_FULL {
                     let again: i64 = self.calls[c]
                         .release_again(&token)
                         .query(&mut self.conn)
@@ -697,7 +716,7 @@ fn compare_answers(
         (Answer::NotHeld, Reply::Acquire(AcquireReply::NotHeld)) => true,
         (Answer::Released, Reply::Released(real)) => *real == released::RELEASED,
         (Answer::NotOurs, Reply::Released(real)) => *real == released::NOT_OURS,
-        (Answer::AgainWithFence, Reply::Released(real)) => *real == released::AGAIN_WITH_FENCE,
+        (Answer::AgainInFull, Reply::Released(real)) => *real == released::AGAIN_IN_FULL,
         (Answer::Renewed(renewed), Reply::Renewed(real)) => renewed == real,
         (Answer::Appended(length), Reply::Appended(real)) => u64::from(*length) == *real,
         (Answer::Recounted(count), Reply::Recounted(Some(real))) => u32::from(*count) == *real,

@@ -156,13 +156,14 @@ fn now_keeps_every_kind_to_itself() {
                 Client::permits(3, 3).fair(),
                 Client::permit(3),
                 Client::permit(3),
-                Client::lock(),
+                Client::lock().releases_bare(),
             ],
         )
         .faults(2, 2, 1),
         &[],
     );
-    // Locks alone: their late release is told it lost the lock.
+    // Locks alone: their late release is told it lost the lock; a bare release that finds a
+    // queue comes again in full.
     assert_keeps(
         "now, locks",
         Config::new(
@@ -170,7 +171,7 @@ fn now_keeps_every_kind_to_itself() {
             &[
                 Client::lock().fenced(),
                 Client::lock().fair(),
-                Client::lock(),
+                Client::lock().releases_bare(),
             ],
         )
         .faults(2, 2, 1),

@@ -33,9 +33,10 @@ local BUSY, TAKEN, HANDED, FULL, OTHER_COUNT, OTHER_KIND, NOT_HELD = 0, 1, 2, 3,
 -- through the script).
 local NOT_TOLD, RECOUNTED = -3, -4
 -- A release's answers: NOT_OURS (it ended, or is another's, or another kind's), RELEASED
--- (given back or handed on), AGAIN_WITH_FENCE (nothing done: the waiter next wants a fence,
--- and the call must come again with the fence record declared).
-local NOT_OURS, RELEASED, AGAIN_WITH_FENCE = 0, 1, -1
+-- (given back or handed on), AGAIN_IN_FULL (nothing done: the call must come again in full,
+-- the fence record declared and the hand-off's arguments given, because the waiter next wants
+-- a fence, or a bare release, its token alone, found a queue).
+local NOT_OURS, RELEASED, AGAIN_IN_FULL = 0, 1, -1
 -- The most entries a script looks at in one call: the queue's bound (WAITERS_QUEUE_MAX) and
 -- room for appends beyond it that their callers take back. Every loop over a queue stops
 -- there: a script that cannot finish stops the whole server.

@@ -68,6 +68,7 @@ pub mod history;
 pub mod holding;
 pub mod http;
 pub mod locking;
+pub mod monitor;
 pub mod postgres;
 pub mod protocol;
 pub mod proxy;

@@ -154,6 +154,10 @@ pub struct Client {
     /// It may arrive by a plain join of the queue (a lock or a permit, whose client already
     /// waits for the name: `QueueCall::Append`).
     pub appends: bool,
+    /// Its releases are bare (a lock): the first call carries the token alone, as the store
+    /// sends a lock's whose lease was taken without waiting, and comes again in full when it
+    /// finds a queue.
+    pub bare: bool,
 }
 
 impl Client {
@@ -163,6 +167,7 @@ impl Client {
             fenced: false,
             fair: false,
             appends: false,
+            bare: false,
         }
     }
 
@@ -232,6 +237,12 @@ impl Client {
             "{self:?}"
         );
         Client { fair: true, ..self }
+    }
+
+    /// Its releases are bare.
+    pub fn releases_bare(self) -> Self {
+        assert!(matches!(self.kind, Kind::Lock), "{self:?}");
+        Client { bare: true, ..self }
     }
 
     /// It may arrive by a plain join.

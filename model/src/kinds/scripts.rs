@@ -1,7 +1,8 @@
 //! The lease scripts as the model runs them. Each function is one script call, named after its
 //! file under `rlock-runtime/scripts/`: it changes the state as the script changes Redis, and
 //! answers as it answers, line for line where the lines decide something. A release is the
-//! store's: its first call and, when that answers `AGAIN_WITH_FENCE`, its second.
+//! store's: its first call (bare for a [bare](super::Client::bare) client) and, when that
+//! answers `AGAIN_IN_FULL`, its second.
 //!
 //! [`Scripts::Before`] runs the hand-off and the semaphore's loops as they were before every
 //! script read its key's kind (commit 42c36c4): `hand_off` told kinds apart by the read-write
@@ -581,9 +582,13 @@ impl<'a> Run<'a> {
                 kind,
                 Kind::Read | Kind::UpgradeableRead | Kind::Write | Kind::Upgrade { .. }
             );
-        let mut answer = self.release_call(client, leaving, declared);
+        let mut answer = if self.config.clients[client].bare && !leaving {
+            self.bare_release(client)
+        } else {
+            self.release_call(client, leaving, declared)
+        };
         self.effect.answers.push(answer);
-        if answer == Answer::AgainWithFence && !self.s.stuck {
+        if answer == Answer::AgainInFull && !self.s.stuck {
             answer = self.release_call(client, false, true);
             self.effect.answers.push(answer);
         }
@@ -598,6 +603,18 @@ impl<'a> Run<'a> {
                 self.read_write_release(client, leaving)
             }
         }
+    }
+
+    /// `lock/release.lua`'s bare release: the token alone, so nothing to hand on with.
+    fn bare_release(&mut self, client: usize) -> Answer {
+        if self.s.name != (Name::Lock { holder: client }) {
+            return Answer::NotOurs;
+        }
+        if !self.s.queue.is_empty() {
+            return Answer::AgainInFull;
+        }
+        self.s.name = Name::Free;
+        Answer::Released
     }
 
     /// `lock/release.lua` and `lock/release_queued.lua`.
@@ -621,7 +638,7 @@ impl<'a> Run<'a> {
         }
         if ours {
             match self.hand_off(Holds::Lock, declared, head, 0) {
-                HandOff::Fence => return Answer::AgainWithFence,
+                HandOff::Fence => return Answer::AgainInFull,
                 HandOff::Nobody => self.s.name = Name::Free,
                 HandOff::Handed => {}
             }
@@ -632,7 +649,7 @@ impl<'a> Run<'a> {
             && self.s.name == Name::Free
             && self.hand_off(Holds::Lock, declared, None, 0) == HandOff::Fence
         {
-            return Answer::AgainWithFence;
+            return Answer::AgainInFull;
         }
         Answer::NotOurs
     }

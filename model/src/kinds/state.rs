@@ -340,9 +340,9 @@ pub enum Answer {
     Released,
     /// A release found nothing of its caller's.
     NotOurs,
-    /// A release did nothing: the next waiter wants a fence, and the call comes again with
-    /// the fence record declared.
-    AgainWithFence,
+    /// A release did nothing, and the call comes again in full: the next waiter wants a
+    /// fence and the fence record was not declared, or a bare release found a queue.
+    AgainInFull,
     /// A renewal: still the caller's, or not.
     Renewed(bool),
     /// A plain join (`RPUSHX`): the queue's length after it, 0 when there was no queue.

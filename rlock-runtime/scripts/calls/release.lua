@@ -1,7 +1,7 @@
 -- The arguments of every kind's release call, named (the order is `protocol.rs`'s
 -- `RELEASE_ARGS`). KEYS: the key, the waiters' queue (Redlock: the awaited mark) and, when
 -- declared, the fence record.
--- token: the owner token
+-- token: the owner token, alone in a bare release (lock/release.lua)
 -- channel: the release channel, given by the client: on one server its prefix (the key
 --   follows), on Redis Cluster the key's sharded channel
 -- publish: the command that announces on it, 'PUBLISH' or 'SPUBLISH'

@@ -13,7 +13,7 @@ end
 if ours then
   local handed = hand_off(lock, queue, fence_key, channel, publish, head)
   if handed == 'fence' then
-    return AGAIN_WITH_FENCE
+    return AGAIN_IN_FULL
   end
   if not handed then
     redis.call('DEL', lock)
@@ -24,7 +24,7 @@ if leaving and redis.call('EXISTS', lock) == 0 then
   -- A waiter left while the lock was free and others queue: whoever was to be told of the
   -- last release may have been this one; the next live waiter is handed the lock now.
   if hand_off(lock, queue, fence_key, channel, publish) == 'fence' then
-    return AGAIN_WITH_FENCE
+    return AGAIN_IN_FULL
   end
 end
 return NOT_OURS

@@ -93,6 +93,16 @@ impl Kind {
         }
     }
 
+    /// Whether its holder's release may carry its token alone when it expects nobody behind
+    /// the lease (see [`Behind::Nobody`](super::Behind::Nobody)), and be sent again in full
+    /// when it finds a queue: a lock's, whose script looks for one before anything else.
+    pub(crate) fn releases_bare(self) -> bool {
+        match self {
+            Self::Lock => true,
+            Self::Permit { .. } | Self::Read | Self::UpgradeableRead | Self::Write => false,
+        }
+    }
+
     /// Whether an acquire that asks for nothing besides the lease (no fence, no wait, no
     /// queue) is one plain `SET key token NX PX ttl`: for a lock, the cheapest atomic acquire
     /// there is, with no script to run.

@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use super::protocol::MOST_LISTED;
 use super::{
-    AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, CountChange, GroupLease, Holder,
-    KeepKey, Kind, Lease, LeaseStore, Misfit, Permits, Recounted, ReleaseListener, Scanned,
+    AllAttempt, Attempt, AttemptAsks, Behind, CardFields, CardPost, CountChange, GroupLease,
+    Holder, KeepKey, Kind, Lease, LeaseStore, Misfit, Permits, Recounted, ReleaseListener, Scanned,
     Standing,
 };
 use crate::error::{KeyKind, LockError};
@@ -751,7 +751,7 @@ impl LeaseStore for MemoryBackend {
         Ok(self.try_acquire(lease, ask))
     }
 
-    async fn release(&self, lease: Lease<'_>, _fenced: bool) -> Result<bool, LockError> {
+    async fn release(&self, lease: Lease<'_>, _behind: Behind) -> Result<bool, LockError> {
         Ok(self.release_now(lease.kind, lease.key, lease.token))
     }
 

@@ -45,6 +45,28 @@ pub(crate) struct Lease<'a> {
     pub(crate) ttl: Duration,
 }
 
+/// What a holder's release expects to find queued behind its lease, which decides what its
+/// first call carries. The release is whole either way: a call that finds more than it
+/// carried for changes nothing, and is sent again in full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Behind {
+    /// Most likely nobody: the lease was taken by a caller that would not wait, as callers of
+    /// a key nobody waits for take it. A lock's release then carries its token alone, not the
+    /// channel and command a hand-off needs (a bare release).
+    Nobody,
+    /// Maybe waiters (the lease was taken by a waiting caller, or handed on): the release
+    /// carries what a hand-off needs, and declares the lock's fence record when `fenced`
+    /// (the lease was fenced, as the waiters behind a fenced hold most often are).
+    Waiters { fenced: bool },
+}
+
+impl Behind {
+    /// Maybe waiters, fenced ones when `fenced` (see [`Behind::Waiters`]).
+    pub(crate) fn waiters(fenced: bool) -> Self {
+        Self::Waiters { fenced }
+    }
+}
+
 /// The outcome of one acquisition attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempt {
@@ -376,14 +398,13 @@ pub(crate) trait LeaseStore {
     ) -> impl Future<Output = Result<Attempt, LockError>> + Send;
 
     /// Deletes the lock if `lease.token` still owns it, or hands it to the next waiter
-    /// queued in Redis; `Ok(false)` when it did not own it. `fenced` when the hold had a
-    /// fence: the release declares the lock's fence record, which a hand-off to a fenced
-    /// waiter needs (such waiters most often stand behind fenced holds; behind others the
-    /// release takes a second round trip to declare it).
+    /// queued in Redis; `Ok(false)` when it did not own it. What is found `behind` the lease
+    /// other than expected (a queue behind a bare release, a fenced waiter next without the
+    /// fence record declared) costs the release a second round trip.
     fn release(
         &self,
         lease: Lease<'_>,
-        fenced: bool,
+        behind: Behind,
     ) -> impl Future<Output = Result<bool, LockError>> + Send;
 
     /// A waiter gives up: its entry (queued for `lease.ttl`, `fenced` or not) leaves the
@@ -558,8 +579,8 @@ impl LeaseStore for Backend {
         each!(self, b => b.acquire(lease, ask).await)
     }
 
-    async fn release(&self, lease: Lease<'_>, fenced: bool) -> Result<bool, LockError> {
-        each!(self, b => b.release(lease, fenced).await)
+    async fn release(&self, lease: Lease<'_>, behind: Behind) -> Result<bool, LockError> {
+        each!(self, b => b.release(lease, behind).await)
     }
 
     async fn renew(

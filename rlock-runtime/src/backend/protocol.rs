@@ -109,8 +109,9 @@ pub mod released {
     pub const NOT_OURS: i64 = 0;
     /// Given back, or handed on.
     pub const RELEASED: i64 = 1;
-    /// Nothing done: the waiter next wants a fence; call again with the fence record.
-    pub const AGAIN_WITH_FENCE: i64 = -1;
+    /// Nothing done: call again in full, with the fence record declared and the hand-off's
+    /// arguments given (the waiter next wants a fence, or a bare release found a queue).
+    pub const AGAIN_IN_FULL: i64 = -1;
 }
 
 /// The most queue entries a script looks at in one call: every loop over a queue stops
@@ -520,7 +521,7 @@ mod tests {
             ("RECOUNTED", acquired::RECOUNTED),
             ("NOT_OURS", released::NOT_OURS),
             ("RELEASED", released::RELEASED),
-            ("AGAIN_WITH_FENCE", released::AGAIN_WITH_FENCE),
+            ("AGAIN_IN_FULL", released::AGAIN_IN_FULL),
             ("MOST_ENTRIES", i64::from(MOST_ENTRIES)),
             ("MOST_TAKEN", i64::from(MOST_TAKEN)),
             ("MOST_LISTED", MOST_LISTED as i64),

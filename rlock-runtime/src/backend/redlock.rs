@@ -24,8 +24,8 @@ use tokio::time::Instant;
 use super::endpoint::Endpoint;
 use super::scripted::RedisNode;
 use super::{
-    Attempt, AttemptAsks, CardFields, CardPost, CountChange, Feature, Holder, KeepKey, Kind, Lease,
-    LeaseStore, Recounted, ReleaseFeed, ReleaseListener, Scanned, Standing,
+    Attempt, AttemptAsks, Behind, CardFields, CardPost, CountChange, Feature, Holder, KeepKey,
+    Kind, Lease, LeaseStore, Recounted, ReleaseFeed, ReleaseListener, Scanned, Standing,
 };
 use crate::error::{LockError, Operation};
 use crate::util::tuning::{REDLOCK_NODE_TIMEOUT_DIVISOR, lease_margin};
@@ -36,6 +36,10 @@ pub(crate) struct Redlock {
     nodes: Vec<Arc<RedisNode>>,
     timeout: Duration,
 }
+
+/// What a master's release is told to expect: on Redlock nobody queues, and the release
+/// announces itself to every waiter that marked the key, for which it needs its channel.
+const MARKED: Behind = Behind::Waiters { fenced: false };
 
 /// How the masters answered one question about one lease.
 #[derive(Debug, Default, Clone, Copy)]
@@ -141,10 +145,10 @@ impl Redlock {
                 token: &token,
                 ttl: Duration::ZERO,
             };
-            join_all(nodes.iter().map(|n| n.release(lease, false))).await;
+            join_all(nodes.iter().map(|n| n.release(lease, MARKED))).await;
         };
         if !crate::util::background::spawn(release) {
-            join_all(self.nodes.iter().map(|n| n.release(lease, false))).await;
+            join_all(self.nodes.iter().map(|n| n.release(lease, MARKED))).await;
         }
     }
 }
@@ -258,15 +262,15 @@ impl LeaseStore for Redlock {
         })
     }
 
-    async fn release(&self, lease: Lease<'_>, _fenced: bool) -> Result<bool, LockError> {
-        let answers = join_all(self.nodes.iter().map(|n| n.release(lease, false))).await;
+    async fn release(&self, lease: Lease<'_>, _: Behind) -> Result<bool, LockError> {
+        let answers = join_all(self.nodes.iter().map(|n| n.release(lease, MARKED))).await;
         let (t, errors) = tally(answers);
         self.decide(Operation::Release, t, errors)
     }
 
     /// Nothing queues in Redis here: giving up is releasing whatever was granted.
     async fn withdraw(&self, lease: Lease<'_>, _fenced: bool) -> Result<bool, LockError> {
-        self.release(lease, false).await
+        self.release(lease, MARKED).await
     }
 
     async fn renew(

@@ -10,8 +10,8 @@ use redis::{Cmd, Pipeline};
 
 use super::protocol::{AcquireMode, entry};
 use super::scripted::{
-    Releaser, acquire_call, append_pipe, handoff_lease, queue_args, recount_call, recounted,
-    release_again_call, release_call, renew_call,
+    Releaser, acquire_call, append_pipe, bare_release_call, handoff_lease, queue_args,
+    recount_call, recounted, release_again_call, release_call, renew_call,
 };
 use super::scripts::ScriptCall;
 use super::topology::{Announcing, RELEASE_CHANNEL_PREFIX};
@@ -130,6 +130,12 @@ impl ScriptCalls {
         ))
     }
 
+    /// A holder's bare release, as the store sends a lock's when its lease was taken without
+    /// waiting: the token alone; it answers [`released::AGAIN_IN_FULL`] when it finds a queue.
+    pub fn release_bare(&self, token: &str) -> Cmd {
+        self.send(&bare_release_call(self.lease(token)))
+    }
+
     /// A waiter's withdrawal from the queue (it gives up), whose entry is `fenced` or not.
     pub fn withdraw(&self, token: &str, fenced: bool) -> Cmd {
         let lease = self.lease(token);
@@ -143,7 +149,7 @@ impl ScriptCalls {
         ))
     }
 
-    /// A release sent again after it answered [`released::AGAIN_WITH_FENCE`].
+    /// A release sent again after it answered [`released::AGAIN_IN_FULL`].
     pub fn release_again(&self, token: &str) -> Cmd {
         self.send(&release_again_call(self.lease(token), &Announcing::Plain))
     }

@@ -25,9 +25,9 @@ use super::pubsub::{Connector, Feed};
 use super::scripts::{Lua, ScriptCall, Waiters, query};
 use super::topology::{Announcing, Topology};
 use super::{
-    AllAttempt, Attempt, AttemptAsks, CardFields, CardPost, CountChange, GroupLease, Holder,
-    KeepKey, Kind, Lease, LeaseStore, Misfit, QueueAsk, QueueCall, Recounted, ReleaseListener,
-    Scanned, Standing, millis,
+    AllAttempt, Attempt, AttemptAsks, Behind, CardFields, CardPost, CountChange, GroupLease,
+    Holder, KeepKey, Kind, Lease, LeaseStore, Misfit, QueueAsk, QueueCall, Recounted,
+    ReleaseListener, Scanned, Standing, millis,
 };
 use crate::error::{KeyKind, LockError, Operation};
 use crate::key::Companion;
@@ -102,16 +102,25 @@ impl<D: Topology> Scripted<D> {
         self
     }
 
-    /// Runs the release script for `releaser`; `fence_record` to declare the lock's fence
-    /// record up front.
+    /// Runs the release script for `releaser`, which expects `behind` its lease what it
+    /// says (a leaving waiter: anything).
     async fn release_script(
         &self,
         lease: Lease<'_>,
         releaser: Releaser,
-        fence_record: bool,
+        behind: Behind,
     ) -> Result<bool, LockError> {
-        let announcing = self.topology.announcing(lease.key);
-        let release = release_call(lease, releaser, fence_record, self.queue, &announcing);
+        let bare = behind == Behind::Nobody
+            && self.queue
+            && releaser == Releaser::Holder
+            && lease.kind.releases_bare();
+        let release = if bare {
+            bare_release_call(lease)
+        } else {
+            let fence_record = behind == Behind::Waiters { fenced: true };
+            let announcing = self.topology.announcing(lease.key);
+            release_call(lease, releaser, fence_record, self.queue, &announcing)
+        };
         let operation = match releaser {
             Releaser::Holder => Operation::Release,
             Releaser::LeavingWaiter { .. } => Operation::Withdraw,
@@ -119,10 +128,11 @@ impl<D: Topology> Scripted<D> {
         let mut outcome: i64 = self
             .invoke(operation, self.conn.timeout(), &release)
             .await?;
-        if outcome == released::AGAIN_WITH_FENCE {
-            // Boxed: a hand-off to a fenced waiter is the rare release.
+        if outcome == released::AGAIN_IN_FULL {
+            // Boxed: a bare release that finds a queue, or a hand-off to a fenced waiter
+            // after an unfenced hold, is the rare release.
             outcome = Box::pin(async {
-                let again = release_again_call(lease, &announcing);
+                let again = release_again_call(lease, &self.topology.announcing(lease.key));
                 self.invoke::<i64>(operation, self.conn.timeout(), &again)
                     .await
             })
@@ -131,7 +141,7 @@ impl<D: Topology> Scripted<D> {
         Ok(match outcome {
             released::RELEASED => true,
             released::NOT_OURS => false,
-            // AGAIN_WITH_FENCE a second time: nothing of ours was given back.
+            // AGAIN_IN_FULL a second time: nothing of ours was given back.
             _ => false,
         })
     }
@@ -521,8 +531,20 @@ pub(super) fn release_call(
     release
 }
 
-/// The release script's call again after it answered `AGAIN_WITH_FENCE`, which only the
-/// common release (see [`release_call`]) can: the fence record declared, the rest as before.
+/// A holder's bare release of `lease` (its kind [releases bare](Kind::releases_bare)): the
+/// lock and its queue as keys, and the token alone. The script answers `AGAIN_IN_FULL` when it
+/// finds a queue, which a hand-off would need the channel and command for.
+pub(super) fn bare_release_call(lease: Lease<'_>) -> ScriptCall {
+    let queue = Companion::waiters(lease.key);
+    let script = &lease.kind.scripts().release;
+    let mut call = script.start(2, lease.key.len() + queue.len() + lease.token.len());
+    call.arg(lease.key).arg(queue).arg(lease.token);
+    call
+}
+
+/// The release script's call again after it answered `AGAIN_IN_FULL`, which only the common
+/// release (see [`release_call`]) and the bare one can: the fence record declared, and the
+/// hand-off's arguments given.
 pub(super) fn release_again_call(lease: Lease<'_>, announcing: &Announcing) -> ScriptCall {
     let mut again = keyed(&lease.kind.scripts().release, lease, true);
     again
@@ -605,8 +627,8 @@ impl<D: Topology> LeaseStore for Scripted<D> {
         self.acquire_within(lease, ask, self.conn.timeout()).await
     }
 
-    async fn release(&self, lease: Lease<'_>, fenced: bool) -> Result<bool, LockError> {
-        self.release_script(lease, Releaser::Holder, fenced).await
+    async fn release(&self, lease: Lease<'_>, behind: Behind) -> Result<bool, LockError> {
+        self.release_script(lease, Releaser::Holder, behind).await
     }
 
     async fn withdraw(&self, lease: Lease<'_>, fenced: bool) -> Result<bool, LockError> {
@@ -615,7 +637,9 @@ impl<D: Topology> LeaseStore for Scripted<D> {
         } else {
             Releaser::Holder
         };
-        self.release_script(lease, releaser, true).await
+        // The fence record declared: the waiter next may want a fence.
+        self.release_script(lease, releaser, Behind::Waiters { fenced: true })
+            .await
     }
 
     async fn renew(
@@ -882,6 +906,34 @@ mod tests {
                 args,
                 ["c:1", announcing.script_channel(), announcing.command()],
                 "{announcing:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bare_release_sends_its_token_alone() {
+        let lease = Lease {
+            kind: Kind::Lock,
+            key: "order:1",
+            token: "c:1",
+            ttl: Duration::from_secs(10),
+        };
+        let (keys, args) = sent(&bare_release_call(lease));
+        assert_eq!(keys, ["order:1", "{order:1}:waiters"]);
+        assert_eq!(args, ["c:1"]);
+        assert!(Kind::Lock.releases_bare());
+        for kind in [
+            Kind::Permit {
+                permits: 2,
+                take: 1,
+            },
+            Kind::Read,
+            Kind::UpgradeableRead,
+            Kind::Write,
+        ] {
+            assert!(
+                !kind.releases_bare(),
+                "{kind:?}: its script has no bare form"
             );
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Attempted, Engine, Grant, Hold, LeasePlan, Try};
-use crate::backend::{Kind, LeaseStore as _, QueueCall, QueueEntry};
+use crate::backend::{Behind, Kind, LeaseStore as _, QueueCall, QueueEntry};
 use crate::error::{LockError, Operation};
 use crate::key::LockKey;
 use crate::metrics::Count;
@@ -155,6 +155,7 @@ impl Acquisition<'_> {
                         fence: handoff.fence,
                         sent_at: since,
                         lease: self.plan.ttl.min(HANDOFF_LEASE),
+                        behind: Behind::waiters(handoff.fence.is_some()),
                     };
                     match engine
                         .adopt(self.key, self.redis_key, self.plan, grant, deadline)

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use super::Engine;
 use super::hold::Hold;
 use crate::backend::{
-    CardFields, CountChange, Feature, Holder, KeepKey, Kind, Lease, LeaseStore, Recounted, Scanned,
+    Behind, CardFields, CountChange, Feature, Holder, KeepKey, Kind, Lease, LeaseStore, Recounted,
+    Scanned,
 };
 use crate::error::LockError;
 use crate::metrics::Count;
@@ -62,7 +63,7 @@ impl Engine {
     /// queued waiter is handed it as on a release. When it ended, it is counted, and this
     /// client's holds under that token are marked lost at once (their `lost()` fires).
     pub(crate) async fn end_lease(&self, lease: Lease<'_>) -> Result<bool, LockError> {
-        if !self.backend.release(lease, false).await? {
+        if !self.backend.release(lease, Behind::waiters(false)).await? {
             return Ok(false);
         }
         self.counters.add(Count::ForcedUnlock, 1);

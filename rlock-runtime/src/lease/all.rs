@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::{Engine, Grant, Hold, LeasePlan, Resend, within};
-use crate::backend::{AllAttempt, GroupLease, Kind, Lease, LeaseStore};
+use crate::backend::{AllAttempt, Behind, GroupLease, Kind, Lease, LeaseStore};
 use crate::error::{LockError, Operation};
 use crate::key::LockKey;
 
@@ -149,6 +149,7 @@ impl Engine {
                         fence: None,
                         sent_at,
                         lease: plan.ttl,
+                        behind: Behind::waiters(false),
                     },
                 ),
             })

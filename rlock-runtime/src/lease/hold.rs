@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{Engine, Grant, LeasePlan, Resend};
-use crate::backend::{Kind, Lease, LeaseStore};
+use crate::backend::{Behind, Kind, Lease, LeaseStore};
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::metrics::Count;
@@ -171,6 +171,8 @@ pub(crate) struct Hold {
     redis_key: String,
     token: String,
     fence: Option<Fence>,
+    /// What its release expects behind it.
+    behind: Behind,
     /// Its label in exported metrics, and when it was granted (for its hold time).
     label: Label,
     granted_at: Instant,
@@ -200,6 +202,7 @@ impl Hold {
             fence,
             sent_at,
             lease,
+            behind,
         } = grant;
         let fence = fence.map(Fence);
         let mut state = State {
@@ -230,6 +233,7 @@ impl Hold {
             redis_key,
             token,
             fence,
+            behind,
             label: plan.metrics_label(),
             granted_at: sent_at,
             guards: AtomicUsize::new(1),
@@ -623,12 +627,12 @@ impl Hold {
         }
         // If this future is dropped while the release is on its way, or the release fails,
         // it is sent again in the background: a dropped future leaves no lock behind.
-        let fenced = self.fence().is_some();
-        let mut unanswered = Resend::release(&self.engine, self.lease(Duration::ZERO), fenced);
+        let behind = self.behind;
+        let mut unanswered = Resend::release(&self.engine, self.lease(Duration::ZERO), behind);
         let outcome = self
             .engine
             .backend
-            .release(self.lease(Duration::ZERO), fenced)
+            .release(self.lease(Duration::ZERO), behind)
             .await;
         unanswered.armed = outcome.is_err();
         drop(unanswered);
@@ -822,6 +826,7 @@ mod tests {
             fence: None,
             sent_at: t0,
             lease: plan.ttl,
+            behind: Behind::Nobody,
         };
         Hold::new(engine, key, "k".into(), grant, plan)
     }

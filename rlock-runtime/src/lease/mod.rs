@@ -24,7 +24,7 @@ use crate::backend::connection::CallerConnection;
 use crate::backend::deployment::Deployment;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{
-    Attempt, AttemptAsks, Backend, Kind, Lease, LeaseStore, QueueAsk, QueueEntry,
+    Attempt, AttemptAsks, Backend, Behind, Kind, Lease, LeaseStore, QueueAsk, QueueEntry,
 };
 use crate::error::{LockError, Operation};
 use crate::key::LockKey;
@@ -68,13 +68,15 @@ pub(crate) enum Attempted {
 }
 
 /// A lock granted to this client: under `token`, by a request sent at `sent_at` (or after),
-/// for a lease of `lease`.
+/// for a lease of `lease`; its release expects `behind` it what a caller that took it this
+/// way finds most often.
 #[derive(Debug, Clone)]
 pub(crate) struct Grant {
     pub(crate) token: String,
     pub(crate) fence: Option<u64>,
     pub(crate) sent_at: Instant,
     pub(crate) lease: Duration,
+    pub(crate) behind: Behind,
 }
 
 /// What every clone of a client shares below the façade.
@@ -273,6 +275,12 @@ impl Engine {
             fence,
             sent_at,
             lease: granted,
+            // A caller that would not wait takes a key that nobody waits for, most often.
+            behind: if ask.waiting {
+                Behind::waiters(fence.is_some())
+            } else {
+                Behind::Nobody
+            },
         };
         Ok(Attempted::Granted(self.hold(key, redis_key, plan, grant)))
     }
@@ -392,6 +400,7 @@ impl Engine {
             fence,
             sent_at,
             lease: plan.ttl,
+            behind: Behind::waiters(fence.is_some()),
         };
         Ok(self.hold(key, redis_key, plan, grant))
     }
@@ -426,7 +435,7 @@ impl Engine {
         let Err(e) = self.confirm_replicas(key, lease, replicas).await else {
             return Ok(());
         };
-        let taken_back = self.backend.release(lease, false).await;
+        let taken_back = self.backend.release(lease, Behind::waiters(false)).await;
         if matches!(taken_back, Ok(true)) {
             self.released(redis_key, Count::OrphanReleased);
         }
@@ -478,8 +487,8 @@ pub(crate) struct Resend<'a> {
     token: &'a str,
     /// Counted as a hold's release, or as an orphan acquisition's.
     count: Count,
-    /// The hold was fenced (see [`LeaseStore::release`]).
-    fenced: bool,
+    /// What the hold's release expected behind it (see [`LeaseStore::release`]).
+    behind: Behind,
     /// The token may also be queued in Redis: its entry is withdrawn too.
     queued: Option<QueueEntry>,
     pub(crate) armed: bool,
@@ -487,9 +496,9 @@ pub(crate) struct Resend<'a> {
 
 impl<'a> Resend<'a> {
     /// For a hold's release.
-    pub(crate) fn release(engine: &'a Arc<Engine>, lease: Lease<'a>, fenced: bool) -> Self {
+    pub(crate) fn release(engine: &'a Arc<Engine>, lease: Lease<'a>, behind: Behind) -> Self {
         let mut resend = Self::armed(engine, lease, Count::Released);
-        resend.fenced = fenced;
+        resend.behind = behind;
         resend
     }
 
@@ -509,7 +518,7 @@ impl<'a> Resend<'a> {
             redis_key: lease.key,
             token: lease.token,
             count,
-            fenced: false,
+            behind: Behind::waiters(false),
             queued: None,
             armed: true,
         }
@@ -528,7 +537,7 @@ impl Drop for Resend<'_> {
             self.token.to_owned(),
             self.count,
         );
-        let (queued, fenced) = (self.queued, self.fenced);
+        let (queued, behind) = (self.queued, self.behind);
         // One send: the token's withdrawal from the queue (which also hands on a lock handed
         // to it), or its release.
         let send = move || {
@@ -551,7 +560,7 @@ impl Drop for Resend<'_> {
                             token: &token,
                             ttl: Duration::ZERO,
                         };
-                        engine.backend.release(lease, fenced).await
+                        engine.backend.release(lease, behind).await
                     }
                 };
                 if let Ok(true) = released {

@@ -11,9 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::AsyncCommands;
+use rlock_runtime::__private_0_1::script_calls::ScriptCalls;
 use rlock_runtime::{LockClient, LockError};
 use rlock_tests::RedisServer;
 use rlock_tests::locking::{queue_len, wait_listening, wait_queue_len, wait_then_release};
+use rlock_tests::monitor::Monitor;
 use rlock_tests::worker::Contend;
 use rlock_tests::workers::{Running, one_waiting_section};
 
@@ -264,6 +266,78 @@ async fn a_live_waiter_behind_dead_ones_is_handed_the_lock_at_once() {
     drop(tokio::task::spawn_blocking(move || {
         doomed.finish_except(DEADLINE, &killed)
     }));
+}
+
+/// A lock taken without waiting is released with its token alone: such a key most often has
+/// nobody queued, and each argument costs Redis a string on every call. When a waiter did
+/// queue behind it, the release finds the queue, comes again in full and hands the lock on in
+/// that second call, to a fenced waiter with its fence as to a plain one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_taken_without_waiting_is_released_with_its_token_alone() {
+    let server = RedisServer::start();
+    let (key, queue) = ("w:bare", "{w:bare}:waiters");
+    let mut raw = server.raw().await;
+    let load = &ScriptCalls::lock(key, Duration::from_secs(10)).loads()[1];
+    let release_sha: String = load.query_async(&mut raw).await.unwrap();
+    let monitor = Monitor::start(&server).await;
+    let holder = LockClient::connect(&server.url()).await.unwrap();
+    let waiter = LockClient::connect(&server.url()).await.unwrap();
+
+    let guard = holder.lock(key).acquire().await.unwrap();
+    let mut tokens = vec![guard.token().to_owned()];
+    guard.release().await.unwrap();
+    for fenced in [false, true] {
+        let guard = holder.lock(key).acquire().await.unwrap();
+        tokens.push(guard.token().to_owned());
+        let waiting = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move {
+                let mut lock = waiter.lock(key).wait(Duration::from_secs(30));
+                if fenced {
+                    lock = lock.fenced();
+                }
+                lock.acquire().await
+            })
+        };
+        // Queued and listening: a release hands the lock only to a waiter it can tell.
+        wait_queue_len(&server, queue, 1).await;
+        wait_listening(&server, key, 1).await;
+        guard.release().await.unwrap();
+        let exists: bool = raw.exists(key).await.unwrap();
+        assert!(exists, "the release's second call hands the lock on");
+        let handed = waiting.await.unwrap().unwrap();
+        assert_eq!(handed.fence().is_some(), fenced, "fenced: {fenced}");
+        handed.release().await.unwrap();
+    }
+
+    // The holder's release calls, in order: (keys, arguments) of each.
+    let calls: Vec<(usize, Vec<String>)> = monitor
+        .finish(&server)
+        .await
+        .into_iter()
+        .filter(|args| args.len() > 3 && args[1] == release_sha && args[3] == key)
+        .filter_map(|args| {
+            let keys: usize = args[2].parse().ok()?;
+            let argv = args[3 + keys..].to_vec();
+            tokens.contains(argv.first()?).then_some((keys, argv))
+        })
+        .collect();
+    let bare = |n: usize| (2, vec![tokens[n].clone()]);
+    let in_full = |n: usize| {
+        (
+            3,
+            vec![
+                tokens[n].clone(),
+                "rlock:released:".into(),
+                "PUBLISH".into(),
+            ],
+        )
+    };
+    assert_eq!(
+        calls,
+        [bare(0), bare(1), in_full(1), bare(2), in_full(2)],
+        "nobody behind: the token alone; a waiter behind: again in full"
+    );
 }
 
 /// `x` and `{x}` are two locks with two queues: a release of the one does not empty the
