@@ -296,18 +296,27 @@ static WRITE: LazyLock<KindScripts> = read_write_scripts!("w");
 mod tests {
     use super::Kind;
 
+    const KINDS: [Kind; 5] = [
+        Kind::Lock,
+        Kind::Permit {
+            permits: 2,
+            take: 1,
+        },
+        Kind::Read,
+        Kind::UpgradeableRead,
+        Kind::Write,
+    ];
+
+    #[test]
+    fn only_a_locks_release_is_bare() {
+        for kind in KINDS {
+            assert_eq!(kind.releases_bare(), kind == Kind::Lock, "{kind:?}");
+        }
+    }
+
     #[test]
     fn every_kind_has_its_own_name_and_scripts() {
-        let kinds = [
-            Kind::Lock,
-            Kind::Permit {
-                permits: 2,
-                take: 1,
-            },
-            Kind::Read,
-            Kind::UpgradeableRead,
-            Kind::Write,
-        ];
+        let kinds = KINDS;
         for (i, a) in kinds.iter().enumerate() {
             for b in &kinds[i + 1..] {
                 assert_ne!(a.name(), b.name());

@@ -921,20 +921,5 @@ mod tests {
         let (keys, args) = sent(&bare_release_call(lease));
         assert_eq!(keys, ["order:1", "{order:1}:waiters"]);
         assert_eq!(args, ["c:1"]);
-        assert!(Kind::Lock.releases_bare());
-        for kind in [
-            Kind::Permit {
-                permits: 2,
-                take: 1,
-            },
-            Kind::Read,
-            Kind::UpgradeableRead,
-            Kind::Write,
-        ] {
-            assert!(
-                !kind.releases_bare(),
-                "{kind:?}: its script has no bare form"
-            );
-        }
     }
 }
