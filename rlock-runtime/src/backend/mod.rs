@@ -46,8 +46,8 @@ pub(crate) struct Lease<'a> {
 }
 
 /// What a holder's release expects to find queued behind its lease, which decides what its
-/// first call carries. The release is whole either way: a call that finds more than it
-/// carried for changes nothing, and is sent again in full.
+/// first call carries. The release is whole either way: a first call that finds what it did
+/// not carry for (a queue, a fenced waiter) changes nothing, and is sent again in full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Behind {
     /// Most likely nobody: the lease was taken by a caller that would not wait, as callers of
