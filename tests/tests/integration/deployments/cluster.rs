@@ -490,7 +490,9 @@ async fn after_a_failover_a_waiter_still_listens_on_its_shard() {
     ) {
         return;
     }
-    let holder = cluster_client(&cluster).await;
+    // The holder's commands may take 5 s, so that its replica has half of that to confirm
+    // the grant on a loaded machine (with the suite's 500 ms, 250 ms).
+    let holder = client_at(&cluster.url(), Duration::from_secs(5)).await;
     let waiter = cluster_client(&cluster).await;
     // Confirmed by the replica: a master killed right after the grant must not take the
     // lock with it (replication is asynchronous), or the holder's release finds it gone.
