@@ -502,10 +502,7 @@ pub(super) fn release_call(
     let common =
         queue && releaser == Releaser::Holder && lease.kind.short_release() && !fence_record;
     let mut release = if common {
-        let queue = Companion::waiters(lease.key);
-        let mut call = script.start(2, lease.key.len() + queue.len());
-        call.arg(lease.key).arg(queue);
-        call
+        lock_and_queue(lease)
     } else {
         keyed(script, lease, queue)
     };
@@ -535,10 +532,18 @@ pub(super) fn release_call(
 /// lock and its queue as keys, and the token alone. The script answers `AGAIN_IN_FULL` when it
 /// finds a queue, which a hand-off would need the channel and command for.
 pub(super) fn bare_release_call(lease: Lease<'_>) -> ScriptCall {
+    let mut call = lock_and_queue(lease);
+    call.arg(lease.token);
+    call
+}
+
+/// The release script's call of `lease` declaring the lock and its queue alone, the keys of
+/// the common release and the bare one (not the fence record).
+fn lock_and_queue(lease: Lease<'_>) -> ScriptCall {
     let queue = Companion::waiters(lease.key);
     let script = &lease.kind.scripts().release;
-    let mut call = script.start(2, lease.key.len() + queue.len() + lease.token.len());
-    call.arg(lease.key).arg(queue).arg(lease.token);
+    let mut call = script.start(2, lease.key.len() + queue.len());
+    call.arg(lease.key).arg(queue);
     call
 }
 
